@@ -1,0 +1,2 @@
+"""The way in and out of Spark: a Kafka streaming source with pluggable batch cuts, and sinks
+whose records carry deterministic ids."""

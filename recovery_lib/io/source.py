@@ -1,0 +1,308 @@
+"""Kafka streaming source for Spark Structured Streaming (a PySpark Python Data Source).
+
+Offsets are ``{topic: {partition: next_offset}}``. The driver-side reader (Spark's Python
+streaming-source runner) asks its cut policy where each batch ends; Spark writes that end to
+its offset log before the batch runs, so a re-executed batch reads exactly the same ranges.
+``read()`` runs in executor Python workers and yields Arrow record batches.
+
+Options (as in Spark's own Kafka connector where one exists):
+  subscribe              comma-separated topics (required)
+  startingOffsets        earliest (default) | latest | JSON {"t": {"0": 42}} (-2 earliest, -1 latest)
+  maxOffsetsPerTrigger   admission limit: records per micro-batch over all partitions
+  cutPolicy              where a batch ends: free (default)
+  valueFormat            binary (default) | string (UTF-8)
+  onBadRecord            deadletter (default) | fail: what to do with a value not in valueFormat
+  deadLetterTopic        where bad records go (default recovery.deadletter)
+  auditPath              directory: one JSON line per read range (batch, topic, partition, start, end)
+  kafka.<property>       passed to librdkafka (kafka.bootstrap.servers, SASL/TLS settings)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from recovery_lib.io.task import task_info
+from recovery_lib.io.cut_policies import make_cut_policy
+from recovery_lib.io.exceptions import BadRecord, InvalidSourceOption, OffsetsUnavailable
+from recovery_lib.io.offsets import EARLIEST, LATEST, Offsets, parse_starting_offsets
+
+SOURCE_NAME = "rlkafka"
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+VALUE_FORMATS = {"binary": "binary", "string": "string"}
+DEFAULT_DEAD_LETTER_TOPIC = "recovery.deadletter"
+
+
+def source_schema(value_format: str = "binary") -> str:
+    return (
+        f"key binary, value {VALUE_FORMATS[value_format]}, topic string, partition int, "
+        f"offset bigint, timestamp timestamp, headers {HEADERS_TYPE}"
+    )
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    topics: list[str]
+    kafka: dict[str, str]
+    starting: str | Offsets = "earliest"
+    max_records: int | None = None
+    cut_policy: str = "free"
+    value_format: str = "binary"
+    on_bad_record: str = "deadletter"
+    dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
+    audit_path: str | None = None
+    raw: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        opts = {str(k).lower(): str(v) for k, v in options.items()}
+        topics = [t.strip() for t in opts.get("subscribe", "").split(",") if t.strip()]
+        if not topics:
+            raise InvalidSourceOption(
+                "option 'subscribe' is required: a comma-separated list of topics, "
+                ".option('subscribe', 'bids,persons')"
+            )
+        kafka = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
+        if "bootstrap.servers" not in kafka:
+            from recovery_lib.kafka.clients import client_config
+
+            kafka = {**client_config(), **kafka}
+        max_records = None
+        if opts.get("maxoffsetspertrigger"):
+            try:
+                max_records = int(opts["maxoffsetspertrigger"])
+            except ValueError:
+                max_records = 0
+            if max_records <= 0:
+                raise InvalidSourceOption(
+                    f"maxOffsetsPerTrigger must be a positive integer, got "
+                    f"{opts['maxoffsetspertrigger']!r}"
+                )
+        value_format = opts.get("valueformat", "binary").lower()
+        if value_format not in VALUE_FORMATS:
+            raise InvalidSourceOption(
+                f"valueFormat {value_format!r} is not supported; use one of {sorted(VALUE_FORMATS)}"
+            )
+        on_bad = opts.get("onbadrecord", "deadletter").lower()
+        if on_bad not in ("deadletter", "fail"):
+            raise InvalidSourceOption(f"onBadRecord must be 'deadletter' or 'fail', got {on_bad!r}")
+        return cls(
+            topics=topics,
+            kafka=kafka,
+            starting=parse_starting_offsets(opts.get("startingoffsets", "earliest"), topics),
+            max_records=max_records,
+            cut_policy=opts.get("cutpolicy", "free").lower(),
+            value_format=value_format,
+            on_bad_record=on_bad,
+            dead_letter_topic=opts.get("deadlettertopic", DEFAULT_DEAD_LETTER_TOPIC),
+            audit_path=opts.get("auditpath"),
+            raw=opts,
+        )
+
+
+@dataclass(frozen=True)
+class KafkaRange(InputPartition):
+    """One Spark task: records ``[start, end)`` of one topic partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        object.__setattr__(self, "topic", topic)
+        object.__setattr__(self, "partition", partition)
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "end", end)
+        object.__setattr__(self, "value", None)
+
+
+class KafkaDataSource(DataSource):
+    """``spark.readStream.format("rlkafka")`` and ``writeStream.format("rlkafka")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        fmt = str(self.options.get("valueFormat", "binary")).lower()
+        return source_schema(fmt if fmt in VALUE_FORMATS else "binary")
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(SourceOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):  # noqa: ANN201
+        from recovery_lib.io.sinks.kafka_sink import KafkaStreamWriter, SinkOptions
+
+        return KafkaStreamWriter(SinkOptions.parse(self.options), schema)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self.cut_policy = make_cut_policy(options.cut_policy, options.raw)
+        self._target: Offsets | None = None  # availableNow: never read past this
+        self._probe: Any = None
+        self._admin: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_probe"] = None
+        state["_admin"] = None
+        return state
+
+    # -- driver side (Spark's Python streaming-source runner) ---------------------------------
+
+    def _clients(self) -> tuple[Any, Any]:
+        if self._probe is None:
+            from recovery_lib.io.tail_probe import TailProbe
+            from recovery_lib.kafka.admin import TopicAdmin
+            from recovery_lib.settings import get_settings
+
+            settings = get_settings()
+            self._admin = TopicAdmin(self.options.kafka)
+            self._probe = TailProbe(
+                self.options.kafka, settings.kafka_request_timeout_s, settings.source_end_probe_cap_s
+            )
+        return self._admin, self._probe
+
+    def _available(self) -> Offsets:
+        admin, probe = self._clients()
+        parts = admin.wait_for(self.options.topics)
+        ends = probe.ends((t, p) for t, ps in parts.items() for p in ps)
+        return {t: {str(p): ends[(t, p)] for p in ps} for t, ps in parts.items()}
+
+    def initialOffset(self) -> dict:
+        available = self._available()
+        starting = self.options.starting
+        admin, probe = self._clients()
+        result: Offsets = {}
+        for topic, parts in available.items():
+            result[topic] = {}
+            for part, end in parts.items():
+                if starting == "latest":
+                    wanted = LATEST
+                elif starting == "earliest":
+                    wanted = EARLIEST
+                else:
+                    wanted = starting.get(topic, {}).get(part, EARLIEST)  # type: ignore[union-attr]
+                if wanted == LATEST:
+                    result[topic][part] = end
+                elif wanted == EARLIEST:
+                    result[topic][part] = probe.watermarks(topic, int(part))[0]
+                else:
+                    result[topic][part] = min(wanted, end)
+        return result
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_records:
+            return ReadMaxRows(self.options.max_records)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._available()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        available = self._target if self._target is not None else self._available()
+        # Partitions that appeared since the last batch start at their beginning.
+        start_full: Offsets = {
+            t: {p: start.get(t, {}).get(p, 0) for p in parts} for t, parts in available.items()
+        }
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = self.cut_policy.cut(start_full, available, max_rows)
+        # Never move backwards (a broker that lost data would otherwise rewind the query).
+        return {
+            t: {p: max(off, start_full[t][p]) for p, off in parts.items()} for t, parts in end.items()
+        }
+
+    def reportLatestOffset(self) -> dict | None:
+        try:
+            return self._available()
+        except Exception:
+            return None
+
+    def partitions(self, start: dict, end: dict) -> list[KafkaRange]:
+        ranges = []
+        for topic in sorted(end):
+            for part in sorted(end[topic], key=int):
+                begin = start.get(topic, {}).get(part, 0)
+                stop = end[topic][part]
+                if stop > begin:
+                    ranges.append(KafkaRange(topic, int(part), begin, stop))
+        return ranges
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: Spark's commit log is the source of truth for consumed offsets."""
+
+    def stop(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
+    # -- executor side -------------------------------------------------------------------------
+
+    def read(self, partition: KafkaRange) -> Iterator[Any]:
+        from recovery_lib.io.range_reader import read_range
+
+        task = task_info()
+        rows = 0
+        for batch in read_range(self.options, self.schema, partition):
+            rows += batch.num_rows
+            yield batch
+        if self.options.audit_path:
+            _audit(self.options.audit_path, task, partition, rows)
+
+
+def _audit(path: str, task: dict[str, Any], partition: KafkaRange, rows: int) -> None:
+    """One JSON line per finished read; O_APPEND keeps concurrent small writes whole."""
+    os.makedirs(path, exist_ok=True)
+    line = json.dumps(
+        {
+            "batch": task["batch_id"],
+            "attempt": task["attempt"],
+            "query": task["query_id"],
+            "topic": partition.topic,
+            "partition": partition.partition,
+            "start": partition.start,
+            "end": partition.end,
+            "rows": rows,
+            "pid": os.getpid(),
+            "at": time.time(),
+        }
+    )
+    fd = os.open(os.path.join(path, "reads.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def bad_record_error(topic: str, partition: int, offset: int, reason: str) -> BadRecord:
+    return BadRecord(
+        f"record {topic}/{partition}@{offset} is not valid for valueFormat: {reason}; "
+        "read it with valueFormat=binary, or set onBadRecord=deadletter to route such records "
+        "to the dead-letter topic and keep going"
+    )
+
+
+def offsets_unavailable(rng: KafkaRange, reached: int, waited_s: float) -> OffsetsUnavailable:
+    return OffsetsUnavailable(
+        f"{rng.topic}/{rng.partition}: offsets [{reached}, {rng.end}) of a planned batch were not "
+        f"returned within {waited_s:.0f} s; the broker lost or deleted them (retention, or a "
+        "restart of the memory-only embedded broker). Restore the topic or start the query "
+        "with a new checkpoint"
+    )

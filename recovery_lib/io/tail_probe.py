@@ -1,0 +1,80 @@
+"""True end offsets of partitions, also on brokers whose high watermark is per record batch.
+
+tansu reports the high watermark as the first offset of the last record batch + 1. Fetching
+from ``high - 1`` and taking the last offset returned + 1 gives the true end; the answer for a
+given high watermark never changes, so it is cached and a quiet partition costs one
+ListOffsets request. On a broker with exact watermarks (Apache Kafka) the fetch returns the
+record at ``high - 1`` and the result equals ``high``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+
+class TailProbe:
+    def __init__(self, config: Mapping[str, str], request_timeout_s: float, cap_s: float) -> None:
+        self._consumer = Consumer(
+            {
+                **config,
+                "group.id": "recovery-tail-probe",
+                "enable.auto.commit": "false",
+                "enable.partition.eof": "true",
+                "fetch.wait.max.ms": "100",
+            }
+        )
+        self._timeout_s = request_timeout_s
+        self._cap_s = cap_s
+        self._cache: dict[tuple[str, int], tuple[int, int]] = {}  # (topic, part) -> (high, end)
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        return self._consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=self._timeout_s, cached=False
+        )
+
+    def ends(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        result: dict[tuple[str, int], int] = {}
+        to_probe: dict[tuple[str, int], int] = {}
+        for tp in partitions:
+            _, high = self.watermarks(*tp)
+            cached = self._cache.get(tp)
+            if high <= 0:
+                result[tp] = 0
+            elif cached is not None and cached[0] == high:
+                result[tp] = cached[1]
+            else:
+                to_probe[tp] = high
+        if to_probe:
+            result.update(self._probe(to_probe))
+        return result
+
+    def _probe(self, highs: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        ends = dict(highs)  # a safe lower bound if a partition does not answer in time
+        pending = set(highs)
+        self._consumer.assign([TopicPartition(t, p, high - 1) for (t, p), high in highs.items()])
+        deadline = time.monotonic() + self._cap_s
+        try:
+            while pending and time.monotonic() < deadline:
+                for msg in self._consumer.consume(num_messages=10_000, timeout=0.2):
+                    tp = (msg.topic(), msg.partition())
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            # The EOF offset is where the fetch position stopped: the true end,
+                            # past any transaction control records.
+                            ends[tp] = max(ends[tp], msg.offset())
+                            pending.discard(tp)
+                        continue
+                    ends[tp] = max(ends[tp], msg.offset() + 1)
+        finally:
+            self._consumer.unassign()
+        for tp, high in highs.items():
+            if tp not in pending:
+                self._cache[tp] = (high, ends[tp])
+        return ends
+
+    def close(self) -> None:
+        self._consumer.close()

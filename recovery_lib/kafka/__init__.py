@@ -1,0 +1,1 @@
+"""Kafka plumbing: the embedded broker, client configuration, topic administration."""

@@ -1,0 +1,74 @@
+"""Topic administration: create (idempotent), delete, list, describe partitions."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from recovery_lib.kafka.clients import check_reachable, client_config
+from recovery_lib.kafka.exceptions import TopicMissing
+from recovery_lib.settings import get_settings
+
+
+class TopicAdmin:
+    def __init__(self, config: Mapping[str, str] | None = None) -> None:
+        self.config = dict(config) if config is not None else client_config()
+        self.timeout_s = get_settings().kafka_request_timeout_s
+        check_reachable(self.config, self.timeout_s)
+        self.admin = AdminClient(self.config)
+
+    def create(self, name: str, partitions: int = 1, replication: int = 1) -> bool:
+        """Create a topic; returns False when it already exists (idempotent)."""
+        futures = self.admin.create_topics(
+            [NewTopic(name, partitions, replication)], request_timeout=self.timeout_s
+        )
+        try:
+            futures[name].result(timeout=self.timeout_s)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return False
+            raise
+        self.wait_for([name])
+        return True
+
+    def delete(self, name: str) -> bool:
+        futures = self.admin.delete_topics([name], request_timeout=self.timeout_s)
+        try:
+            futures[name].result(timeout=self.timeout_s)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return False
+            raise
+        return True
+
+    def list(self) -> list[str]:
+        topics = self.admin.list_topics(timeout=self.timeout_s).topics
+        return sorted(t for t in topics if not t.startswith("__"))
+
+    def partitions(self, name: str) -> list[int]:
+        # A metadata request naming the topic could auto-create it; list all instead.
+        meta = self.admin.list_topics(timeout=self.timeout_s).topics.get(name)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise TopicMissing(
+                f"topic {name!r} does not exist on {self.config['bootstrap.servers']}; create it "
+                f"with `recovery topics create {name} --partitions N`"
+            )
+        return sorted(meta.partitions)
+
+    def wait_for(self, names: Iterable[str], timeout_s: float | None = None) -> dict[str, list[int]]:
+        """Partitions of each topic, waiting up to ``timeout_s`` for them to appear."""
+        deadline = time.monotonic() + (timeout_s or get_settings().topic_wait_timeout_s)
+        result: dict[str, list[int]] = {}
+        for name in names:
+            while True:
+                try:
+                    result[name] = self.partitions(name)
+                    break
+                except TopicMissing:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.1)
+        return result

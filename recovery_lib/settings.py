@@ -1,0 +1,89 @@
+"""The one home of configuration: typed settings, each overridable by an environment variable.
+
+``KAFKA_BOOTSTRAP`` points everything at an external Kafka cluster instead of the embedded
+broker; ``KAFKA_CLIENT_CONFIG`` (a JSON object) or ``KAFKA_CLIENT_<PROPERTY>`` variables
+(``KAFKA_CLIENT_SECURITY_PROTOCOL=SASL_SSL`` -> ``security.protocol``) pass client settings
+such as SASL/TLS through to every producer, consumer and admin client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+CLIENT_ENV_PREFIX = "KAFKA_CLIENT_"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RECOVERY_", extra="ignore")
+
+    home: Path = Field(
+        default=Path(".recovery"),
+        description="Working directory for broker state, checkpoints, tables and reports.",
+    )
+    kafka_bootstrap: str | None = Field(
+        default=None,
+        validation_alias="KAFKA_BOOTSTRAP",
+        description="External Kafka bootstrap servers; unset means the embedded broker.",
+    )
+    kafka_client_config_json: str | None = Field(default=None, validation_alias="KAFKA_CLIENT_CONFIG")
+
+    # Embedded broker.
+    broker_host: str = "127.0.0.1"
+    broker_start_timeout_s: float = 15.0
+
+    # Clients.
+    kafka_request_timeout_s: float = 10.0
+    topic_wait_timeout_s: float = 10.0
+    source_poll_timeout_s: float = 30.0
+    source_arrow_batch_rows: int = 20_000
+    source_end_probe_cap_s: float = 2.0
+    sink_flush_timeout_s: float = 60.0
+
+    # Spark.
+    spark_master: str = "local[2]"
+    spark_shuffle_partitions: int = 4
+    spark_driver_memory: str = "1g"
+
+    @field_validator("home")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    def kafka_client_config(self) -> dict[str, str]:
+        """Pass-through librdkafka properties (SASL/TLS etc.) from the environment."""
+        config: dict[str, str] = {}
+        if self.kafka_client_config_json:
+            try:
+                loaded = json.loads(self.kafka_client_config_json)
+            except json.JSONDecodeError as exc:
+                raise ValueError(
+                    f"KAFKA_CLIENT_CONFIG is not valid JSON ({exc}); set it to an object such as "
+                    '{"security.protocol": "SASL_SSL"}'
+                ) from exc
+            if not isinstance(loaded, dict):
+                raise ValueError("KAFKA_CLIENT_CONFIG must be a JSON object of client properties")
+            config.update({str(k): str(v) for k, v in loaded.items()})
+        for name, value in os.environ.items():
+            if name.startswith(CLIENT_ENV_PREFIX) and name != "KAFKA_CLIENT_CONFIG":
+                config[name[len(CLIENT_ENV_PREFIX) :].lower().replace("_", ".")] = value
+        return config
+
+    @property
+    def broker_state_file(self) -> Path:
+        return self.home / "broker" / "broker.json"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def reload_settings() -> Settings:
+    get_settings.cache_clear()
+    return get_settings()

@@ -1,0 +1,1 @@
+"""Spark set-up: sessions bound to loopback with our data sources registered."""

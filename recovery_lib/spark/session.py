@@ -1,0 +1,56 @@
+"""Build a SparkSession for our jobs and tests: loopback only, small shuffles, sources registered."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from recovery_lib.settings import Settings, get_settings
+
+
+def spark_env() -> None:
+    """Environment Spark reads at JVM start: loopback, and workers on this interpreter."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Quiet the pandas-3 / pyarrow timezone warnings nobody can act on.
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+
+
+def build_session(
+    app_name: str = "recovery",
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    settings: Settings | None = None,
+):  # noqa: ANN201 - pyspark types are imported lazily
+    settings = settings or get_settings()
+    spark_env()
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or settings.spark_master)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", settings.spark_driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(settings.spark_shuffle_partitions))
+        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    register_data_sources(spark)
+    return spark
+
+
+def register_data_sources(spark) -> None:  # noqa: ANN001
+    from recovery_lib.io.source import KafkaDataSource
+
+    spark.dataSource.register(KafkaDataSource)
