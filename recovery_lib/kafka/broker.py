@@ -83,7 +83,7 @@ def _is_tansu(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return bool(cmdline) and cmdline[0].endswith(b"tansu")
+    return bool(cmdline) and b"tansu" in os.path.basename(cmdline[0])
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec

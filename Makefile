@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export SPARK_LOCAL_IP := 127.0.0.1
+export PYTHONDONTWRITEBYTECODE :=
+
+.PHONY: install demo test test-all lint bench-io clean
+
+$(STAMP): pyproject.toml requirements.lock
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install -q uv==0.13.8
+	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -r requirements.lock
+	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode --no-deps -e .
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/recovery demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check recovery_lib jobs tests dags dashboard
+
+bench-io: $(STAMP)
+	$(BIN)/recovery bench io
+
+lock:
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+
+clean:
+	rm -rf .recovery reports .pytest_cache

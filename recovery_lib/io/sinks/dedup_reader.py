@@ -1,0 +1,104 @@
+"""Read a sink topic and yield each output id once (first copy wins).
+
+This is the consumer side of the ``dedup`` sink mode: a re-executed batch writes records with
+the same ids, and the reader drops the later copies. It reads ``[low, end)`` of every
+partition as of the moment it starts, using the broker-independent tail probe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from recovery_lib.io.sinks.ids import EPOCH_HEADER, ID_HEADER
+from recovery_lib.io.tail_probe import TailProbe
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.clients import client_config
+from recovery_lib.settings import get_settings
+
+
+@dataclass(frozen=True)
+class SinkRecord:
+    id: str | None
+    epoch: int | None
+    key: bytes | None
+    value: bytes | None
+    topic: str
+    partition: int
+    offset: int
+    headers: tuple[tuple[str, bytes], ...]
+
+
+def read_topic(topic: str, config: Mapping[str, str] | None = None) -> Iterator[SinkRecord]:
+    """Every record of ``topic`` present when called, partition by partition."""
+    settings = get_settings()
+    config = dict(config) if config is not None else client_config()
+    partitions = TopicAdmin(config).partitions(topic)
+    probe = TailProbe(config, settings.kafka_request_timeout_s, settings.source_end_probe_cap_s)
+    try:
+        ends = probe.ends((topic, p) for p in partitions)
+        lows = {p: probe.watermarks(topic, p)[0] for p in partitions}
+    finally:
+        probe.close()
+    consumer = Consumer(
+        {**config, "group.id": "recovery-dedup-reader", "enable.auto.commit": "false",
+         "enable.partition.eof": "true"}
+    )
+    try:
+        for part in partitions:
+            end = ends[(topic, part)]
+            if end <= lows[part]:
+                continue
+            consumer.assign([TopicPartition(topic, part, lows[part])])
+            done = False
+            while not done:
+                for msg in consumer.consume(num_messages=10_000, timeout=1.0):
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            done = done or msg.offset() >= end
+                            continue
+                        raise RuntimeError(f"reading {topic}/{part}: {err}")
+                    if msg.offset() >= end:
+                        done = True
+                        break
+                    headers = tuple(msg.headers() or ())
+                    hmap = dict(headers)
+                    rid = hmap.get(ID_HEADER)
+                    epoch = hmap.get(EPOCH_HEADER)
+                    yield SinkRecord(
+                        id=rid.decode() if rid is not None else None,
+                        epoch=int(epoch) if epoch is not None else None,
+                        key=msg.key(),
+                        value=msg.value(),
+                        topic=topic,
+                        partition=part,
+                        offset=msg.offset(),
+                        headers=headers,
+                    )
+                    if msg.offset() + 1 >= end:
+                        done = True
+            consumer.unassign()
+    finally:
+        consumer.close()
+
+
+class DedupReader:
+    """Yields each output id once; records without an id pass through unchanged."""
+
+    def __init__(self, topic: str, config: Mapping[str, str] | None = None) -> None:
+        self.topic = topic
+        self.config = config
+        self.duplicates = 0
+        self._seen: set[str] = set()
+
+    def __iter__(self) -> Iterator[SinkRecord]:
+        for record in read_topic(self.topic, self.config):
+            if record.id is not None:
+                if record.id in self._seen:
+                    self.duplicates += 1
+                    continue
+                self._seen.add(record.id)
+            yield record

@@ -1,0 +1,247 @@
+"""Kafka sink (a Python streaming data-source writer): ``writeStream.format("rlkafka")``.
+
+Every record carries headers ``rl.id`` (deterministic, see ids.py) and ``rl.epoch``. A
+delivery error fails the task; nothing is dropped silently. Modes:
+  at_least_once   produce and flush; a re-executed batch writes its records again
+  dedup           the same, and consumers read through ``DedupReader`` (first id wins)
+  transactional   one Kafka transaction per task (transactional.id = sink id + partition);
+                  needs a broker whose read_committed consumers hide aborted records (Apache
+                  Kafka). The embedded tansu does not, so it is refused unless
+                  ``brokerSupportsTransactions=true``.
+
+Options: topic (required), mode, epoch (fencing epoch, default 0), sinkId (id prefix when
+several queries share a topic), brokerSupportsTransactions, kafka.<property>.
+Input columns: value (string or binary, required), key (string or binary), partition (int),
+headers (array<struct<key:string,value:binary>>).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from recovery_lib.io.client_cache import cached, evict
+from recovery_lib.io.exceptions import InvalidSinkOption, SinkDeliveryError
+from recovery_lib.io.sinks.ids import EPOCH_HEADER, ID_HEADER, output_id
+from recovery_lib.io.task import task_info
+from recovery_lib.runtime.faults import MidWriteKill
+from recovery_lib.settings import get_settings
+
+SINK_MODES = ("at_least_once", "dedup", "transactional")
+HEADERS_SPARK_TYPE = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
+ALLOWED_COLUMNS = {
+    "value": (StringType(), BinaryType()),
+    "key": (StringType(), BinaryType()),
+    "partition": (IntegerType(),),
+    "headers": (HEADERS_SPARK_TYPE,),
+}
+
+
+_CAST_HINTS = {
+    "value": "serialize it, e.g. df.select(to_json(struct('*')).alias('value'))",
+    "key": "df.withColumn('key', col('key').cast('string'))",
+    "partition": "df.withColumn('partition', col('partition').cast('int'))",
+    "headers": "build array(struct(lit('name').alias('key'), <binary>.alias('value')))",
+}
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    topic: str
+    kafka: dict[str, str]
+    mode: str = "at_least_once"
+    epoch: int = 0
+    sink_id: str = ""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        opts = {str(k).lower(): str(v) for k, v in options.items()}
+        topic = opts.get("topic", "").strip()
+        if not topic:
+            raise InvalidSinkOption("option 'topic' is required: .option('topic', 'results')")
+        mode = opts.get("mode", "at_least_once").lower()
+        if mode not in SINK_MODES:
+            raise InvalidSinkOption(f"mode {mode!r} is unknown; choose one of {list(SINK_MODES)}")
+        if mode == "transactional" and opts.get("brokersupportstransactions", "false") != "true":
+            raise InvalidSinkOption(
+                "mode=transactional needs a broker whose read_committed consumers hide aborted "
+                "records (Apache Kafka); the embedded tansu broker does not. Use mode=dedup, or "
+                "set brokerSupportsTransactions=true against a real Kafka cluster"
+            )
+        try:
+            epoch = int(opts.get("epoch", "0"))
+        except ValueError:
+            raise InvalidSinkOption(f"epoch must be an integer, got {opts['epoch']!r}") from None
+        kafka = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
+        if "bootstrap.servers" not in kafka:
+            from recovery_lib.kafka.clients import client_config
+
+            kafka = {**client_config(), **kafka}
+        return cls(topic=topic, kafka=kafka, mode=mode, epoch=epoch, sink_id=opts.get("sinkid", ""))
+
+
+def validate_sink_schema(schema: StructType) -> None:
+    names = {f.name: f.dataType for f in schema.fields}
+    if "value" not in names:
+        raise InvalidSinkOption(
+            f"the Kafka sink needs a 'value' column (string or binary); got columns "
+            f"{list(names)}. Build one, e.g. df.select(to_json(struct('*')).alias('value'))"
+        )
+    for name, dtype in names.items():
+        allowed = ALLOWED_COLUMNS.get(name)
+        if allowed is None:
+            raise InvalidSinkOption(
+                f"column {name!r} cannot be written to Kafka; the sink takes only "
+                f"{sorted(ALLOWED_COLUMNS)}. Drop it or fold it into 'value' (to_json(struct(...)))"
+            )
+        kinds = [t.simpleString() for t in allowed]
+        if dtype.simpleString() not in kinds:  # nullability does not matter
+            hint = _CAST_HINTS.get(name, f"df.withColumn('{name}', col('{name}').cast('{kinds[0]}'))")
+            raise InvalidSinkOption(
+                f"column {name!r} has type {dtype.simpleString()}, which is not valid for the "
+                f"Kafka sink; it must be {' or '.join(kinds)}. Fix: {hint}"
+            )
+
+
+@dataclass
+class SinkCommit(WriterCommitMessage):
+    batch_id: int
+    partition: int
+    attempt: int
+    rows: int
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: SinkOptions, schema: StructType) -> None:
+        validate_sink_schema(schema)
+        self.options = options
+        self.columns = [f.name for f in schema.fields]
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        task = task_info()
+        batch_id, partition = int(task["batch_id"]), int(task["partition"])
+        if self.options.mode == "transactional":
+            rows = self._write_transactional(iterator, batch_id, partition)
+        else:
+            rows = self._write(iterator, batch_id, partition)
+        return SinkCommit(batch_id, partition, int(task["attempt"]), rows)
+
+    def _producer_config(self) -> dict[str, str]:
+        return {
+            **self.options.kafka,
+            "enable.idempotence": "true",
+            "linger.ms": "5",
+            "batch.num.messages": "10000",
+            "queue.buffering.max.messages": "500000",
+        }
+
+    def _write(self, iterator: Iterator[pa.RecordBatch], batch_id: int, partition: int) -> int:
+        producer = cached("producer:sink", self._producer_config(), _new_producer)
+        return self._produce_all(producer, iterator, batch_id, partition)
+
+    def _write_transactional(
+        self, iterator: Iterator[pa.RecordBatch], batch_id: int, partition: int
+    ) -> int:
+        config = {
+            **self._producer_config(),
+            "transactional.id": f"{self.options.sink_id or self.options.topic}-p{partition}",
+        }
+        producer = cached("producer:txn", config, _new_transactional_producer)
+        producer.begin_transaction()
+        try:
+            rows = self._produce_all(producer, iterator, batch_id, partition)
+            producer.commit_transaction(get_settings().sink_flush_timeout_s)
+        except BaseException:
+            try:
+                producer.abort_transaction(get_settings().sink_flush_timeout_s)
+            except Exception:
+                evict("producer:txn", config)  # fenced or broken: start clean next time
+            raise
+        return rows
+
+    def _produce_all(
+        self, producer: Any, iterator: Iterator[pa.RecordBatch], batch_id: int, partition: int
+    ) -> int:
+        failures: list[str] = []
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failures.append(str(err))
+
+        fault = MidWriteKill.from_env()
+        epoch = str(self.options.epoch).encode()
+        prefix = self.options.sink_id
+        topic = self.options.topic
+        seq = 0
+        for batch in iterator:
+            cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+            values = cols["value"]
+            keys = cols.get("key")
+            parts = cols.get("partition")
+            extra_headers = cols.get("headers")
+            for i, value in enumerate(values):
+                headers = [
+                    (ID_HEADER, output_id(batch_id, partition, seq, prefix).encode()),
+                    (EPOCH_HEADER, epoch),
+                ]
+                if extra_headers is not None and extra_headers[i]:
+                    headers.extend((h["key"], h["value"]) for h in extra_headers[i])
+                kwargs: dict[str, Any] = {"value": value, "headers": headers, "on_delivery": on_delivery}
+                if keys is not None:
+                    kwargs["key"] = keys[i]
+                if parts is not None and parts[i] is not None:
+                    kwargs["partition"] = parts[i]
+                while True:
+                    try:
+                        producer.produce(topic, **kwargs)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                seq += 1
+                if fault is not None and fault.should_fire(batch_id, seq):
+                    producer.flush(get_settings().sink_flush_timeout_s)
+                    fault.fire()
+            producer.poll(0)
+        remaining = producer.flush(get_settings().sink_flush_timeout_s)
+        if remaining or failures:
+            raise SinkDeliveryError(
+                f"batch {batch_id} partition {partition}: {len(failures)} records failed and "
+                f"{remaining} were not acknowledged by {self.options.kafka.get('bootstrap.servers')} "
+                f"(first error: {failures[0] if failures else 'timeout'}); Spark will retry the "
+                "task. Check that the broker is up and the topic exists"
+            )
+        return seq
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Records are already acknowledged by the broker when a task succeeds."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to undo outside transactional mode: consumers dedup by id."""
+
+
+def _new_producer(config: dict[str, str]) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer(config)
+
+
+def _new_transactional_producer(config: dict[str, str]) -> Any:
+    from confluent_kafka import Producer
+
+    producer = Producer(config)
+    producer.init_transactions(get_settings().sink_flush_timeout_s)
+    return producer

@@ -1,0 +1,1 @@
+"""Running jobs: fault injection hooks (the supervisor builds on them)."""

@@ -1,0 +1,67 @@
+"""Deterministic fault hooks placed inside the data path, so a test kills at an exact point
+instead of racing a sleep.
+
+``RECOVERY_FAULT_MIDWRITE="batch=3,rows=500"``: the sink task writing micro-batch 3 flushes
+its first 500 records to Kafka and then SIGKILLs the whole job (the driver's process group,
+named by ``RECOVERY_DRIVER_PGID``, and its own). It fires once: a marker file under
+``RECOVERY_FAULT_DIR`` records that it did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+MIDWRITE_ENV = "RECOVERY_FAULT_MIDWRITE"
+FAULT_DIR_ENV = "RECOVERY_FAULT_DIR"
+DRIVER_PGID_ENV = "RECOVERY_DRIVER_PGID"
+
+
+@dataclass(frozen=True)
+class MidWriteKill:
+    batch: int
+    rows: int
+
+    @classmethod
+    def from_env(cls) -> MidWriteKill | None:
+        spec = os.environ.get(MIDWRITE_ENV)
+        if not spec:
+            return None
+        fields = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
+        try:
+            return cls(batch=int(fields["batch"]), rows=int(fields["rows"]))
+        except (KeyError, ValueError) as exc:
+            raise ValueError(
+                f"{MIDWRITE_ENV}={spec!r} is malformed; expected 'batch=N,rows=M'"
+            ) from exc
+
+    @property
+    def marker(self) -> Path:
+        base = Path(os.environ.get(FAULT_DIR_ENV, "/tmp"))
+        return base / f"midwrite-batch{self.batch}.fired"
+
+    def should_fire(self, batch_id: int | None, rows_written: int) -> bool:
+        return batch_id == self.batch and rows_written >= self.rows and not self.marker.exists()
+
+    def fire(self) -> None:
+        self.marker.parent.mkdir(parents=True, exist_ok=True)
+        self.marker.write_text(f"{time.time()}\n")
+        kill_job()
+
+
+def kill_job() -> None:
+    """SIGKILL the driver's process group and then our own (a real crash of the whole job)."""
+    driver_pgid = os.environ.get(DRIVER_PGID_ENV)
+    if driver_pgid:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(int(driver_pgid), signal.SIGKILL)
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def mark_driver_process_group() -> None:
+    """Called by a job's driver before Spark starts, so executor-side hooks can find it."""
+    os.environ[DRIVER_PGID_ENV] = str(os.getpgid(0))
