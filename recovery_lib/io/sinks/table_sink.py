@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from recovery_lib.runtime.faults import MidWriteKill
+
 BATCH_COL, PARTITION_COL, SEQ_COL = "_batch_id", "_partition", "_seq"
 
 
@@ -35,7 +37,12 @@ class TableSink(ABC):
     """Callable for ``writeStream.foreachBatch``."""
 
     def __call__(self, df, batch_id: int) -> None:  # noqa: ANN001
-        self.write_batch(with_lineage(df, batch_id).toArrow(), batch_id)
+        table = with_lineage(df, batch_id).toArrow()
+        self.write_batch(table, batch_id)
+        # Test hook: die after the rows are written but before Spark commits the batch.
+        fault = MidWriteKill.from_env()
+        if fault is not None and fault.should_fire(batch_id, table.num_rows):
+            fault.fire()
 
     @abstractmethod
     def write_batch(self, table: pa.Table, batch_id: int) -> None: ...

@@ -1,0 +1,67 @@
+"""Shared fixtures: one embedded broker and one SparkSession per test session."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def recovery_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("recovery-home")
+    os.environ["RECOVERY_HOME"] = str(home)
+    from recovery_lib.settings import reload_settings
+
+    reload_settings()
+    return home
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(recovery_home: Path) -> Iterator[str]:
+    """The embedded broker, or the external cluster named by KAFKA_BOOTSTRAP."""
+    from recovery_lib.settings import reload_settings
+
+    external = os.environ.get("KAFKA_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    from recovery_lib.kafka.broker import EmbeddedBroker
+
+    broker = EmbeddedBroker()
+    state = broker.start()
+    # Subprocesses and Spark workers inherit the environment: point them at this broker.
+    os.environ["KAFKA_BOOTSTRAP"] = state.bootstrap
+    reload_settings()
+    try:
+        yield state.bootstrap
+    finally:
+        os.environ.pop("KAFKA_BOOTSTRAP", None)
+        broker.stop()
+        reload_settings()
+
+
+@pytest.fixture()
+def topic_name() -> Iterator[str]:
+    yield f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def admin(kafka_bootstrap: str):  # noqa: ANN201
+    from recovery_lib.kafka.admin import TopicAdmin
+
+    return TopicAdmin()
+
+
+@pytest.fixture(scope="session")
+def spark(kafka_bootstrap: str):  # noqa: ANN201
+    from recovery_lib.spark.session import build_session
+
+    session = build_session("tests")
+    yield session
+    session.stop()

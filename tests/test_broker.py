@@ -1,0 +1,109 @@
+"""The embedded broker: starts on loopback, refuses a second copy, never outlives its owner."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.broker import EmbeddedBroker, pid_alive, running_state, stop_recorded
+from recovery_lib.kafka.exceptions import BrokerAlreadyRunning, BrokerUnreachable, TopicMissing
+from recovery_lib.settings import Settings
+from tests.helpers import wait_for
+
+
+@pytest.fixture()
+def private_settings(tmp_path) -> Settings:
+    return Settings(home=tmp_path / "home")
+
+
+def test_broker_starts_on_loopback_and_stops_by_pid(private_settings):
+    broker = EmbeddedBroker(private_settings)
+    state = broker.start()
+    try:
+        assert state.host == "127.0.0.1"
+        assert running_state(private_settings).pid == state.pid
+        with pytest.raises(BrokerAlreadyRunning, match="recovery broker stop"):
+            EmbeddedBroker(private_settings).start()
+        admin = TopicAdmin({"bootstrap.servers": state.bootstrap})
+        assert admin.create("alpha", 3) is True
+        assert admin.create("alpha", 3) is False  # idempotent
+        assert admin.partitions("alpha") == [0, 1, 2]
+        assert "alpha" in admin.list()
+        assert admin.delete("alpha") is True
+        with pytest.raises(TopicMissing, match="recovery topics create"):
+            admin.partitions("alpha")
+    finally:
+        broker.stop()
+    assert not pid_alive(state.pid)
+    assert running_state(private_settings) is None
+
+
+def test_detached_broker_is_stopped_by_the_recorded_pid(private_settings):
+    state = EmbeddedBroker(private_settings).start(detached=True)
+    try:
+        assert pid_alive(state.pid)
+    finally:
+        stopped = stop_recorded(private_settings)
+    assert stopped is not None and stopped.pid == state.pid
+    wait_for(lambda: not pid_alive(state.pid), 10, "detached broker to exit")
+
+
+@pytest.mark.parametrize("how", ["sigkill", "sigterm"])
+def test_owned_broker_dies_with_its_owner(tmp_path, how):
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from recovery_lib.kafka.broker import EmbeddedBroker
+        from recovery_lib.settings import Settings
+        b = EmbeddedBroker(Settings(home={str(tmp_path / 'h')!r}))
+        print(b.start().pid, flush=True)
+        time.sleep(120)
+        """
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        broker_pid = int(owner.stdout.readline())
+        assert pid_alive(broker_pid)
+        owner.send_signal(signal.SIGKILL if how == "sigkill" else signal.SIGTERM)
+        owner.wait(timeout=10)
+        wait_for(lambda: not pid_alive(broker_pid), 10, "broker to die with its owner")
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if "broker_pid" in locals() and pid_alive(broker_pid):
+            os.kill(broker_pid, signal.SIGKILL)
+
+
+def test_unreachable_broker_is_reported_with_the_fix_within_bounded_time(tmp_path):
+    from recovery_lib.kafka.broker import free_port
+
+    started = time.monotonic()
+    with pytest.raises(BrokerUnreachable, match="KAFKA_BOOTSTRAP"):
+        TopicAdmin({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
+    assert time.monotonic() - started < 60  # bounded: the request timeout, not forever
+
+
+def test_cli_broker_start_status_stop(tmp_path):
+    env = {**os.environ, "RECOVERY_HOME": str(tmp_path / "cli")}
+    env.pop("KAFKA_BOOTSTRAP", None)
+    run = lambda *a: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "recovery_lib.cli.main", "broker", *a],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    started = run("start")
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        status = run("status")
+        assert status.returncode == 0 and "running" in status.stdout
+    finally:
+        stopped = run("stop")
+    assert "stopped broker pid" in stopped.stdout
+    assert run("status").returncode == 3
