@@ -61,9 +61,7 @@ def build_queries(spark: SparkSession, opts: EventCountsOptions) -> list:
     def trigger(writer):  # noqa: ANN001, ANN202
         return writer.trigger(availableNow=True) if opts.available_now else writer
 
-    valid = parsed.where(good).select(
-        F.col("key"), F.to_json(F.col("event")).alias("value")
-    )
+    valid = parsed.where(good).select(F.col("key"), F.to_json(F.col("event")).alias("value"))
     q_valid = trigger(
         valid.writeStream.format(SOURCE_NAME)
         .options(**kafka_options())
@@ -77,11 +75,16 @@ def build_queries(spark: SparkSession, opts: EventCountsOptions) -> list:
         F.col("key"),
         F.col("value"),
         F.array(
-            F.struct(F.lit("rl.reason").alias("key"),
-                     F.lit(b"value is not an event JSON {user, amount, ts}").alias("value")),
-            F.struct(F.lit("rl.source").alias("key"),
-                     F.format_string("%s/%d@%d", "topic", "partition", "offset")
-                     .cast("binary").alias("value")),
+            F.struct(
+                F.lit("rl.reason").alias("key"),
+                F.lit(b"value is not an event JSON {user, amount, ts}").alias("value"),
+            ),
+            F.struct(
+                F.lit("rl.source").alias("key"),
+                F.format_string("%s/%d@%d", "topic", "partition", "offset")
+                .cast("binary")
+                .alias("value"),
+            ),
         ).alias("headers"),
     )
     q_dead = trigger(

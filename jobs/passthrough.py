@@ -22,7 +22,9 @@ def kafka_options() -> dict[str, str]:
 
 
 def read(spark: SparkSession, topics: str, max_records: int | None, audit: str | None) -> DataFrame:
-    reader = spark.readStream.format(SOURCE_NAME).options(**kafka_options()).option("subscribe", topics)
+    reader = (
+        spark.readStream.format(SOURCE_NAME).options(**kafka_options()).option("subscribe", topics)
+    )
     if max_records:
         reader = reader.option("maxOffsetsPerTrigger", str(max_records))
     if audit:
@@ -39,7 +41,9 @@ def build_query(spark: SparkSession, args: argparse.Namespace):  # noqa: ANN201
             F.array(
                 F.struct(
                     F.lit("src").alias("key"),
-                    F.format_string("%s/%d@%d", "topic", "partition", "offset").cast("binary").alias("value"),
+                    F.format_string("%s/%d@%d", "topic", "partition", "offset")
+                    .cast("binary")
+                    .alias("value"),
                 )
             ).alias("headers"),
         )
@@ -54,7 +58,11 @@ def build_query(spark: SparkSession, args: argparse.Namespace):  # noqa: ANN201
             DuckDBTableSink(args.out, "records")
         )
     writer = writer.option("checkpointLocation", args.checkpoint).queryName("passthrough")
-    writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(processingTime="200 milliseconds")
+    writer = (
+        writer.trigger(availableNow=True)
+        if args.available_now
+        else writer.trigger(processingTime="200 milliseconds")
+    )
     return writer.start()
 
 

@@ -35,8 +35,9 @@ class DemoResult:
     elapsed_s: float
 
 
-def produce_events(topic: str, count: int, seed: int = 7, bad_every: int = 997,
-                   console: Console | None = None) -> None:
+def produce_events(
+    topic: str, count: int, seed: int = 7, bad_every: int = 997, console: Console | None = None
+) -> None:
     """Deterministic events; every ``bad_every``-th one is not valid JSON."""
     rng = random.Random(seed)
     producer = Producer({**client_config(), "linger.ms": "5", "enable.idempotence": "true"})
@@ -48,7 +49,11 @@ def produce_events(topic: str, count: int, seed: int = 7, bad_every: int = 997,
                 value = b"{not json"
             else:
                 value = json.dumps(
-                    {"user": user, "amount": round(rng.uniform(1, 100), 2), "ts": 1_700_000_000_000 + i}
+                    {
+                        "user": user,
+                        "amount": round(rng.uniform(1, 100), 2),
+                        "ts": 1_700_000_000_000 + i,
+                    }
                 ).encode()
             while True:
                 try:
@@ -79,7 +84,11 @@ def run_demo(events: int = 50_000, console: Console | None = None) -> DemoResult
         max_records_per_batch=20_000,
     )
     admin = TopicAdmin()
-    for topic, parts in ((opts.events_topic, 3), (opts.valid_topic, 3), (opts.dead_letter_topic, 1)):
+    for topic, parts in (
+        (opts.events_topic, 3),
+        (opts.valid_topic, 3),
+        (opts.dead_letter_topic, 1),
+    ):
         admin.create(topic, parts)
     produce_events(opts.events_topic, events, console=console)
     console.print("[bold]starting Spark[/] (local, ~10 s) and the event_counts job ...")
@@ -95,15 +104,20 @@ def run_demo(events: int = 50_000, console: Console | None = None) -> DemoResult
     elapsed = time.monotonic() - started
     reader = DedupReader(opts.valid_topic)
     valid = sum(1 for _ in reader)
-    dead = sum(1 for r in read_topic(opts.dead_letter_topic) if r.id and r.id.startswith("event_counts_dead"))
+    dead = sum(
+        1
+        for r in read_topic(opts.dead_letter_topic)
+        if r.id and r.id.startswith("event_counts_dead")
+    )
     con = duckdb.connect(opts.table_path, read_only=True)
     users, amount = con.execute(
         f"SELECT count(*), coalesce(sum(amount), 0) FROM "
         f"(SELECT user, arg_max(amount, _batch_id) AS amount FROM {opts.table} GROUP BY user)"
     ).fetchone()
     con.close()
-    return DemoResult(events, valid, reader.duplicates, dead, users, float(amount),
-                      Path(opts.table_path), elapsed)
+    return DemoResult(
+        events, valid, reader.duplicates, dead, users, float(amount), Path(opts.table_path), elapsed
+    )
 
 
 def print_result(result: DemoResult, console: Console) -> None:

@@ -31,7 +31,9 @@ class Settings(BaseSettings):
         validation_alias="KAFKA_BOOTSTRAP",
         description="External Kafka bootstrap servers; unset means the embedded broker.",
     )
-    kafka_client_config_json: str | None = Field(default=None, validation_alias="KAFKA_CLIENT_CONFIG")
+    kafka_client_config_json: str | None = Field(
+        default=None, validation_alias="KAFKA_CLIENT_CONFIG"
+    )
 
     # Embedded broker.
     broker_host: str = "127.0.0.1"

@@ -18,8 +18,14 @@ from recovery_lib.kafka.clients import client_config
 REPO = Path(__file__).resolve().parents[1]
 
 
-def produce(topic: str, count: int, partitions: int, prefix: str = "v", start: int = 0,
-            headers: bool = False) -> list[bytes]:
+def produce(
+    topic: str,
+    count: int,
+    partitions: int,
+    prefix: str = "v",
+    start: int = 0,
+    headers: bool = False,
+) -> list[bytes]:
     """Values ``{prefix}{i}`` round-robin over partitions; returns the values written."""
     producer = Producer({**client_config(), "linger.ms": "5", "enable.idempotence": "true"})
     values = []
@@ -28,8 +34,13 @@ def produce(topic: str, count: int, partitions: int, prefix: str = "v", start: i
         kwargs = {"headers": [("h", str(i).encode())]} if headers else {}
         while True:
             try:
-                producer.produce(topic, value=value, key=f"k{i % 17}".encode(),
-                                 partition=i % partitions, **kwargs)
+                producer.produce(
+                    topic,
+                    value=value,
+                    key=f"k{i % 17}".encode(),
+                    partition=i % partitions,
+                    **kwargs,
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -38,7 +49,9 @@ def produce(topic: str, count: int, partitions: int, prefix: str = "v", start: i
     return values
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.2) -> None:
+def wait_for(
+    condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.2
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
@@ -72,7 +85,9 @@ class JobProcess:
             return self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"job did not finish in {timeout_s:.0f} s; log: {self.tail()}") from None
+            raise AssertionError(
+                f"job did not finish in {timeout_s:.0f} s; log: {self.tail()}"
+            ) from None
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -62,7 +62,7 @@ def test_owned_broker_dies_with_its_owner(tmp_path, how):
         import sys, time
         from recovery_lib.kafka.broker import EmbeddedBroker
         from recovery_lib.settings import Settings
-        b = EmbeddedBroker(Settings(home={str(tmp_path / 'h')!r}))
+        b = EmbeddedBroker(Settings(home={str(tmp_path / "h")!r}))
         print(b.start().pid, flush=True)
         time.sleep(120)
         """
@@ -96,7 +96,10 @@ def test_cli_broker_start_status_stop(tmp_path):
     env.pop("KAFKA_BOOTSTRAP", None)
     run = lambda *a: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "recovery_lib.cli.main", "broker", *a],
-        env=env, capture_output=True, text=True, timeout=60,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     started = run("start")
     assert started.returncode == 0, started.stdout + started.stderr

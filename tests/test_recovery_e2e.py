@@ -36,16 +36,40 @@ def offset_log(checkpoint: Path) -> dict[int, str]:
     }
 
 
-def passthrough(tmp_path: Path, topic: str, sink: str, out: str, mode: str = "dedup",
-                available_now: bool = False, env: dict | None = None, tag: str = "run") -> JobProcess:
+def passthrough(
+    tmp_path: Path,
+    topic: str,
+    sink: str,
+    out: str,
+    mode: str = "dedup",
+    available_now: bool = False,
+    env: dict | None = None,
+    tag: str = "run",
+) -> JobProcess:
     args = [
-        "jobs.passthrough", "--topics", topic, "--sink", sink, "--out", out, "--mode", mode,
-        "--checkpoint", str(tmp_path / "ck"), "--max-records", str(PER_BATCH),
-        "--audit", str(tmp_path / "audit"),
+        "jobs.passthrough",
+        "--topics",
+        topic,
+        "--sink",
+        sink,
+        "--out",
+        out,
+        "--mode",
+        mode,
+        "--checkpoint",
+        str(tmp_path / "ck"),
+        "--max-records",
+        str(PER_BATCH),
+        "--audit",
+        str(tmp_path / "audit"),
     ]
     if available_now:
         args.append("--available-now")
-    return JobProcess(args, tmp_path / f"{tag}.log", env={"RECOVERY_FAULT_DIR": str(tmp_path / "faults"), **(env or {})})
+    return JobProcess(
+        args,
+        tmp_path / f"{tag}.log",
+        env={"RECOVERY_FAULT_DIR": str(tmp_path / "faults"), **(env or {})},
+    )
 
 
 def test_replay_reads_same_offsets_after_driver_kill(admin, tmp_path, topic_name):
@@ -54,13 +78,18 @@ def test_replay_reads_same_offsets_after_driver_kill(admin, tmp_path, topic_name
     sent = set(produce(topic_name, RECORDS, 3))
     first = passthrough(tmp_path, topic_name, "kafka", f"{topic_name}-out", tag="first")
     try:
+
         def batch_in_flight() -> bool:
             committed = committed_batches(tmp_path / "ck")
             planned = offset_log(tmp_path / "ck") if (tmp_path / "ck" / "offsets").exists() else {}
             return len(committed) >= 3 and max(planned) > max(committed)
 
-        wait_for(batch_in_flight, 180, f"a batch in flight after 3 commits; log: {first.tail()}",
-                 interval_s=0.02)
+        wait_for(
+            batch_in_flight,
+            180,
+            f"a batch in flight after 3 commits; log: {first.tail()}",
+            interval_s=0.02,
+        )
         first.kill()  # SIGKILL of the driver's process group, mid-run
     finally:
         first.stop()
@@ -70,7 +99,9 @@ def test_replay_reads_same_offsets_after_driver_kill(admin, tmp_path, topic_name
     assert in_flight not in committed_batches(tmp_path / "ck")
     assert before_ranges, "no batch was read before the kill"
 
-    second = passthrough(tmp_path, topic_name, "kafka", f"{topic_name}-out", available_now=True, tag="second")
+    second = passthrough(
+        tmp_path, topic_name, "kafka", f"{topic_name}-out", available_now=True, tag="second"
+    )
     try:
         assert second.wait(300) == 0, second.tail()
     finally:
@@ -109,18 +140,28 @@ def test_at_least_once_sink_duplicates_after_mid_write_kill_and_dedup_reader_doe
     admin.create(topic_name, 2)
     admin.create(out, 2)
     sent = produce(topic_name, RECORDS, 2)
-    crashed = passthrough(tmp_path, topic_name, "kafka", out, mode="at_least_once",
-                          env={"RECOVERY_FAULT_MIDWRITE": "batch=2,rows=300"}, tag="crash")
+    crashed = passthrough(
+        tmp_path,
+        topic_name,
+        "kafka",
+        out,
+        mode="at_least_once",
+        env={"RECOVERY_FAULT_MIDWRITE": "batch=2,rows=300"},
+        tag="crash",
+    )
     try:
         code = crashed.wait(300)
     finally:
         crashed.stop()
-    assert code == -9, f"the job should have been SIGKILLed mid-write; exit {code}: {crashed.tail()}"
+    assert code == -9, (
+        f"the job should have been SIGKILLed mid-write; exit {code}: {crashed.tail()}"
+    )
     assert (tmp_path / "faults" / "midwrite-batch2.fired").exists()
     assert 2 not in committed_batches(tmp_path / "ck")
 
-    resumed = passthrough(tmp_path, topic_name, "kafka", out, mode="at_least_once",
-                          available_now=True, tag="resume")
+    resumed = passthrough(
+        tmp_path, topic_name, "kafka", out, mode="at_least_once", available_now=True, tag="resume"
+    )
     try:
         assert resumed.wait(300) == 0, resumed.tail()
     finally:
@@ -134,12 +175,20 @@ def test_at_least_once_sink_duplicates_after_mid_write_kill_and_dedup_reader_doe
     assert reader.duplicates == len(raw) - RECORDS >= 300
 
 
-def test_table_sink_has_no_duplicates_after_kill_between_write_and_commit(admin, tmp_path, topic_name):
+def test_table_sink_has_no_duplicates_after_kill_between_write_and_commit(
+    admin, tmp_path, topic_name
+):
     admin.create(topic_name, 2)
     produce(topic_name, RECORDS, 2)
     table = tmp_path / "out.duckdb"
-    crashed = passthrough(tmp_path, topic_name, "table", str(table),
-                          env={"RECOVERY_FAULT_MIDWRITE": "batch=3,rows=1"}, tag="crash")
+    crashed = passthrough(
+        tmp_path,
+        topic_name,
+        "table",
+        str(table),
+        env={"RECOVERY_FAULT_MIDWRITE": "batch=3,rows=1"},
+        tag="crash",
+    )
     try:
         code = crashed.wait(300)
     finally:
@@ -147,16 +196,20 @@ def test_table_sink_has_no_duplicates_after_kill_between_write_and_commit(admin,
     assert code == -9, crashed.tail()
     assert 3 not in committed_batches(tmp_path / "ck")
     with duckdb.connect(str(table), read_only=True) as con:
-        written_before = con.execute("SELECT count(*) FROM records WHERE _batch_id = 3").fetchone()[0]
+        written_before = con.execute("SELECT count(*) FROM records WHERE _batch_id = 3").fetchone()[
+            0
+        ]
     assert written_before > 0  # batch 3 reached the table before the kill
 
-    resumed = passthrough(tmp_path, topic_name, "table", str(table), available_now=True, tag="resume")
+    resumed = passthrough(
+        tmp_path, topic_name, "table", str(table), available_now=True, tag="resume"
+    )
     try:
         assert resumed.wait(300) == 0, resumed.tail()
     finally:
         resumed.stop()
     with duckdb.connect(str(table), read_only=True) as con:
         total, distinct = con.execute(
-            "SELECT count(*), count(DISTINCT (topic, partition, \"offset\")) FROM records"
+            'SELECT count(*), count(DISTINCT (topic, partition, "offset")) FROM records'
         ).fetchone()
     assert total == distinct == RECORDS

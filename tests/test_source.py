@@ -33,7 +33,9 @@ def run_available_now(spark, tmp_path, name, **options):
 def test_source_reads_every_record_across_topics_and_partitions(spark, admin, tmp_path):
     admin.create("src-a", 3)
     admin.create("src-b", 2)
-    sent = set(produce("src-a", 3000, 3, prefix="a", headers=True)) | set(produce("src-b", 1000, 2, prefix="b"))
+    sent = set(produce("src-a", 3000, 3, prefix="a", headers=True)) | set(
+        produce("src-b", 1000, 2, prefix="b")
+    )
     rows, progress = run_available_now(
         spark, tmp_path, "all", subscribe="src-a,src-b", maxOffsetsPerTrigger="700"
     )
@@ -43,7 +45,9 @@ def test_source_reads_every_record_across_topics_and_partitions(spark, admin, tm
     assert len([p for p in progress if p["numInputRows"]]) >= 4000 // 700
     first = next(r for r in rows if r.value == b"a0")
     assert (first.topic, first.partition, first.offset) == ("src-a", 0, 0)
-    assert first.key == b"k0" and first.headers[0]["key"] == "h" and first.headers[0]["value"] == b"0"
+    assert (
+        first.key == b"k0" and first.headers[0]["key"] == "h" and first.headers[0]["value"] == b"0"
+    )
     assert abs(first.timestamp.timestamp() - time.time()) < 600
     # offsets within a partition are contiguous
     by_part = {}
@@ -57,11 +61,17 @@ def test_starting_offsets_latest_and_explicit_json(spark, admin, tmp_path):
     admin.create("src-start", 2)
     produce("src-start", 100, 2, prefix="s")
     rows, _ = run_available_now(
-        spark, tmp_path, "json", subscribe="src-start", startingOffsets=json.dumps({"src-start": {"0": 40, "1": -1}})
+        spark,
+        tmp_path,
+        "json",
+        subscribe="src-start",
+        startingOffsets=json.dumps({"src-start": {"0": 40, "1": -1}}),
     )
     assert sorted(r.offset for r in rows) == list(range(40, 50))
     assert {r.partition for r in rows} == {0}
-    rows, _ = run_available_now(spark, tmp_path, "latest", subscribe="src-start", startingOffsets="latest")
+    rows, _ = run_available_now(
+        spark, tmp_path, "latest", subscribe="src-start", startingOffsets="latest"
+    )
     assert rows == []
 
 
@@ -91,7 +101,9 @@ def test_transaction_control_records_are_skipped(spark, admin, tmp_path):
             producer.produce("src-txn", value=f"r{round_}-{i}".encode())
         producer.commit_transaction(30)
     rows, _ = run_available_now(spark, tmp_path, "txn", subscribe="src-txn")
-    assert sorted(r.value for r in rows) == sorted(f"r{a}-{i}".encode() for a in range(3) for i in range(10))
+    assert sorted(r.value for r in rows) == sorted(
+        f"r{a}-{i}".encode() for a in range(3) for i in range(10)
+    )
 
 
 def test_value_not_valid_for_declared_format_goes_to_dead_letter_topic(spark, admin, tmp_path):
@@ -102,7 +114,12 @@ def test_value_not_valid_for_declared_format_goes_to_dead_letter_topic(spark, ad
         producer.produce("src-utf", value=value)
     producer.flush(10)
     rows, _ = run_available_now(
-        spark, tmp_path, "utf", subscribe="src-utf", valueFormat="string", deadLetterTopic="src-utf-dlq"
+        spark,
+        tmp_path,
+        "utf",
+        subscribe="src-utf",
+        valueFormat="string",
+        deadLetterTopic="src-utf-dlq",
     )
     assert [r.value for r in rows] == ["ok-1", "ok-2"]
     consumer = Consumer({**client_config(), "group.id": "t", "enable.auto.commit": "false"})
@@ -119,12 +136,17 @@ def test_value_not_valid_for_declared_format_fails_with_the_fix_when_asked(spark
     producer = Producer(client_config())
     producer.produce("src-utf-fail", value=b"\xff")
     producer.flush(10)
-    df = spark.readStream.format(SOURCE_NAME).options(
-        subscribe="src-utf-fail", valueFormat="string", onBadRecord="fail"
-    ).load()
-    query = df.writeStream.format("noop").trigger(availableNow=True).option(
-        "checkpointLocation", str(tmp_path / "ck-fail")
-    ).start()
+    df = (
+        spark.readStream.format(SOURCE_NAME)
+        .options(subscribe="src-utf-fail", valueFormat="string", onBadRecord="fail")
+        .load()
+    )
+    query = (
+        df.writeStream.format("noop")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "ck-fail"))
+        .start()
+    )
     with pytest.raises(Exception, match="valueFormat=binary"):
         query.awaitTermination(240)
 
@@ -132,22 +154,34 @@ def test_value_not_valid_for_declared_format_fails_with_the_fix_when_asked(spark
 def test_missing_topic_and_malformed_offsets_fail_at_start_with_the_fix(spark, tmp_path):
     started = time.monotonic()
     df = spark.readStream.format(SOURCE_NAME).options(subscribe="no-such-topic").load()
-    query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck-m")).start()
+    query = (
+        df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck-m")).start()
+    )
     with pytest.raises(Exception, match="recovery topics create no-such-topic"):
         query.awaitTermination(120)
     assert time.monotonic() - started < 120
     with pytest.raises(Exception, match="startingOffsets is neither"):
-        df = spark.readStream.format(SOURCE_NAME).options(subscribe="x", startingOffsets="{oops").load()
-        df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck-o")).start().awaitTermination(60)
+        df = (
+            spark.readStream.format(SOURCE_NAME)
+            .options(subscribe="x", startingOffsets="{oops")
+            .load()
+        )
+        df.writeStream.format("noop").option(
+            "checkpointLocation", str(tmp_path / "ck-o")
+        ).start().awaitTermination(60)
 
 
 def test_unreachable_broker_fails_the_query_with_the_fix(spark, tmp_path):
     from recovery_lib.kafka.broker import free_port
 
-    df = spark.readStream.format(SOURCE_NAME).options(
-        subscribe="t", **{"kafka.bootstrap.servers": f"127.0.0.1:{free_port()}"}
-    ).load()
-    query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck-u")).start()
+    df = (
+        spark.readStream.format(SOURCE_NAME)
+        .options(subscribe="t", **{"kafka.bootstrap.servers": f"127.0.0.1:{free_port()}"})
+        .load()
+    )
+    query = (
+        df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck-u")).start()
+    )
     with pytest.raises(Exception, match="did not answer"):
         query.awaitTermination(120)
 
@@ -156,6 +190,6 @@ def test_sink_rejects_a_value_column_of_the_wrong_type_with_the_fix(spark, admin
     admin.create("src-sinkbad", 1)
     df = spark.readStream.format(SOURCE_NAME).options(subscribe="src-sinkbad").load()
     with pytest.raises(Exception, match="to_json"):
-        df.selectExpr("offset AS value").writeStream.format(SOURCE_NAME).option("topic", "x").option(
-            "checkpointLocation", str(tmp_path / "ck-s")
-        ).start().awaitTermination(60)
+        df.selectExpr("offset AS value").writeStream.format(SOURCE_NAME).option(
+            "topic", "x"
+        ).option("checkpointLocation", str(tmp_path / "ck-s")).start().awaitTermination(60)

@@ -37,7 +37,9 @@ def broker_start(
     except KafkaLayerError as exc:
         _fail(exc)
         return
-    console.print(f"broker up: pid {state.pid}, bootstrap [bold]{state.bootstrap}[/], log {state.log_file}")
+    console.print(
+        f"broker up: pid {state.pid}, bootstrap [bold]{state.bootstrap}[/], log {state.log_file}"
+    )
     if foreground:
         try:
             while b.process is not None and b.process.poll() is None:
@@ -75,7 +77,9 @@ def topics_create(name: str, partitions: int = typer.Option(1, min=1)) -> None:
     except KafkaLayerError as exc:
         _fail(exc)
         return
-    console.print(f"created {name} ({partitions} partitions)" if created else f"{name} already exists")
+    console.print(
+        f"created {name} ({partitions} partitions)" if created else f"{name} already exists"
+    )
 
 
 @topics_app.command("delete")

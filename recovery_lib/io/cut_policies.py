@@ -46,7 +46,9 @@ class FreeCut(CutPolicy):
         return result
 
 
-def fair_share(backlog: Mapping[tuple[str, str], int], max_rows: int | None) -> dict[tuple[str, str], int]:
+def fair_share(
+    backlog: Mapping[tuple[str, str], int], max_rows: int | None
+) -> dict[tuple[str, str], int]:
     """Split ``max_rows`` over partitions: equal shares, leftovers to those with more backlog.
 
     Deterministic (sorted keys), never exceeds a partition's backlog or the total.

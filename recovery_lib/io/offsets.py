@@ -58,5 +58,7 @@ def parse_starting_offsets(value: str, topics: list[str]) -> str | Offsets:
 
 def total_rows(start: Offsets, end: Offsets) -> int:
     return sum(
-        max(0, off - start.get(t, {}).get(p, 0)) for t, parts in end.items() for p, off in parts.items()
+        max(0, off - start.get(t, {}).get(p, 0))
+        for t, parts in end.items()
+        for p, off in parts.items()
     )

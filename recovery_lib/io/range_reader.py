@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
@@ -29,6 +30,9 @@ def _consumer(config: dict[str, str]) -> Consumer:
             "enable.auto.commit": "false",
             "enable.partition.eof": "true",
             "auto.offset.reset": "error",
+            # Bigger fetches: ~100 B records make the 1 MB default a round trip per 10k records.
+            "max.partition.fetch.bytes": str(8 << 20),
+            "fetch.max.bytes": str(64 << 20),
         }
     )
 
@@ -37,7 +41,9 @@ def _producer(config: dict[str, str]) -> Producer:
     return Producer({**config, "enable.idempotence": "true", "linger.ms": "5"})
 
 
-def read_range(options: SourceOptions, schema: StructType, rng: KafkaRange) -> Iterator[pa.RecordBatch]:
+def read_range(
+    options: SourceOptions, schema: StructType, rng: KafkaRange
+) -> Iterator[pa.RecordBatch]:
     settings = get_settings()
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     consumer = cached("consumer:range", options.kafka, _consumer)
@@ -53,7 +59,9 @@ def read_range(options: SourceOptions, schema: StructType, rng: KafkaRange) -> I
     last_progress = time.monotonic()
     try:
         while next_offset < rng.end:
-            msgs = consumer.consume(num_messages=min(batch_rows, rng.end - next_offset), timeout=0.5)
+            msgs = consumer.consume(
+                num_messages=min(batch_rows, rng.end - next_offset), timeout=0.5
+            )
             if not msgs:
                 # Control records (transaction markers) occupy offsets but are never delivered.
                 position = consumer.position([TopicPartition(rng.topic, rng.partition)])[0].offset
@@ -63,34 +71,25 @@ def read_range(options: SourceOptions, schema: StructType, rng: KafkaRange) -> I
                     raise offsets_unavailable(rng, next_offset, settings.source_poll_timeout_s)
                 continue
             last_progress = time.monotonic()
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= rng.end:
-                            next_offset = rng.end
-                        continue
-                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                        raise offsets_unavailable(rng, next_offset, 0)
-                    raise RuntimeError(f"Kafka error reading {rng.topic}/{rng.partition}: {err}")
-                off = msg.offset()
-                if off >= rng.end:
-                    next_offset = rng.end
-                    break
-                next_offset = off + 1
-                value = msg.value()
-                if as_string and value is not None:
-                    try:
-                        value = value.decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        _bad_record(options, rng.topic, rng.partition, off, msg, str(exc))
-                        continue
-                keys.append(msg.key())
-                values.append(value)
-                offsets.append(off)
-                stamps.append(msg.timestamp()[1] * 1000)
-                hdrs = msg.headers()
-                headers.append([{"key": k, "value": v} for k, v in hdrs] if hdrs else None)
+            if msgs[-1].offset() >= rng.end or any(m.error() is not None for m in msgs):
+                msgs, next_offset = _clean(msgs, rng, next_offset)
+            else:
+                next_offset = msgs[-1].offset() + 1
+            if not msgs:
+                continue
+            # Column-wise list comprehensions: ~2x faster than one loop with branches per record.
+            batch_values = [m.value() for m in msgs]
+            if as_string:
+                batch_values, msgs = _decode(options, rng, msgs, batch_values)
+            keys.extend([m.key() for m in msgs])
+            values.extend(batch_values)
+            offsets.extend([m.offset() for m in msgs])
+            stamps.extend([m.timestamp()[1] for m in msgs])
+            raw_headers = [m.headers() for m in msgs]
+            if any(raw_headers):
+                headers.extend([_headers(h) for h in raw_headers])
+            else:
+                headers.extend(raw_headers)
             if len(offsets) >= batch_rows:
                 yield _record_batch(arrow_schema, rng, keys, values, offsets, stamps, headers)
                 keys, values, offsets, stamps, headers = [], [], [], [], []
@@ -98,6 +97,50 @@ def read_range(options: SourceOptions, schema: StructType, rng: KafkaRange) -> I
             yield _record_batch(arrow_schema, rng, keys, values, offsets, stamps, headers)
     finally:
         consumer.unassign()
+
+
+def _clean(msgs: list[Any], rng: KafkaRange, next_offset: int) -> tuple[list[Any], int]:
+    """Drop EOF events and records at or past the range end; raise on real errors."""
+    kept = []
+    for msg in msgs:
+        err = msg.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                if msg.offset() >= rng.end:
+                    next_offset = rng.end
+                continue
+            if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                raise offsets_unavailable(rng, next_offset, 0)
+            raise RuntimeError(f"Kafka error reading {rng.topic}/{rng.partition}: {err}")
+        if msg.offset() >= rng.end:
+            return kept, rng.end
+        kept.append(msg)
+        next_offset = msg.offset() + 1
+    return kept, next_offset
+
+
+def _decode(
+    options: SourceOptions, rng: KafkaRange, msgs: list[Any], raw: list[Any]
+) -> tuple[list[Any], list[Any]]:
+    try:
+        return [v.decode("utf-8") if v is not None else None for v in raw], msgs
+    except UnicodeDecodeError:
+        pass
+    values, kept = [], []
+    for msg, value in zip(msgs, raw, strict=True):
+        if value is not None:
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                _bad_record(options, rng.topic, rng.partition, msg.offset(), msg, str(exc))
+                continue
+        values.append(value)
+        kept.append(msg)
+    return values, kept
+
+
+def _headers(hdrs: Any) -> Any:
+    return [{"key": k, "value": v} for k, v in hdrs] if hdrs else None
 
 
 def _record_batch(
@@ -117,13 +160,15 @@ def _record_batch(
         pa.array([rng.topic] * n, types[2]),
         pa.array([rng.partition] * n, types[3]),
         pa.array(offsets, types[4]),
-        pa.array(stamps, pa.int64()).cast(types[5]),
+        pa.compute.multiply(pa.array(stamps, pa.int64()), 1000).cast(types[5]),
         pa.array(headers, types[6]),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
 
-def _bad_record(options: SourceOptions, topic: str, partition: int, offset: int, msg: Any, reason: str) -> None:
+def _bad_record(
+    options: SourceOptions, topic: str, partition: int, offset: int, msg: Any, reason: str
+) -> None:
     if options.on_bad_record == "fail":
         raise bad_record_error(topic, partition, offset, reason)
     producer = cached("producer:deadletter", options.kafka, _producer)

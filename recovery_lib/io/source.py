@@ -7,13 +7,15 @@ its offset log before the batch runs, so a re-executed batch reads exactly the s
 
 Options (as in Spark's own Kafka connector where one exists):
   subscribe              comma-separated topics (required)
-  startingOffsets        earliest (default) | latest | JSON {"t": {"0": 42}} (-2 earliest, -1 latest)
+  startingOffsets        earliest (default) | latest | JSON {"t": {"0": 42}}
+                         (-2 earliest, -1 latest)
   maxOffsetsPerTrigger   admission limit: records per micro-batch over all partitions
   cutPolicy              where a batch ends: free (default)
   valueFormat            binary (default) | string (UTF-8)
   onBadRecord            deadletter (default) | fail: what to do with a value not in valueFormat
   deadLetterTopic        where bad records go (default recovery.deadletter)
-  auditPath              directory: one JSON line per read range (batch, topic, partition, start, end)
+  auditPath              directory: one JSON line per read range
+                         (batch, topic, partition, start, end)
   kafka.<property>       passed to librdkafka (kafka.bootstrap.servers, SASL/TLS settings)
 """
 
@@ -35,10 +37,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from recovery_lib.io.task import task_info
 from recovery_lib.io.cut_policies import make_cut_policy
 from recovery_lib.io.exceptions import BadRecord, InvalidSourceOption, OffsetsUnavailable
 from recovery_lib.io.offsets import EARLIEST, LATEST, Offsets, parse_starting_offsets
+from recovery_lib.io.task import task_info
 
 SOURCE_NAME = "rlkafka"
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
@@ -176,7 +178,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             settings = get_settings()
             self._admin = TopicAdmin(self.options.kafka)
             self._probe = TailProbe(
-                self.options.kafka, settings.kafka_request_timeout_s, settings.source_end_probe_cap_s
+                self.options.kafka,
+                settings.kafka_request_timeout_s,
+                settings.source_end_probe_cap_s,
             )
         return self._admin, self._probe
 
@@ -226,7 +230,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = self.cut_policy.cut(start_full, available, max_rows)
         # Never move backwards (a broker that lost data would otherwise rewind the query).
         return {
-            t: {p: max(off, start_full[t][p]) for p, off in parts.items()} for t, parts in end.items()
+            t: {p: max(off, start_full[t][p]) for p, off in parts.items()}
+            for t, parts in end.items()
         }
 
     def reportLatestOffset(self) -> dict | None:

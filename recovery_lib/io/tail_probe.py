@@ -23,7 +23,7 @@ class TailProbe:
                 "group.id": "recovery-tail-probe",
                 "enable.auto.commit": "false",
                 "enable.partition.eof": "true",
-                "fetch.wait.max.ms": "100",
+                "fetch.wait.max.ms": "20",
             }
         )
         self._timeout_s = request_timeout_s
@@ -57,18 +57,27 @@ class TailProbe:
         self._consumer.assign([TopicPartition(t, p, high - 1) for (t, p), high in highs.items()])
         deadline = time.monotonic() + self._cap_s
         try:
+            answered: set[tuple[str, int]] = set()
             while pending and time.monotonic() < deadline:
-                for msg in self._consumer.consume(num_messages=10_000, timeout=0.2):
-                    tp = (msg.topic(), msg.partition())
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            # The EOF offset is where the fetch position stopped: the true end,
-                            # past any transaction control records.
-                            ends[tp] = max(ends[tp], msg.offset())
-                            pending.discard(tp)
-                        continue
-                    ends[tp] = max(ends[tp], msg.offset() + 1)
+                # poll() returns as soon as one event is there; consume(n) would wait for n.
+                # A fetched record batch is queued whole, so once a partition answered, draining
+                # the local queue (timeout 0) yields the rest of its batch.
+                msg = self._consumer.poll(0 if answered else 0.05)
+                if msg is None:
+                    pending -= answered
+                    answered.clear()
+                    continue
+                tp = (msg.topic(), msg.partition())
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        # The EOF offset is where the fetch position stopped: the true end,
+                        # past any transaction control records.
+                        ends[tp] = max(ends[tp], msg.offset())
+                        pending.discard(tp)
+                    continue
+                ends[tp] = max(ends[tp], msg.offset() + 1)
+                answered.add(tp)
         finally:
             self._consumer.unassign()
         for tp, high in highs.items():

@@ -11,7 +11,13 @@ def task_info() -> dict[str, Any]:
 
     ctx = TaskContext.get()
     if ctx is None:
-        return {"batch_id": None, "partition": None, "attempt": None, "stage": None, "query_id": None}
+        return {
+            "batch_id": None,
+            "partition": None,
+            "attempt": None,
+            "stage": None,
+            "query_id": None,
+        }
     batch = ctx.getLocalProperty("streaming.sql.batchId")
     return {
         "batch_id": int(batch) if batch is not None else None,

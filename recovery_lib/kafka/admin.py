@@ -58,7 +58,9 @@ class TopicAdmin:
             )
         return sorted(meta.partitions)
 
-    def wait_for(self, names: Iterable[str], timeout_s: float | None = None) -> dict[str, list[int]]:
+    def wait_for(
+        self, names: Iterable[str], timeout_s: float | None = None
+    ) -> dict[str, list[int]]:
         """Partitions of each topic, waiting up to ``timeout_s`` for them to appear."""
         deadline = time.monotonic() + (timeout_s or get_settings().topic_wait_timeout_s)
         result: dict[str, list[int]] = {}

@@ -255,7 +255,9 @@ class EmbeddedBroker:
         self.stop()
 
 
-def stop_pid(pid: int, timeout_s: float = 5.0, process: subprocess.Popen[bytes] | None = None) -> None:
+def stop_pid(
+    pid: int, timeout_s: float = 5.0, process: subprocess.Popen[bytes] | None = None
+) -> None:
     if not pid_alive(pid):
         if process is not None:
             process.poll()

@@ -1,4 +1,4 @@
-"""Build a SparkSession for our jobs and tests: loopback only, small shuffles, sources registered."""
+"""A SparkSession for our jobs and tests: loopback only, small shuffles, sources registered."""
 
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ from recovery_lib.io.cut_policies import FreeCut, fair_share, make_cut_policy
 from recovery_lib.io.exceptions import InvalidSourceOption
 
 backlogs = st.dictionaries(
-    st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 7).map(str)), st.integers(0, 5000), max_size=12
+    st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 7).map(str)),
+    st.integers(0, 5000),
+    max_size=12,
 )
 
 
@@ -20,7 +22,9 @@ def test_fair_share_never_exceeds_backlog_or_limit_and_takes_all_it_may(backlog,
 
 @given(backlogs, st.integers(1, 20000))
 def test_fair_share_is_deterministic(backlog, max_rows):
-    assert fair_share(backlog, max_rows) == fair_share(dict(reversed(list(backlog.items()))), max_rows)
+    assert fair_share(backlog, max_rows) == fair_share(
+        dict(reversed(list(backlog.items()))), max_rows
+    )
 
 
 def test_free_cut_bounds_each_partition_between_start_and_available():

@@ -50,7 +50,9 @@ def test_transactional_mode_is_refused_without_the_broker_flag():
     base = {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "o"}
     with pytest.raises(InvalidSinkOption, match="tansu"):
         SinkOptions.parse({**base, "mode": "transactional"})
-    opts = SinkOptions.parse({**base, "mode": "transactional", "brokerSupportsTransactions": "true"})
+    opts = SinkOptions.parse(
+        {**base, "mode": "transactional", "brokerSupportsTransactions": "true"}
+    )
     assert opts.mode == "transactional"
 
 

@@ -29,6 +29,7 @@ class SinkRecord:
     partition: int
     offset: int
     headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int = 0
 
 
 def read_topic(topic: str, config: Mapping[str, str] | None = None) -> Iterator[SinkRecord]:
@@ -43,8 +44,12 @@ def read_topic(topic: str, config: Mapping[str, str] | None = None) -> Iterator[
     finally:
         probe.close()
     consumer = Consumer(
-        {**config, "group.id": "recovery-dedup-reader", "enable.auto.commit": "false",
-         "enable.partition.eof": "true"}
+        {
+            **config,
+            "group.id": "recovery-dedup-reader",
+            "enable.auto.commit": "false",
+            "enable.partition.eof": "true",
+        }
     )
     try:
         for part in partitions:
@@ -77,6 +82,7 @@ def read_topic(topic: str, config: Mapping[str, str] | None = None) -> Iterator[
                         partition=part,
                         offset=msg.offset(),
                         headers=headers,
+                        timestamp_ms=msg.timestamp()[1],
                     )
                     if msg.offset() + 1 >= end:
                         done = True

@@ -63,7 +63,9 @@ class DuckDBTableSink(TableSink):
         try:
             con.register("incoming", table)
             con.execute("BEGIN")
-            con.execute(f"CREATE TABLE IF NOT EXISTS {self.table} AS SELECT * FROM incoming LIMIT 0")
+            con.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.table} AS SELECT * FROM incoming LIMIT 0"
+            )
             con.execute(f"DELETE FROM {self.table} WHERE {BATCH_COL} = ?", [batch_id])
             con.execute(f"INSERT INTO {self.table} BY NAME SELECT * FROM incoming")
             con.execute("COMMIT")

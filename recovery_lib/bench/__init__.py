@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that write JSON + PNG reports. Compare modes as ratios within one run."""

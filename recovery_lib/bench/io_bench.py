@@ -1,0 +1,306 @@
+"""``recovery bench io``: the speed of the way in and out.
+
+Measures, in one run on one machine: the broker's own produce and consume rate with
+confluent-kafka (the ceiling), events/s for source -> noop, source -> stateful count by key,
+source -> Kafka sink, and the end-to-end latency of a stateless query at a low input rate.
+Throughput of a Spark path = input rows / summed trigger execution time of its batches, after
+a warm-up run of the same path (a path's first query runs ~3x slower while its Python workers
+start); a long-running job is in the warm state.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from rich.console import Console
+
+from recovery_lib.io.source import SOURCE_NAME
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.clients import client_config
+
+PAYLOAD = b"x" * 100
+PARTITIONS = 4
+
+
+def _produce(topic: str, count: int, keys: int = 1000) -> float:
+    producer = Producer(
+        {
+            **client_config(),
+            "linger.ms": "5",
+            "batch.num.messages": "10000",
+            "queue.buffering.max.messages": "1000000",
+        }
+    )
+    started = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(
+                    topic, value=PAYLOAD, key=str(i % keys).encode(), partition=i % PARTITIONS
+                )
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(120)
+    return count / (time.perf_counter() - started)
+
+
+def _consume(topic: str, count: int) -> float:
+    consumer = Consumer(
+        {**client_config(), "group.id": f"bench-{uuid.uuid4().hex}", "enable.auto.commit": "false"}
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    started = time.perf_counter()
+    seen = 0
+    while seen < count and time.perf_counter() - started < 120:
+        seen += sum(1 for m in consumer.consume(10_000, timeout=1) if m.error() is None)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return seen / elapsed
+
+
+def _spark_rate(
+    spark: Any, topic: str, checkpoint: Path, kind: str, out_topic: str | None = None
+) -> dict:
+    from pyspark.sql import functions as F
+
+    df = (
+        spark.readStream.format(SOURCE_NAME)
+        .option("subscribe", topic)
+        .option("maxOffsetsPerTrigger", "200000")
+        .load()
+    )
+    if kind == "noop":
+        writer = df.writeStream.format("noop")
+    elif kind == "noop_kv":
+        writer = df.select("key", "value").writeStream.format("noop")
+    elif kind == "count":
+        writer = df.groupBy("key").count().writeStream.outputMode("update").format("noop")
+    else:
+        writer = (
+            df.select("key", "value")
+            .writeStream.format(SOURCE_NAME)
+            .option("topic", out_topic)
+            .option("mode", "dedup")
+        )
+    started = time.perf_counter()
+    query = writer.trigger(availableNow=True).option("checkpointLocation", str(checkpoint)).start()
+    query.awaitTermination()
+    wall = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"{kind} query failed: {query.exception()}")
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in progress)
+    busy_ms = sum(p["durationMs"]["triggerExecution"] for p in progress)
+    _ = F  # keep the import local to Spark runs
+    return {
+        "rows": rows,
+        "batches": len(progress),
+        "events_per_s": rows / (busy_ms / 1000),
+        "wall_s": wall,
+    }
+
+
+def _latency(spark: Any, workdir: Path, rate: float, seconds: float) -> dict:
+    from pyspark.sql import functions as F
+
+    from recovery_lib.io.sinks.dedup_reader import DedupReader
+
+    admin = TopicAdmin()
+    src, out = f"bench.lat.{uuid.uuid4().hex[:6]}", f"bench.latout.{uuid.uuid4().hex[:6]}"
+    admin.create(src, 1)
+    admin.create(out, 1)
+    df = (
+        spark.readStream.format(SOURCE_NAME)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    stamped = df.select(
+        "value",
+        F.array(
+            F.struct(
+                F.lit("in_ts").alias("key"),
+                F.unix_millis("timestamp").cast("string").cast("binary").alias("value"),
+            )
+        ).alias("headers"),
+    )
+    query = (
+        stamped.writeStream.format(SOURCE_NAME)
+        .option("topic", out)
+        .option("mode", "dedup")
+        .option("checkpointLocation", str(workdir / "ck-lat"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    stop = threading.Event()
+
+    def pace() -> None:
+        producer = Producer({**client_config(), "linger.ms": "0"})
+        n = 0
+        t0 = time.perf_counter()
+        while not stop.is_set() and time.perf_counter() - t0 < seconds:
+            producer.produce(src, value=f"e{n}".encode())
+            producer.poll(0)
+            n += 1
+            time.sleep(max(0.0, t0 + n / rate - time.perf_counter()))
+        producer.flush(10)
+
+    time.sleep(8)  # let the query warm up before measuring
+    pacer = threading.Thread(target=pace)
+    pacer.start()
+    pacer.join()
+    time.sleep(3)
+    batch_ms = [
+        p["durationMs"]["triggerExecution"] for p in query.recentProgress if p["numInputRows"]
+    ]
+    query.stop()
+    latencies = []
+    for record in DedupReader(out):
+        in_ts = dict(record.headers).get("in_ts")
+        if in_ts:
+            latencies.append(record.timestamp_ms - int(in_ts))
+    latencies.sort()
+    return {
+        "rate_eps": rate,
+        "outputs": len(latencies),
+        "p50_ms": _pct(latencies, 50),
+        "p99_ms": _pct(latencies, 99),
+        "batch_p50_ms": _pct(sorted(batch_ms), 50),
+        "batch_p99_ms": _pct(sorted(batch_ms), 99),
+        "latencies_ms": latencies,
+    }
+
+
+def _pct(values: list[float], pct: float) -> float | None:
+    if not values:
+        return None
+    index = min(len(values) - 1, max(0, round(pct / 100 * len(values)) - 1))
+    return float(values[index])
+
+
+def run_io_bench(
+    events: int = 300_000,
+    out_prefix: str = "reports/bench_io",
+    console: Console | None = None,
+    latency_rate: float = 10.0,
+    latency_seconds: float = 30.0,
+) -> dict:
+    from recovery_lib.spark.session import build_session
+
+    console = console or Console()
+    out = Path(out_prefix)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    workdir = out.parent / f".bench-{uuid.uuid4().hex[:6]}"
+    admin = TopicAdmin()
+    topic = f"bench.src.{uuid.uuid4().hex[:6]}"
+    admin.create(topic, PARTITIONS)
+    report: dict[str, Any] = {
+        "events": events,
+        "partitions": PARTITIONS,
+        "payload_bytes": len(PAYLOAD),
+    }
+    with console.status("broker ceiling: producing ...") as status:
+        report["broker_produce_msgs_per_s"] = _produce(topic, events)
+        status.update("broker ceiling: consuming ...")
+        report["broker_consume_msgs_per_s"] = _consume(topic, events)
+        status.update("starting Spark ...")
+        spark = build_session("bench_io")
+        try:
+            warm = f"bench.warm.{uuid.uuid4().hex[:6]}"
+            admin.create(warm, PARTITIONS)
+            _produce(warm, 20_000)
+            for kind in ("noop", "noop_kv", "count", "kafka_sink"):
+                out_topic = None
+                if kind == "kafka_sink":
+                    out_topic = f"bench.out.{uuid.uuid4().hex[:6]}"
+                    admin.create(out_topic, PARTITIONS)
+                # Warm-up run of the same plan: Python workers of each kind start on first use.
+                status.update(f"warm-up: source -> {kind} ...")
+                _spark_rate(spark, warm, workdir / f"ck-warm-{kind}", kind, out_topic)
+                status.update(f"source -> {kind} over {events:,} events ...")
+                report[f"source_to_{kind}"] = _spark_rate(
+                    spark, topic, workdir / f"ck-{kind}", kind, out_topic
+                )
+            status.update(f"latency at {latency_rate:g} ev/s for {latency_seconds:g} s ...")
+            report["latency"] = _latency(spark, workdir, latency_rate, latency_seconds)
+        finally:
+            spark.stop()
+    lat = report["latency"]
+    report["summary"] = {
+        "broker_produce_msgs_per_s": round(report["broker_produce_msgs_per_s"]),
+        "broker_consume_msgs_per_s": round(report["broker_consume_msgs_per_s"]),
+        "source_to_noop_eps": round(report["source_to_noop"]["events_per_s"]),
+        "source_key_value_to_noop_eps": round(report["source_to_noop_kv"]["events_per_s"]),
+        "source_to_count_eps": round(report["source_to_count"]["events_per_s"]),
+        "source_to_kafka_sink_eps": round(report["source_to_kafka_sink"]["events_per_s"]),
+        "e2e_latency_p50_ms": lat["p50_ms"],
+        "e2e_latency_p99_ms": lat["p99_ms"],
+        "kafka_sink_over_noop": round(
+            report["source_to_kafka_sink"]["events_per_s"]
+            / report["source_to_noop"]["events_per_s"],
+            3,
+        ),
+    }
+    Path(f"{out}.json").write_text(json.dumps(report, indent=2))
+    _chart(report, Path(f"{out}.png"))
+    console.print_json(json.dumps(report["summary"]))
+    console.print(f"report: {out}.json, chart: {out}.png")
+    return report
+
+
+def _chart(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = report["summary"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    names = [
+        "broker\nproduce",
+        "broker\nconsume",
+        "source\n->noop",
+        "source(k,v)\n->noop",
+        "source\n->count",
+        "source\n->Kafka sink",
+    ]
+    values = [
+        s["broker_produce_msgs_per_s"],
+        s["broker_consume_msgs_per_s"],
+        s["source_to_noop_eps"],
+        s["source_key_value_to_noop_eps"],
+        s["source_to_count_eps"],
+        s["source_to_kafka_sink_eps"],
+    ]
+    bars = ax1.bar(names, [v / 1000 for v in values], color=["#999", "#999"] + ["#1f77b4"] * 4)
+    ax1.bar_label(bars, fmt="%.0fk")
+    ax1.set_ylabel("thousand events / s")
+    ax1.set_title("throughput (one run, one machine)")
+    lat = report["latency"]["latencies_ms"]
+    if lat:
+        ax2.hist(lat, bins=40, color="#2ca02c")
+        ax2.axvline(
+            s["e2e_latency_p50_ms"],
+            color="k",
+            linestyle="--",
+            label=f"p50 {s['e2e_latency_p50_ms']:.0f} ms",
+        )
+        ax2.axvline(
+            s["e2e_latency_p99_ms"],
+            color="r",
+            linestyle="--",
+            label=f"p99 {s['e2e_latency_p99_ms']:.0f} ms",
+        )
+        ax2.legend()
+    ax2.set_xlabel("end-to-end latency (ms)")
+    ax2.set_title(f"stateless query at {report['latency']['rate_eps']:g} ev/s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
