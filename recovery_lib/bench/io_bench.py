@@ -11,6 +11,7 @@ start); a long-running job is in the warm state.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 import uuid
@@ -232,6 +233,7 @@ def run_io_bench(
             report["latency"] = _latency(spark, workdir, latency_rate, latency_seconds)
         finally:
             spark.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
     lat = report["latency"]
     report["summary"] = {
         "broker_produce_msgs_per_s": round(report["broker_produce_msgs_per_s"]),
