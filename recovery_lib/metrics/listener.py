@@ -1,0 +1,81 @@
+"""StreamingQueryListener that writes one micro_batches row per progress event."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from recovery_lib.metrics.store import MetricsStore, now_ms
+
+DEAD_LETTER_METRIC = "dead_letters"
+
+
+def _ts_ms(timestamp: str | None) -> int:
+    if not timestamp:
+        return now_ms()
+    try:
+        return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return now_ms()
+
+
+class MetricsListener(StreamingQueryListener):
+    def __init__(self, store: MetricsStore, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802 - Spark's names
+        self.store.event(self.run_id, "query_started", {"name": event.name, "id": str(event.id)})
+
+    def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
+        p = event.progress
+        d = p.durationMs or {}
+        state_rows = sum(op.numRowsTotal for op in p.stateOperators) if p.stateOperators else 0
+        state_mem = sum(op.memoryUsedBytes for op in p.stateOperators) if p.stateOperators else 0
+        dead = 0
+        observed = p.observedMetrics or {}
+        for name, row in observed.items():
+            if name.startswith(DEAD_LETTER_METRIC) and row is not None:
+                dead += int(row[0] or 0)
+        ts = _ts_ms(p.timestamp)
+        self.store.add(
+            "micro_batches",
+            [
+                (
+                    self.run_id,
+                    p.name,
+                    p.batchId,
+                    ts,
+                    p.numInputRows,
+                    _num(p.inputRowsPerSecond),
+                    _num(p.processedRowsPerSecond),
+                    d.get("triggerExecution"),
+                    d.get("addBatch"),
+                    d.get("latestOffset"),
+                    d.get("queryPlanning"),
+                    d.get("walCommit"),
+                    d.get("commitOffsets"),
+                    state_rows,
+                    state_mem,
+                    dead,
+                )
+            ],
+        )
+        if p.numInputRows:
+            self.store.add("throughput", [(self.run_id, ts // 1000, p.numInputRows, 0)])
+
+    def onQueryIdle(self, event) -> None:  # noqa: ANN001, N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
+        detail = {"id": str(event.id), "exception": event.exception}
+        self.store.event(
+            self.run_id, "query_failed" if event.exception else "query_stopped", detail
+        )
+
+
+def _num(value: float | None) -> float | None:
+    if value is None or value != value:  # NaN
+        return None
+    return float(value)

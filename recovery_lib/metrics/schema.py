@@ -1,0 +1,69 @@
+"""The metrics store's schema: the contract the dashboard, the DAGs and the benchmarks read.
+
+Times are epoch milliseconds (BIGINT) unless a name says otherwise.
+
+runs            one row per job run: query, mode ('native', later 'causal', 'standby', ...),
+                config (JSON), started_ms, stopped_ms, status ('running'|'finished'|'failed')
+micro_batches   one row per streaming progress event: batch id, input rows and rates,
+                duration parts (ms), state rows and memory, dead letters seen in the batch
+latency_samples one row per sampled output record: visible_ms (record's time at the sink)
+                minus ingest_ms (ingest time of the newest input it depends on)
+throughput      per run and second: input events and output records
+events          what happened to a run: start, stop, failure, recovery, ... with a JSON detail
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+DDL = [
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id VARCHAR PRIMARY KEY,
+        query VARCHAR NOT NULL,
+        mode VARCHAR NOT NULL,
+        config JSON,
+        started_ms BIGINT NOT NULL,
+        stopped_ms BIGINT,
+        status VARCHAR NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS micro_batches (
+        run_id VARCHAR NOT NULL,
+        query_name VARCHAR,
+        batch_id BIGINT NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        input_rows BIGINT,
+        input_rows_per_s DOUBLE,
+        processed_rows_per_s DOUBLE,
+        trigger_ms BIGINT,
+        add_batch_ms BIGINT,
+        latest_offset_ms BIGINT,
+        planning_ms BIGINT,
+        wal_commit_ms BIGINT,
+        commit_offsets_ms BIGINT,
+        state_rows BIGINT,
+        state_memory_bytes BIGINT,
+        dead_letters BIGINT
+    )""",
+    """CREATE TABLE IF NOT EXISTS latency_samples (
+        run_id VARCHAR NOT NULL,
+        visible_ms BIGINT NOT NULL,
+        ingest_ms BIGINT NOT NULL,
+        latency_ms BIGINT NOT NULL,
+        output_id VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS throughput (
+        run_id VARCHAR NOT NULL,
+        second BIGINT NOT NULL,
+        input_events BIGINT NOT NULL,
+        output_records BIGINT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS events (
+        run_id VARCHAR NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        kind VARCHAR NOT NULL,
+        detail JSON
+    )""",
+    """CREATE TABLE IF NOT EXISTS schema_info (version INTEGER)""",
+]
+
+TABLES = ("runs", "micro_batches", "latency_samples", "throughput", "events")

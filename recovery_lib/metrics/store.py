@@ -1,0 +1,213 @@
+"""The only writer of the metrics store.
+
+DuckDB lets one process write a file at a time, and a reader process's connection would block
+a writer. So nobody holds the file: writes are buffered in memory and flushed in one short
+transaction (by a background thread every ``flush_interval_s``), readers open read-only for
+one query (``read_frame``), and both retry briefly while the other holds the lock. The job's
+own thread never waits on the file.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+import pandas as pd
+
+from recovery_lib.metrics.schema import DDL, SCHEMA_VERSION
+
+T = TypeVar("T")
+
+COLUMNS = {
+    "micro_batches": (
+        "run_id",
+        "query_name",
+        "batch_id",
+        "ts_ms",
+        "input_rows",
+        "input_rows_per_s",
+        "processed_rows_per_s",
+        "trigger_ms",
+        "add_batch_ms",
+        "latest_offset_ms",
+        "planning_ms",
+        "wal_commit_ms",
+        "commit_offsets_ms",
+        "state_rows",
+        "state_memory_bytes",
+        "dead_letters",
+    ),
+    "latency_samples": ("run_id", "visible_ms", "ingest_ms", "latency_ms", "output_id"),
+    "throughput": ("run_id", "second", "input_events", "output_records"),
+    "events": ("run_id", "ts_ms", "kind", "detail"),
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def with_lock_retry(fn: Callable[[], T], timeout_s: float = 30.0) -> T:
+    """Run ``fn`` (which opens the file), retrying while another process holds the lock."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.01
+    while True:
+        try:
+            return fn()
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
+def init_store(path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+    def create() -> None:
+        with duckdb.connect(str(path)) as con:
+            for statement in DDL:
+                con.execute(statement)
+            if con.execute("SELECT count(*) FROM schema_info").fetchone()[0] == 0:
+                con.execute("INSERT INTO schema_info VALUES (?)", [SCHEMA_VERSION])
+
+    with_lock_retry(create)
+
+
+def read_frame(path: str | Path, sql: str, params: list[Any] | None = None):  # noqa: ANN201
+    """A pandas DataFrame from a read-only connection held for this one query."""
+
+    def query():  # noqa: ANN202
+        with duckdb.connect(str(path), read_only=True) as con:
+            return con.execute(sql, params or []).df()
+
+    return with_lock_retry(query)
+
+
+class MetricsStore:
+    def __init__(self, path: str | Path, flush_interval_s: float = 1.0) -> None:
+        self.path = Path(path)
+        init_store(self.path)
+        self._lock = threading.Lock()
+        self._pending: dict[str, list[tuple]] = {name: [] for name in COLUMNS}
+        self._statements: list[tuple[str, list[Any]]] = []
+        self._flush_interval_s = flush_interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.flush_seconds = 0.0  # time spent flushing, for overhead measurements
+
+    # -- runs and events -----------------------------------------------------------------------
+
+    def start_run(
+        self, query: str, mode: str, config: dict[str, Any] | None = None, run_id: str | None = None
+    ) -> str:
+        run_id = run_id or f"{query}-{mode}-{uuid.uuid4().hex[:8]}"
+        started = now_ms()
+        with self._lock:
+            self._statements.append(
+                (
+                    "INSERT INTO runs VALUES (?, ?, ?, ?, ?, NULL, 'running')",
+                    [run_id, query, mode, json.dumps(config or {}, default=str), started],
+                )
+            )
+        self.event(run_id, "start", config or {})
+        self.flush()
+        return run_id
+
+    def finish_run(self, run_id: str, status: str = "finished") -> None:
+        self.event(run_id, "stop", {"status": status})
+        with self._lock:
+            self._statements.append(
+                (
+                    "UPDATE runs SET stopped_ms = ?, status = ? WHERE run_id = ?",
+                    [now_ms(), status, run_id],
+                )
+            )
+        self.flush()
+
+    def event(
+        self, run_id: str, kind: str, detail: dict[str, Any] | None = None, ts_ms: int | None = None
+    ) -> None:
+        self.add(
+            "events", [(run_id, ts_ms or now_ms(), kind, json.dumps(detail or {}, default=str))]
+        )
+
+    # -- bulk rows -------------------------------------------------------------------------------
+
+    def add(self, table: str, rows: Iterable[tuple]) -> None:
+        rows = list(rows)
+        width = len(COLUMNS[table])
+        for row in rows:
+            if len(row) != width:
+                raise ValueError(
+                    f"{table} rows have {width} columns {COLUMNS[table]}, got {len(row)}"
+                )
+        with self._lock:
+            self._pending[table].extend(rows)
+
+    def flush(self) -> None:
+        with self._lock:
+            pending = {name: rows for name, rows in self._pending.items() if rows}
+            statements = self._statements
+            self._pending = {name: [] for name in COLUMNS}
+            self._statements = []
+        if not pending and not statements:
+            return
+        started = time.perf_counter()
+
+        def write() -> None:
+            with duckdb.connect(str(self.path)) as con:
+                con.execute("BEGIN")
+                for sql, params in statements:
+                    con.execute(sql, params)
+                for name, rows in pending.items():
+                    frame = pd.DataFrame.from_records(rows, columns=list(COLUMNS[name]))
+                    con.register("pending_rows", frame)
+                    con.execute(f"INSERT INTO {name} SELECT * FROM pending_rows")
+                    con.unregister("pending_rows")
+                con.execute("COMMIT")
+
+        try:
+            with_lock_retry(write)
+        except BaseException:
+            with self._lock:  # keep the rows for the next flush
+                for name, rows in pending.items():
+                    self._pending[name][:0] = rows
+                self._statements[:0] = statements
+            raise
+        finally:
+            self.flush_seconds += time.perf_counter() - started
+
+    # -- background flushing -----------------------------------------------------------------
+
+    def start_background_flush(self) -> MetricsStore:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="metrics-flush", daemon=True)
+            self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._flush_interval_s):
+            try:
+                self.flush()
+            except Exception:  # keep collecting; the next flush retries the lock
+                pass
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        self.flush()
+
+    def __enter__(self) -> MetricsStore:
+        return self.start_background_flush()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,207 @@
+"""Library pieces the NexMark jobs are built from: typed reading of the event topics with a
+dead-letter path, and writing a query's output through the Kafka sink with its ingest time.
+
+A query's output DataFrame has columns ``key`` (string), ``value`` (JSON string) and
+``ingest_ms`` (ingest time of the newest input the output depends on). ``write_output`` puts
+``ingest_ms`` into the ``rl.ingest_ms`` header, where the latency collector finds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from recovery_lib.io.source import SOURCE_NAME
+from recovery_lib.kafka.clients import client_config
+from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
+from recovery_lib.nexmark.config import GeneratorConfig
+
+PERSON_SCHEMA = (
+    "id long, name string, emailAddress string, creditCard string, city string, state string, "
+    "dateTime long"
+)
+AUCTION_SCHEMA = (
+    "id long, itemName string, description string, initialBid long, reserve long, dateTime long, "
+    "expires long, seller long, category long"
+)
+BID_SCHEMA = "auction long, bidder long, price long, channel string, url string, dateTime long"
+
+KINDS = {
+    "persons": (PERSON_SCHEMA, ["id", "name", "state", "dateTime"]),
+    "auctions": (AUCTION_SCHEMA, ["id", "seller", "category", "dateTime"]),
+    "bids": (BID_SCHEMA, ["auction", "bidder", "price", "dateTime"]),
+}
+INGEST_HEADER = "rl.ingest_ms"
+
+
+@dataclass
+class QueryOptions:
+    """Everything a NexMark job needs; defaults run on the embedded broker."""
+
+    query: str = "q1"
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    checkpoint_dir: str = ".recovery/nexmark/checkpoints"
+    output_topic: str | None = None
+    dead_letter_topic: str | None = None
+    sink_mode: str = "dedup"
+    available_now: bool = False
+    trigger_interval: str = "0 seconds"
+    max_records_per_batch: int | None = None
+    watermark_delay: str = "5 seconds"
+    window_s: int = 10
+    slide_s: int = 2
+    q12_window_s: int = 10
+    kafka: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.kafka:
+            self.kafka = client_config()
+
+    @property
+    def out_topic(self) -> str:
+        return self.output_topic or f"{self.generator.topic_prefix}.out.{self.query}"
+
+    @property
+    def dlq_topic(self) -> str:
+        return self.dead_letter_topic or f"{self.generator.topic_prefix}.deadletter"
+
+    def topic_for(self, kind: str) -> str:
+        return {
+            "persons": self.generator.persons_topic,
+            "auctions": self.generator.auctions_topic,
+            "bids": self.generator.bids_topic,
+        }[kind]
+
+    def kafka_options(self) -> dict[str, str]:
+        return {f"kafka.{k}": v for k, v in self.kafka.items()}
+
+
+def read_events(spark: SparkSession, kind: str, opts: QueryOptions) -> DataFrame:
+    """Parsed events of one kind with ``event_time`` and ``ingest_ms``; bad records go to the
+    dead-letter topic (reason + source position) and are counted in the progress metrics."""
+    schema, required = KINDS[kind]
+    reader = spark.readStream.format(SOURCE_NAME).options(**opts.kafka_options())
+    reader = reader.option("subscribe", opts.topic_for(kind))
+    if opts.max_records_per_batch:
+        reader = reader.option("maxOffsetsPerTrigger", str(opts.max_records_per_batch))
+    raw = reader.load()
+    parsed = raw.select(
+        F.col("key").cast("string").alias("key"),
+        F.col("value"),
+        F.col("topic"),
+        F.col("partition"),
+        F.col("offset"),
+        F.unix_millis("timestamp").alias("ingest_ms"),
+        F.from_json(F.col("value").cast("string"), schema).alias("e"),
+    )
+    missing = [F.when(F.col(f"e.{name}").isNull(), F.lit(name)) for name in required]
+    reason: Column = F.when(
+        F.col("e").isNull(), F.lit(f"value is not a JSON {kind[:-1]} ({schema})")
+    ).otherwise(
+        F.when(
+            F.concat_ws(",", *missing) != "",
+            F.concat(F.lit("missing required fields: "), F.concat_ws(",", *missing)),
+        )
+    )
+    flagged = parsed.select("*", reason.alias("_reason")).observe(
+        f"{DEAD_LETTER_METRIC}_{kind}", F.sum(F.when(F.col("_reason").isNotNull(), 1).otherwise(0))
+    )
+    routed = route_dead_letters(flagged, opts)
+    return routed.select(
+        "key",
+        "topic",
+        "partition",
+        "offset",
+        "ingest_ms",
+        "e.*",
+        F.timestamp_millis(F.col("e.dateTime")).alias("event_time"),
+    )
+
+
+def route_dead_letters(df: DataFrame, opts: QueryOptions) -> DataFrame:
+    """Rows with a ``_reason`` are produced to the dead-letter topic (flushed before the task
+    ends, id = source position, so a re-run dedups); the others continue without ``value``."""
+    kafka = dict(opts.kafka)
+    topic = opts.dlq_topic
+    out_fields = [f for f in df.schema.fields if f.name not in ("value", "_reason")]
+    from pyspark.sql.types import StructType
+
+    out_schema = StructType(out_fields)
+    keep = [f.name for f in out_fields]
+
+    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        from recovery_lib.io.client_cache import cached
+        from recovery_lib.io.sinks.ids import ID_HEADER
+
+        producer: Any = None
+        for batch in batches:
+            bad = pc.is_valid(batch.column("_reason"))
+            if pc.any(bad).as_py():
+                if producer is None:
+                    from confluent_kafka import Producer
+
+                    producer = cached("producer:deadletter", kafka, lambda c: Producer(c))
+                rows = batch.filter(bad).to_pylist()
+                for row in rows:
+                    position = f"{row['topic']}/{row['partition']}@{row['offset']}"
+                    producer.produce(
+                        topic,
+                        row["value"],
+                        row["key"],
+                        headers=[
+                            (ID_HEADER, f"dlq:{position}".encode()),
+                            ("rl.reason", row["_reason"].encode()),
+                            ("rl.source", position.encode()),
+                        ],
+                    )
+                batch = batch.filter(pc.invert(bad))
+            yield batch.select(keep)
+        if producer is not None and producer.flush(60):
+            raise RuntimeError(f"dead letters were not acknowledged by the broker ({topic})")
+
+    return df.mapInArrow(route, out_schema)
+
+
+def with_event_watermark(df: DataFrame, opts: QueryOptions) -> DataFrame:
+    return df.withWatermark("event_time", opts.watermark_delay)
+
+
+def output(key: Column, value_fields: list[Column], ingest_ms: Column) -> list[Column]:
+    return [
+        key.cast("string").alias("key"),
+        F.to_json(F.struct(*value_fields)).alias("value"),
+        ingest_ms.alias("ingest_ms"),
+    ]
+
+
+def write_output(df: DataFrame, opts: QueryOptions):  # noqa: ANN201 - StreamingQuery
+    out = df.select(
+        "key",
+        "value",
+        F.array(
+            F.struct(
+                F.lit(INGEST_HEADER).alias("key"),
+                F.col("ingest_ms").cast("string").cast("binary").alias("value"),
+            )
+        ).alias("headers"),
+    )
+    writer = (
+        out.writeStream.format(SOURCE_NAME)
+        .options(**opts.kafka_options())
+        .option("topic", opts.out_topic)
+        .option("mode", opts.sink_mode)
+        .option("checkpointLocation", f"{opts.checkpoint_dir}/{opts.query}")
+        .queryName(f"nexmark_{opts.query}")
+    )
+    if opts.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=opts.trigger_interval)
+    return writer.start()
