@@ -14,9 +14,11 @@ app = typer.Typer(help="Consistent, fast recovery for Spark streaming jobs.", no
 broker_app = typer.Typer(help="The embedded Kafka-protocol broker (tansu).", no_args_is_help=True)
 topics_app = typer.Typer(help="Topic administration.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks that write JSON + PNG reports.", no_args_is_help=True)
+nexmark_app = typer.Typer(help="The NexMark workload.", no_args_is_help=True)
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(bench_app, name="bench")
+app.add_typer(nexmark_app, name="nexmark")
 console = Console()
 
 
@@ -139,3 +141,70 @@ def bench_io(
 
 if __name__ == "__main__":
     app()
+
+
+@nexmark_app.command("generate")
+def nexmark_generate(
+    events: int = typer.Option(None, help="Number of events (or give --duration with --rate)."),
+    duration: float = typer.Option(None, help="Seconds to generate for, at --rate."),
+    rate: float = typer.Option(None, help="Events per second; unpaced when omitted."),
+    seed: int = typer.Option(42),
+    skew: float = typer.Option(0.5, help="Hot-item ratio in [0, 1]: 0 uniform, 0.5 Beam default."),
+    prefix: str = typer.Option("nexmark", help="Topics <prefix>.persons/.auctions/.bids"),
+    partitions: int = typer.Option(4),
+    first_event_id: int = typer.Option(0, help="Continue a stream: the id of the first event."),
+) -> None:
+    """Write deterministic NexMark events to Kafka (same seed + ids = same bytes)."""
+    from pydantic import ValidationError
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from recovery_lib.nexmark.config import GeneratorConfig
+    from recovery_lib.nexmark.producer import ensure_topics, produce_events
+
+    if rate is not None and rate <= 0:
+        _fail(ValueError(f"--rate must be a positive number of events per second, got {rate}"))
+    try:
+        config = GeneratorConfig(seed=seed, hot_ratio=skew, topic_prefix=prefix,
+                                 partitions=partitions, event_time_rate=rate or 10_000.0)
+    except ValidationError as exc:
+        _fail(ValueError("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())))
+        return
+    if events is None and (duration is None or rate is None):
+        _fail(ValueError("give --events N, or --duration S together with --rate R"))
+    total = events if events is not None else int(duration * rate)
+    try:
+        ensure_topics(config)
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
+                      TimeRemainingColumn(), console=console) as progress:
+            task = progress.add_task(f"generating into {prefix}.*", total=total)
+            stats = produce_events(config, count=total, rate=rate, first_event_id=first_event_id,
+                                   on_progress=lambda n: progress.update(task, completed=n))
+    except (KafkaLayerError, ValueError) as exc:
+        _fail(exc)
+        return
+    console.print(
+        f"{stats.events:,} events ({stats.persons:,} persons, {stats.auctions:,} auctions, "
+        f"{stats.bids:,} bids) in {stats.elapsed_s:.1f} s = {stats.events_per_s:,.0f} ev/s"
+    )
+
+
+@bench_app.command("nexmark")
+def bench_nexmark(
+    query: list[str] = typer.Option(["q1"], help="Query (repeatable): q1 q2 q3 q5 q7 q8 q12."),
+    rate: float = typer.Option(None, help="Fixed input rate; default 80% of the MST found."),
+    duration: float = typer.Option(60, help="Seconds of the measured run."),
+    mst: bool = typer.Option(True, help="Search the maximum sustainable throughput first."),
+    start_rate: float = typer.Option(2_000),
+    step: float = typer.Option(1.5, help="Rate multiplier between MST steps."),
+    mst_duration: float = typer.Option(30, help="Seconds per MST step."),
+    skew: float = typer.Option(0.5),
+    out: str = typer.Option("reports/bench_nexmark", help="Report prefix (.json and .png)."),
+) -> None:
+    """Throughput and p50/p99 latency per second, and the MST search."""
+    from recovery_lib.bench.nexmark_bench import run_nexmark_bench
+
+    try:
+        run_nexmark_bench([q.lower() for q in query], rate, duration, mst, out, console,
+                          start_rate=start_rate, step=step, mst_duration_s=mst_duration, skew=skew)
+    except ValueError as exc:
+        _fail(exc)

@@ -1,0 +1,1 @@
+"""NexMark queries as spark-submit-able jobs: ``python -m jobs.nexmark.q3 --help``."""

@@ -1,0 +1,89 @@
+"""Latency and output throughput, measured at the sink.
+
+A consumer thread follows a query's output topic. For every record: visible_ms = the record's
+timestamp at the sink (set when the sink produced it), ingest_ms = the ``rl.ingest_ms`` header
+(ingest time of the newest input it depends on), latency = visible - ingest. Every record is
+counted in ``throughput``; up to ``max_samples_per_s`` per second go to ``latency_samples``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, TopicPartition
+
+from recovery_lib.io.sinks.ids import ID_HEADER
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.clients import client_config
+from recovery_lib.metrics.store import MetricsStore
+from recovery_lib.nexmark.streams import INGEST_HEADER
+
+
+class LatencyCollector:
+    def __init__(self, topic: str, run_id: str, store: MetricsStore | None,
+                 config: Mapping[str, str] | None = None, max_samples_per_s: int = 500,
+                 from_beginning: bool = True) -> None:
+        self.topic = topic
+        self.run_id = run_id
+        self.store = store
+        self.config = dict(config) if config is not None else client_config()
+        self.max_samples_per_s = max_samples_per_s
+        self.from_beginning = from_beginning
+        self.samples: list[tuple[int, int]] = []  # (visible_ms, latency_ms), all of them
+        self.per_second: dict[int, int] = defaultdict(int)
+        self.seen_ids: set[bytes] = set()
+        self.duplicates = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"latency-{topic}", daemon=True)
+
+    def start(self) -> LatencyCollector:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+    def _run(self) -> None:
+        partitions = TopicAdmin(self.config).partitions(self.topic)
+        consumer = Consumer({**self.config, "group.id": f"latency-{self.run_id}",
+                             "enable.auto.commit": "false", "fetch.wait.max.ms": "50"})
+        start = 0 if self.from_beginning else -1  # OFFSET_END
+        consumer.assign([TopicPartition(self.topic, p, start) for p in partitions])
+        pending_samples: list[tuple] = []
+        pending_counts: dict[int, int] = defaultdict(int)
+        sampled_in_second: dict[int, int] = defaultdict(int)
+        try:
+            while not self._stop.is_set():
+                msgs = consumer.consume(num_messages=5000, timeout=0.2)
+                for msg in msgs:
+                    if msg.error() is not None:
+                        continue
+                    headers = dict(msg.headers() or ())
+                    rid = headers.get(ID_HEADER)
+                    if rid is not None:
+                        if rid in self.seen_ids:  # a replayed copy: not a new output
+                            self.duplicates += 1
+                            continue
+                        self.seen_ids.add(rid)
+                    ingest = headers.get(INGEST_HEADER)
+                    visible = msg.timestamp()[1]
+                    second = visible // 1000
+                    pending_counts[second] += 1
+                    self.per_second[second] += 1
+                    if ingest is None:
+                        continue
+                    latency = visible - int(ingest)
+                    self.samples.append((visible, latency))
+                    if sampled_in_second[second] < self.max_samples_per_s:
+                        sampled_in_second[second] += 1
+                        pending_samples.append((self.run_id, visible, int(ingest), latency,
+                                                rid.decode() if rid else None))
+                if self.store is not None and (pending_samples or pending_counts):
+                    self.store.add("latency_samples", pending_samples)
+                    self.store.add("throughput", [(self.run_id, s, 0, n) for s, n in pending_counts.items()])
+                    pending_samples, pending_counts = [], defaultdict(int)
+        finally:
+            consumer.close()

@@ -1,0 +1,65 @@
+"""What every NexMark job module shares: options from the command line, the run with metrics."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from recovery_lib.nexmark.config import GeneratorConfig
+from recovery_lib.nexmark.streams import QueryOptions
+
+
+def parse_options(query: str, argv: list[str] | None = None) -> tuple[QueryOptions, argparse.Namespace]:
+    parser = argparse.ArgumentParser(description=f"NexMark {query.upper()} on Spark Structured Streaming")
+    parser.add_argument("--prefix", default="nexmark", help="topic prefix of the generated events")
+    parser.add_argument("--checkpoints", default=".recovery/nexmark/checkpoints")
+    parser.add_argument("--output-topic", default=None)
+    parser.add_argument("--sink-mode", default="dedup", choices=["at_least_once", "dedup", "transactional"])
+    parser.add_argument("--max-records", type=int, default=None)
+    parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    parser.add_argument("--metrics", default=None, help="DuckDB metrics store to write to")
+    parser.add_argument("--mode", default="native")
+    args = parser.parse_args(argv)
+    opts = QueryOptions(
+        query=query,
+        generator=GeneratorConfig(topic_prefix=args.prefix),
+        checkpoint_dir=args.checkpoints,
+        output_topic=args.output_topic,
+        sink_mode=args.sink_mode,
+        available_now=args.available_now,
+        max_records_per_batch=args.max_records,
+    )
+    return opts, args
+
+
+def run(query: str, argv: list[str] | None = None) -> None:
+    """Entry point of jobs/nexmark/<query>.py (works under spark-submit and python -m)."""
+    from recovery_lib.kafka.admin import TopicAdmin
+    from recovery_lib.metrics.listener import MetricsListener
+    from recovery_lib.metrics.store import MetricsStore
+    from recovery_lib.nexmark.queries import get_query
+    from recovery_lib.nexmark.streams import write_output
+    from recovery_lib.runtime.faults import mark_driver_process_group
+    from recovery_lib.spark.session import build_session
+
+    opts, args = parse_options(query, argv)
+    mark_driver_process_group()
+    admin = TopicAdmin(opts.kafka)
+    admin.create(opts.out_topic, opts.generator.partitions)
+    admin.create(opts.dlq_topic, 1)
+    spark = build_session(f"nexmark_{query}")
+    store: Any = None
+    run_id = None
+    if args.metrics:
+        store = MetricsStore(args.metrics).start_background_flush()
+        run_id = store.start_run(query, args.mode, {"argv": argv})
+        spark.streams.addListener(MetricsListener(store, run_id))
+    status = "failed"
+    try:
+        streaming = write_output(get_query(query)(spark, opts), opts)
+        streaming.awaitTermination()
+        status = "finished"
+    finally:
+        if store is not None:
+            store.finish_run(run_id, status)
+            store.close()
