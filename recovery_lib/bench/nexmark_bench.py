@@ -3,9 +3,10 @@
 Each run uses fresh topics, a paced generator thread, the query in this process's
 SparkSession, the metrics listener and a latency collector on the output topic. Lag = events
 produced - input rows the query has processed. MST = the highest rate whose lag stays bounded:
-over the second half of the run, the least-squares slope of the lag is below 10 % of the rate
+over the second half of the run the least-squares slope of the lag is below 10 % of the rate
 (a query that cannot keep up accumulates lag at rate - capacity; micro-batches make the lag
-oscillate, so its level is not a criterion). Topics get one partition per core.
+oscillate), and once the input stops the query catches up within 10 s. Topics get one
+partition per core; the generator and the latency collector share the machine with the job.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from recovery_lib.nexmark.queries import get_query
 from recovery_lib.nexmark.streams import QueryOptions, write_output
 
 BOUNDED_SLOPE = 0.10  # lag growth per second, as a fraction of the rate
+MAX_BOUNDED_DRAIN_S = 10.0  # after the input stops, the query must catch up within this
+MAX_DRAIN_S = 60.0
 
 
 @dataclass
@@ -49,11 +52,17 @@ class RunResult:
     latency_p99_ms: float | None = None
     output_eps: float = 0.0
     input_eps: float = 0.0
+    drain_s: float | None = None
 
     @property
     def bounded(self) -> bool:
         slope = self.lag_slope
-        return slope is not None and slope < BOUNDED_SLOPE * self.rate
+        return (
+            slope is not None
+            and slope < BOUNDED_SLOPE * self.rate
+            and self.drain_s is not None
+            and self.drain_s <= MAX_BOUNDED_DRAIN_S
+        )
 
     @property
     def lag_slope(self) -> float | None:
@@ -68,12 +77,19 @@ class RunResult:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "query": self.query, "rate_eps": self.rate, "duration_s": self.duration_s,
-            "bounded": self.bounded, "produced": self.produced, "processed": self.processed,
+            "query": self.query,
+            "rate_eps": self.rate,
+            "duration_s": self.duration_s,
+            "bounded": self.bounded,
+            "produced": self.produced,
+            "processed": self.processed,
             "final_lag": self.lag[-1][1] if self.lag else None,
             "lag_slope_eps": round(self.lag_slope, 1) if self.lag_slope is not None else None,
-            "input_eps": round(self.input_eps), "output_eps": round(self.output_eps, 1),
-            "latency_p50_ms": self.latency_p50_ms, "latency_p99_ms": self.latency_p99_ms,
+            "drain_s": round(self.drain_s, 1) if self.drain_s is not None else None,
+            "input_eps": round(self.input_eps),
+            "output_eps": round(self.output_eps, 1),
+            "latency_p50_ms": self.latency_p50_ms,
+            "latency_p99_ms": self.latency_p99_ms,
         }
 
 
@@ -86,8 +102,16 @@ def percentile(values: list[float], pct: float) -> float | None:
 
 
 class NexmarkBench:
-    def __init__(self, spark: Any, store: MetricsStore, workdir: Path, console: Console,
-                 skew: float = 0.5, seed: int = 42, partitions: int = 2) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        store: MetricsStore,
+        workdir: Path,
+        console: Console,
+        skew: float = 0.5,
+        seed: int = 42,
+        partitions: int = 2,
+    ) -> None:
         self.partitions = partitions
         self.spark = spark
         self.store = store
@@ -99,22 +123,33 @@ class NexmarkBench:
         self.counter = RowCounter()
         spark.streams.addListener(self.counter)
 
-    def run(self, query: str, rate: float, duration_s: float, mode: str = "native",
-            collect: bool = True) -> RunResult:
+    def run(
+        self, query: str, rate: float, duration_s: float, mode: str = "native", collect: bool = True
+    ) -> RunResult:
         prefix = f"bench.{query}.{uuid.uuid4().hex[:6]}"
         # Event time follows the paced rate, so event-time windows advance like wall time.
-        gen = GeneratorConfig(topic_prefix=prefix, seed=self.seed, hot_ratio=self.skew,
-                              event_time_rate=rate, partitions=self.partitions)
+        gen = GeneratorConfig(
+            topic_prefix=prefix,
+            seed=self.seed,
+            hot_ratio=self.skew,
+            event_time_rate=rate,
+            partitions=self.partitions,
+        )
         ensure_topics(gen, self.admin)
         opts = QueryOptions(query=query, generator=gen, checkpoint_dir=str(self.workdir / prefix))
         self.admin.create(opts.out_topic, gen.partitions)
         self.admin.create(opts.dlq_topic, 1)
-        run_id = self.store.start_run(query, mode, {"rate": rate, "duration_s": duration_s,
-                                                    "skew": self.skew, "seed": self.seed})
+        run_id = self.store.start_run(
+            query,
+            mode,
+            {"rate": rate, "duration_s": duration_s, "skew": self.skew, "seed": self.seed},
+        )
         listener = MetricsListener(self.store, run_id) if collect else None
         if listener:
             self.spark.streams.addListener(listener)
-        collector = LatencyCollector(opts.out_topic, run_id, self.store if collect else None).start()
+        collector = LatencyCollector(
+            opts.out_topic, run_id, self.store if collect else None
+        ).start()
         streaming = write_output(get_query(query)(self.spark, opts), opts)
         # Wait until the query ran its first (empty) batch: planning is not part of the run.
         deadline = time.monotonic() + 120
@@ -124,8 +159,13 @@ class NexmarkBench:
         stop = threading.Event()
 
         def generate() -> None:
-            produce_events(gen, duration_s=duration_s, rate=rate,
-                           on_progress=lambda n: produced.__setitem__(0, n), stop=stop.is_set)
+            produce_events(
+                gen,
+                duration_s=duration_s,
+                rate=rate,
+                on_progress=lambda n: produced.__setitem__(0, n),
+                stop=stop.is_set,
+            )
 
         share = input_share(query)
         producer = threading.Thread(target=generate, name="nexmark-generator")
@@ -135,12 +175,19 @@ class NexmarkBench:
         try:
             while producer.is_alive():
                 time.sleep(1.0)
-                processed = self.counter.rows.get(str(streaming.id), 0)
-                behind = int(produced[0] * share) - processed
-                result.lag.append((time.monotonic() - started, max(0, behind)))
+                result.lag.append(
+                    (time.monotonic() - started, self._behind(streaming, produced[0], share))
+                )
                 if streaming.exception() is not None:
                     raise RuntimeError(f"{query} failed: {streaming.exception()}")
-            time.sleep(3.0)  # let the last batches reach the sink
+            # Drain: how long until every produced input is processed (capped).
+            drain_started = time.monotonic()
+            while self._behind(streaming, produced[0], share) > 0:
+                if time.monotonic() - drain_started > MAX_DRAIN_S:
+                    break
+                time.sleep(0.25)
+            result.drain_s = time.monotonic() - drain_started
+            time.sleep(2.0)  # let the last outputs reach the latency collector
         finally:
             stop.set()
             producer.join()
@@ -162,20 +209,68 @@ class NexmarkBench:
             by_second.setdefault(visible // 1000, []).append(latency)
         t0 = min(by_second) if by_second else 0
         result.per_second = [
-            {"t": sec - t0, "outputs": collector.per_second.get(sec, 0),
-             "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99)}
+            {
+                "t": sec - t0,
+                "outputs": collector.per_second.get(sec, 0),
+                "p50_ms": percentile(lat, 50),
+                "p99_ms": percentile(lat, 99),
+            }
             for sec, lat in sorted(by_second.items())
         ]
         shutil.rmtree(self.workdir / prefix, ignore_errors=True)
-        for topic in [*gen.topics, opts.out_topic]:
-            try:
-                self.admin.delete(topic)  # the embedded broker keeps topics in memory
-            except Exception:
-                pass
+        # Topics stay: deleting them under cached clients makes librdkafka misreport metadata.
         return result
 
-    def mst(self, query: str, start_rate: float, step: float, duration_s: float,
-            max_rate: float) -> tuple[float | None, list[RunResult]]:
+    def _behind(self, streaming: Any, produced: int, share: float) -> int:
+        return max(0, int(produced * share) - self.counter.rows.get(str(streaming.id), 0))
+
+    def collection_overhead(self, events: int = 200_000, rounds: int = 2) -> dict[str, Any]:
+        """Q1 over the same backlog, alternately with and without metrics collection
+        (listener + latency collector): the ratio of their processing rates."""
+        prefix = f"bench.overhead.{uuid.uuid4().hex[:6]}"
+        gen = GeneratorConfig(topic_prefix=prefix, seed=self.seed, partitions=self.partitions)
+        ensure_topics(gen, self.admin)
+        produce_events(gen, count=events)
+        rates: dict[str, list[float]] = {"off": [], "on": []}
+        for i in range(rounds * 2):
+            mode = "on" if i % 2 else "off"
+            opts = QueryOptions(
+                query="q1",
+                generator=gen,
+                available_now=True,
+                checkpoint_dir=str(self.workdir / f"{prefix}-{i}"),
+                output_topic=f"{prefix}.out.{i}",
+            )
+            self.admin.create(opts.out_topic, gen.partitions)
+            self.admin.create(opts.dlq_topic, 1)
+            listener = collector = None
+            run_id = f"overhead-{prefix}-{i}"
+            if mode == "on":
+                listener = MetricsListener(self.store, run_id)
+                self.spark.streams.addListener(listener)
+                collector = LatencyCollector(opts.out_topic, run_id, self.store).start()
+            streaming = write_output(get_query("q1")(self.spark, opts), opts)
+            streaming.awaitTermination()
+            if listener:
+                self.spark.streams.removeListener(listener)
+            if collector:
+                collector.stop()
+            progress = [p for p in streaming.recentProgress if p["numInputRows"]]
+            rows = sum(p["numInputRows"] for p in progress)
+            busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+            rates[mode].append(rows / busy)
+        off, on = statistics.fmean(rates["off"]), statistics.fmean(rates["on"])
+        return {
+            "events": events,
+            "rounds": rounds,
+            "eps_without": round(off),
+            "eps_with": round(on),
+            "with_over_without": round(on / off, 3),
+        }
+
+    def mst(
+        self, query: str, start_rate: float, step: float, duration_s: float, max_rate: float
+    ) -> tuple[float | None, list[RunResult]]:
         runs: list[RunResult] = []
         best: float | None = None
         rate = start_rate
@@ -183,8 +278,10 @@ class NexmarkBench:
             self.console.print(f"  {query}: trying {rate:,.0f} ev/s for {duration_s:.0f} s ...")
             result = self.run(query, rate, duration_s, mode="mst-search", collect=False)
             runs.append(result)
-            self.console.print(f"    final lag {result.lag[-1][1] if result.lag else '?'} events, "
-                               f"{'bounded' if result.bounded else 'growing'}")
+            self.console.print(
+                f"    final lag {result.lag[-1][1] if result.lag else '?'} events, "
+                f"{'bounded' if result.bounded else 'growing'}"
+            )
             if not result.bounded:
                 break
             best = rate
@@ -228,10 +325,21 @@ class RowCounter(StreamingQueryListener):
         pass
 
 
-def run_nexmark_bench(queries: list[str], rate: float | None, duration_s: float, mst: bool,
-                      out_prefix: str, console: Console, start_rate: float = 2_000,
-                      step: float = 1.5, mst_duration_s: float = 30, max_rate: float = 200_000,
-                      skew: float = 0.5, metrics_path: str | None = None) -> dict[str, Any]:
+def run_nexmark_bench(
+    queries: list[str],
+    rate: float | None,
+    duration_s: float,
+    mst: bool,
+    out_prefix: str,
+    console: Console,
+    start_rate: float = 2_000,
+    step: float = 1.5,
+    mst_duration_s: float = 30,
+    max_rate: float = 200_000,
+    skew: float = 0.5,
+    metrics_path: str | None = None,
+    overhead: bool = True,
+) -> dict[str, Any]:
     from recovery_lib.settings import get_settings
     from recovery_lib.spark.session import build_session
 
@@ -252,6 +360,10 @@ def run_nexmark_bench(queries: list[str], rate: float | None, duration_s: float,
         bench = NexmarkBench(spark, store, workdir, console, skew=skew)
         console.print("warm-up run (Python workers start on first use) ...")
         bench.run(queries[0], 1000, 10, mode="warmup", collect=False)
+        if overhead:
+            console.print("metrics collection overhead (q1, same backlog, with vs without) ...")
+            report["collection_overhead"] = bench.collection_overhead()
+            console.print_json(json.dumps(report["collection_overhead"]))
         for query in queries:
             entry: dict[str, Any] = {}
             measure_rate = rate
@@ -269,7 +381,9 @@ def run_nexmark_bench(queries: list[str], rate: float | None, duration_s: float,
                 entry["per_second"] = result.per_second
                 entry["lag"] = result.lag
             report["queries"][query] = entry
-            console.print_json(json.dumps({k: v for k, v in entry.items() if k in ("mst_eps", "run")}))
+            console.print_json(
+                json.dumps({k: v for k, v in entry.items() if k in ("mst_eps", "run")})
+            )
     finally:
         spark.stop()
         store.close()
@@ -302,7 +416,9 @@ def _chart(report: dict[str, Any], path: Path) -> None:
         ax.plot(t, [s["p50_ms"] for s in secs], label="p50", color="k")
         ax.plot(t, [s["p99_ms"] for s in secs], label="p99", color="r")
         mst = entry.get("mst_eps")
-        ax.set_title(f"{query}: latency per second (ms)" + (f", MST {mst:,.0f} ev/s" if mst else ""))
+        ax.set_title(
+            f"{query}: latency per second (ms)" + (f", MST {mst:,.0f} ev/s" if mst else "")
+        )
         ax.set_xlabel("s")
         ax.legend()
     fig.tight_layout()

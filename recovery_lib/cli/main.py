@@ -164,8 +164,13 @@ def nexmark_generate(
     if rate is not None and rate <= 0:
         _fail(ValueError(f"--rate must be a positive number of events per second, got {rate}"))
     try:
-        config = GeneratorConfig(seed=seed, hot_ratio=skew, topic_prefix=prefix,
-                                 partitions=partitions, event_time_rate=rate or 10_000.0)
+        config = GeneratorConfig(
+            seed=seed,
+            hot_ratio=skew,
+            topic_prefix=prefix,
+            partitions=partitions,
+            event_time_rate=rate or 10_000.0,
+        )
     except ValidationError as exc:
         _fail(ValueError("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())))
         return
@@ -174,11 +179,21 @@ def nexmark_generate(
     total = events if events is not None else int(duration * rate)
     try:
         ensure_topics(config)
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
-                      TimeRemainingColumn(), console=console) as progress:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,}/{task.total:,}"),
+            TimeRemainingColumn(),
+            console=console,
+        ) as progress:
             task = progress.add_task(f"generating into {prefix}.*", total=total)
-            stats = produce_events(config, count=total, rate=rate, first_event_id=first_event_id,
-                                   on_progress=lambda n: progress.update(task, completed=n))
+            stats = produce_events(
+                config,
+                count=total,
+                rate=rate,
+                first_event_id=first_event_id,
+                on_progress=lambda n: progress.update(task, completed=n),
+            )
     except (KafkaLayerError, ValueError) as exc:
         _fail(exc)
         return
@@ -198,13 +213,25 @@ def bench_nexmark(
     step: float = typer.Option(1.5, help="Rate multiplier between MST steps."),
     mst_duration: float = typer.Option(30, help="Seconds per MST step."),
     skew: float = typer.Option(0.5),
+    overhead: bool = typer.Option(True, help="Measure the metrics-collection overhead first."),
     out: str = typer.Option("reports/bench_nexmark", help="Report prefix (.json and .png)."),
 ) -> None:
     """Throughput and p50/p99 latency per second, and the MST search."""
     from recovery_lib.bench.nexmark_bench import run_nexmark_bench
 
     try:
-        run_nexmark_bench([q.lower() for q in query], rate, duration, mst, out, console,
-                          start_rate=start_rate, step=step, mst_duration_s=mst_duration, skew=skew)
+        run_nexmark_bench(
+            [q.lower() for q in query],
+            rate,
+            duration,
+            mst,
+            out,
+            console,
+            start_rate=start_rate,
+            step=step,
+            mst_duration_s=mst_duration,
+            skew=skew,
+            overhead=overhead,
+        )
     except ValueError as exc:
         _fail(exc)

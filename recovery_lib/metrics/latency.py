@@ -22,9 +22,15 @@ from recovery_lib.nexmark.streams import INGEST_HEADER
 
 
 class LatencyCollector:
-    def __init__(self, topic: str, run_id: str, store: MetricsStore | None,
-                 config: Mapping[str, str] | None = None, max_samples_per_s: int = 500,
-                 from_beginning: bool = True) -> None:
+    def __init__(
+        self,
+        topic: str,
+        run_id: str,
+        store: MetricsStore | None,
+        config: Mapping[str, str] | None = None,
+        max_samples_per_s: int = 500,
+        from_beginning: bool = True,
+    ) -> None:
         self.topic = topic
         self.run_id = run_id
         self.store = store
@@ -48,8 +54,14 @@ class LatencyCollector:
 
     def _run(self) -> None:
         partitions = TopicAdmin(self.config).partitions(self.topic)
-        consumer = Consumer({**self.config, "group.id": f"latency-{self.run_id}",
-                             "enable.auto.commit": "false", "fetch.wait.max.ms": "50"})
+        consumer = Consumer(
+            {
+                **self.config,
+                "group.id": f"latency-{self.run_id}",
+                "enable.auto.commit": "false",
+                "fetch.wait.max.ms": "50",
+            }
+        )
         start = 0 if self.from_beginning else -1  # OFFSET_END
         consumer.assign([TopicPartition(self.topic, p, start) for p in partitions])
         pending_samples: list[tuple] = []
@@ -79,11 +91,20 @@ class LatencyCollector:
                     self.samples.append((visible, latency))
                     if sampled_in_second[second] < self.max_samples_per_s:
                         sampled_in_second[second] += 1
-                        pending_samples.append((self.run_id, visible, int(ingest), latency,
-                                                rid.decode() if rid else None))
+                        pending_samples.append(
+                            (
+                                self.run_id,
+                                visible,
+                                int(ingest),
+                                latency,
+                                rid.decode() if rid else None,
+                            )
+                        )
                 if self.store is not None and (pending_samples or pending_counts):
                     self.store.add("latency_samples", pending_samples)
-                    self.store.add("throughput", [(self.run_id, s, 0, n) for s, n in pending_counts.items()])
+                    self.store.add(
+                        "throughput", [(self.run_id, s, 0, n) for s, n in pending_counts.items()]
+                    )
                     pending_samples, pending_counts = [], defaultdict(int)
         finally:
             consumer.close()

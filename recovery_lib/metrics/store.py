@@ -9,6 +9,7 @@ own thread never waits on the file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -194,10 +195,8 @@ class MetricsStore:
 
     def _loop(self) -> None:
         while not self._stop.wait(self._flush_interval_s):
-            try:
+            with contextlib.suppress(Exception):  # keep collecting; the next flush retries
                 self.flush()
-            except Exception:  # keep collecting; the next flush retries the lock
-                pass
 
     def close(self) -> None:
         self._stop.set()

@@ -223,7 +223,8 @@ class NexmarkGenerator:
             first, last = FIRST_NAMES[fi], LAST_NAMES[li]
             c = f"{card:016d}"
             value = (
-                f'{{"id":{pid},"name":"{first} {last}","emailAddress":"{first.lower()}.{last.lower()}'
+                f'{{"id":{pid},"name":"{first} {last}",'
+                f'"emailAddress":"{first.lower()}.{last.lower()}'
                 f'{pid}@example.com","creditCard":"{c[0:4]} {c[4:8]} {c[8:12]} {c[12:16]}",'
                 f'"city":"{CITIES[ci]}","state":"{STATES[si]}","dateTime":{ts}}}'
             )
@@ -247,7 +248,8 @@ class NexmarkGenerator:
             strict=True,
         ):
             value = (
-                f'{{"id":{aid},"itemName":"item-{item}","description":"lot {item} of auction {aid}",'
+                f'{{"id":{aid},"itemName":"item-{item}",'
+                f'"description":"lot {item} of auction {aid}",'
                 f'"initialBid":{init},"reserve":{res},"dateTime":{ts},"expires":{exp},'
                 f'"seller":{sel},"category":{cat}}}'
             )

@@ -9,14 +9,22 @@ from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.streams import QueryOptions
 
 
-def parse_options(query: str, argv: list[str] | None = None) -> tuple[QueryOptions, argparse.Namespace]:
-    parser = argparse.ArgumentParser(description=f"NexMark {query.upper()} on Spark Structured Streaming")
+def parse_options(
+    query: str, argv: list[str] | None = None
+) -> tuple[QueryOptions, argparse.Namespace]:
+    parser = argparse.ArgumentParser(
+        description=f"NexMark {query.upper()} on Spark Structured Streaming"
+    )
     parser.add_argument("--prefix", default="nexmark", help="topic prefix of the generated events")
     parser.add_argument("--checkpoints", default=".recovery/nexmark/checkpoints")
     parser.add_argument("--output-topic", default=None)
-    parser.add_argument("--sink-mode", default="dedup", choices=["at_least_once", "dedup", "transactional"])
+    parser.add_argument(
+        "--sink-mode", default="dedup", choices=["at_least_once", "dedup", "transactional"]
+    )
     parser.add_argument("--max-records", type=int, default=None)
-    parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    parser.add_argument(
+        "--available-now", action="store_true", help="process what is there, then stop"
+    )
     parser.add_argument("--metrics", default=None, help="DuckDB metrics store to write to")
     parser.add_argument("--mode", default="native")
     args = parser.parse_args(argv)

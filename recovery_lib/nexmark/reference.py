@@ -114,7 +114,8 @@ def reference_rows(
                  (dateTime // {size}) * {size} AS window_start
           FROM bids GROUP BY window_start HAVING window_start + {size} <= {wm}"""
     elif query == "q8":
-        sql = f"""SELECT p.id, p.name, a.id AS auction, (p.dateTime // {size}) * {size} AS window_start
+        sql = f"""SELECT p.id, p.name, a.id AS auction,
+                         (p.dateTime // {size}) * {size} AS window_start
                   FROM persons p JOIN auctions a ON p.id = a.seller
                   AND p.dateTime // {size} = a.dateTime // {size}"""
     else:

@@ -100,8 +100,12 @@ def read_events(spark: SparkSession, kind: str, opts: QueryOptions) -> DataFrame
         F.from_json(F.col("value").cast("string"), schema).alias("e"),
     )
     missing = [F.when(F.col(f"e.{name}").isNull(), F.lit(name)) for name in required]
+    # from_json yields a struct of nulls for text that is not JSON at all.
+    all_null = F.lit(True)
+    for name in required:
+        all_null = all_null & F.col(f"e.{name}").isNull()
     reason: Column = F.when(
-        F.col("e").isNull(), F.lit(f"value is not a JSON {kind[:-1]} ({schema})")
+        F.col("e").isNull() | all_null, F.lit(f"value is not a JSON {kind[:-1]} ({schema})")
     ).otherwise(
         F.when(
             F.concat_ws(",", *missing) != "",
