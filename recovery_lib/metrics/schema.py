@@ -9,12 +9,15 @@ micro_batches   one row per streaming progress event: batch id, input rows and r
 latency_samples one row per sampled output record: visible_ms (record's time at the sink)
                 minus ingest_ms (ingest time of the newest input it depends on)
 throughput      per run and second: input events and output records
-events          what happened to a run: start, stop, failure, recovery, ... with a JSON detail
+events          what happened to a run: start, stop, failure_injected, failure_detected,
+                restart, ready, ... with a JSON detail
+consistency_reports  the oracle's verdict on a run against its reference run: lost,
+                duplicated, divergent and unexpected outputs, the full report as JSON
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 DDL = [
     """CREATE TABLE IF NOT EXISTS runs (
@@ -63,7 +66,21 @@ DDL = [
         kind VARCHAR NOT NULL,
         detail JSON
     )""",
+    """CREATE TABLE IF NOT EXISTS consistency_reports (
+        run_id VARCHAR NOT NULL,
+        reference_run_id VARCHAR,
+        query VARCHAR NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        verdict VARCHAR NOT NULL,
+        outputs BIGINT,
+        reference_outputs BIGINT,
+        lost BIGINT,
+        duplicated BIGINT,
+        divergent BIGINT,
+        unexpected BIGINT,
+        report JSON
+    )""",
     """CREATE TABLE IF NOT EXISTS schema_info (version INTEGER)""",
 ]
 
-TABLES = ("runs", "micro_batches", "latency_samples", "throughput", "events")
+TABLES = ("runs", "micro_batches", "latency_samples", "throughput", "events", "consistency_reports")

@@ -47,6 +47,20 @@ COLUMNS = {
     "latency_samples": ("run_id", "visible_ms", "ingest_ms", "latency_ms", "output_id"),
     "throughput": ("run_id", "second", "input_events", "output_records"),
     "events": ("run_id", "ts_ms", "kind", "detail"),
+    "consistency_reports": (
+        "run_id",
+        "reference_run_id",
+        "query",
+        "ts_ms",
+        "verdict",
+        "outputs",
+        "reference_outputs",
+        "lost",
+        "duplicated",
+        "divergent",
+        "unexpected",
+        "report",
+    ),
 }
 
 
@@ -138,6 +152,30 @@ class MetricsStore:
         self.add(
             "events", [(run_id, ts_ms or now_ms(), kind, json.dumps(detail or {}, default=str))]
         )
+
+    def add_consistency(
+        self, run_id: str, reference_run_id: str | None, report: dict[str, Any]
+    ) -> None:
+        self.add(
+            "consistency_reports",
+            [
+                (
+                    run_id,
+                    reference_run_id,
+                    report["query"],
+                    now_ms(),
+                    report["verdict"],
+                    report["outputs"],
+                    report["reference_outputs"],
+                    report["lost"],
+                    report["duplicated"],
+                    report["divergent"],
+                    report["unexpected"],
+                    json.dumps(report, default=str),
+                )
+            ],
+        )
+        self.flush()
 
     # -- bulk rows -------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from recovery_lib.nexmark.config import GeneratorConfig
@@ -27,6 +28,14 @@ def parse_options(
     )
     parser.add_argument("--metrics", default=None, help="DuckDB metrics store to write to")
     parser.add_argument("--mode", default="native")
+    parser.add_argument("--run-id", default=None, help="metrics run id (the supervisor's)")
+    parser.add_argument("--heartbeat", default=None, help="file the driver rewrites every second")
+    parser.add_argument(
+        "--task-retries",
+        type=int,
+        default=1,
+        help="attempts per task in local mode (Spark's maxFailures)",
+    )
     args = parser.parse_args(argv)
     opts = QueryOptions(
         query=query,
@@ -48,6 +57,7 @@ def run(query: str, argv: list[str] | None = None) -> None:
     from recovery_lib.nexmark.queries import get_query
     from recovery_lib.nexmark.streams import write_output
     from recovery_lib.runtime.faults import mark_driver_process_group
+    from recovery_lib.runtime.heartbeat import HeartbeatWriter
     from recovery_lib.spark.session import build_session
 
     opts, args = parse_options(query, argv)
@@ -55,12 +65,20 @@ def run(query: str, argv: list[str] | None = None) -> None:
     admin = TopicAdmin(opts.kafka)
     admin.create(opts.out_topic, opts.generator.partitions)
     admin.create(opts.dlq_topic, 1)
-    spark = build_session(f"nexmark_{query}")
+    master = None
+    if args.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        master = f"local[2,{args.task_retries}]"
+    spark = build_session(f"nexmark_{query}", master=master)
+    heartbeat = None
+    if args.heartbeat:
+        heartbeat = HeartbeatWriter(args.heartbeat).start()
+        spark.streams.addListener(heartbeat)
     store: Any = None
-    run_id = None
+    run_id = args.run_id
     if args.metrics:
         store = MetricsStore(args.metrics).start_background_flush()
-        run_id = store.start_run(query, args.mode, {"argv": argv})
+        if run_id is None:
+            run_id = store.start_run(query, args.mode, {"argv": argv})
         spark.streams.addListener(MetricsListener(store, run_id))
     status = "failed"
     try:
@@ -68,6 +86,9 @@ def run(query: str, argv: list[str] | None = None) -> None:
         streaming.awaitTermination()
         status = "finished"
     finally:
+        if heartbeat is not None:
+            heartbeat.stop()
         if store is not None:
-            store.finish_run(run_id, status)
+            if args.run_id is None:  # a supervised run is finished by its supervisor
+                store.finish_run(run_id, status)
             store.close()

@@ -143,7 +143,10 @@ def route_dead_letters(df: DataFrame, opts: QueryOptions) -> DataFrame:
 
         from recovery_lib.io.client_cache import cached
         from recovery_lib.io.sinks.ids import ID_HEADER
+        from recovery_lib.io.task import task_info
+        from recovery_lib.runtime.faults import maybe_fail_task
 
+        maybe_fail_task(task_info()["attempt"])
         producer: Any = None
         for batch in batches:
             bad = pc.is_valid(batch.column("_reason"))

@@ -65,3 +65,69 @@ def kill_job() -> None:
 def mark_driver_process_group() -> None:
     """Called by a job's driver before Spark starts, so executor-side hooks can find it."""
     os.environ[DRIVER_PGID_ENV] = str(os.getpgid(0))
+
+
+# -- faults armed at run time -----------------------------------------------------------------
+# The experiment arms a fault by writing a file into RECOVERY_FAULT_ARM_DIR; the hook in the
+# data path fires at its exact point the next time it runs (deterministic place, chosen time).
+
+ARM_DIR_ENV = "RECOVERY_FAULT_ARM_DIR"
+MIDWRITE_ARM = "midwrite.arm"
+TASKFAIL_ARM = "taskfail.arm"
+
+
+class InjectedTaskFailure(RuntimeError):
+    """Raised on a task's first attempt so that Spark retries the task."""
+
+
+def _arm_dir() -> Path | None:
+    value = os.environ.get(ARM_DIR_ENV)
+    return Path(value) if value else None
+
+
+def arm(directory: str | os.PathLike[str], name: str, spec: str = "") -> None:
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = path / f".{name}.tmp"
+    tmp.write_text(spec)
+    os.replace(tmp, path / name)
+
+
+def armed_midwrite() -> MidWriteKill | None:
+    """A mid-write kill armed at run time: fires in the next batch reaching ``rows``."""
+    directory = _arm_dir()
+    if directory is None:
+        return None
+    path = directory / MIDWRITE_ARM
+    if not path.exists() or (directory / "midwrite.fired").exists():
+        return None
+    fields = dict(p.split("=", 1) for p in path.read_text().split(",") if "=" in p)
+    return _ArmedMidWrite(batch=-1, rows=int(fields.get("rows", "1")), directory=directory)
+
+
+@dataclass(frozen=True)
+class _ArmedMidWrite(MidWriteKill):
+    directory: Path = Path("/tmp")
+
+    @property
+    def marker(self) -> Path:
+        return self.directory / "midwrite.fired"
+
+    def should_fire(self, batch_id: int | None, rows_written: int) -> bool:
+        return rows_written >= self.rows and not self.marker.exists()
+
+
+def maybe_fail_task(attempt: int | None) -> None:
+    """Inside a UDF: fail the first attempt of the first task that runs after arming."""
+    directory = _arm_dir()
+    if directory is None or attempt != 0:
+        return
+    if (directory / TASKFAIL_ARM).exists():
+        marker = directory / "taskfail.fired"
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # exactly one task fails
+        except FileExistsError:
+            return
+        os.write(fd, f"{time.time()}\n".encode())
+        os.close(fd)
+        raise InjectedTaskFailure("injected failure on the task's first attempt (task-retry fault)")

@@ -28,10 +28,12 @@ def build_session(
     spark_env()
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder.appName(app_name)
+    # Under spark-submit the master comes from --master; do not override it.
+    if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        builder = builder.master(master or settings.spark_master)
     builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or settings.spark_master)
-        .config("spark.driver.host", "127.0.0.1")
+        builder.config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", settings.spark_driver_memory)
         .config("spark.ui.enabled", "false")
@@ -41,6 +43,8 @@ def build_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Executors of a standalone cluster run their Python workers on this interpreter.
+        .config("spark.pyspark.python", sys.executable)
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)

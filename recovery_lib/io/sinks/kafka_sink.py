@@ -36,7 +36,7 @@ from recovery_lib.io.client_cache import cached, evict
 from recovery_lib.io.exceptions import InvalidSinkOption, SinkDeliveryError
 from recovery_lib.io.sinks.ids import EPOCH_HEADER, ID_HEADER, output_id
 from recovery_lib.io.task import task_info
-from recovery_lib.runtime.faults import MidWriteKill
+from recovery_lib.runtime.faults import MidWriteKill, armed_midwrite
 from recovery_lib.settings import get_settings
 
 SINK_MODES = ("at_least_once", "dedup", "transactional")
@@ -186,7 +186,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             if err is not None:
                 failures.append(str(err))
 
-        fault = MidWriteKill.from_env()
+        fault = MidWriteKill.from_env() or armed_midwrite()
         epoch = str(self.options.epoch).encode()
         prefix = self.options.sink_id
         topic = self.options.topic

@@ -1,0 +1,425 @@
+"""``recovery experiment run``: a faulty run and a failure-free reference run of one NexMark
+query on the same generated input, the oracle's verdict, recovery metrics, a JSON report and a
+PNG timeline.
+
+Phases: generate input (paced, during the faulty run) -> faulty run (supervised job process,
+failure injected at --fail-at) -> reference run (same job, fresh checkpoint, same topics,
+no failure) -> oracle. Every process started is stopped, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from rich.console import Console
+
+from recovery_lib.experiment.recovery_metrics import output_gap_s, recovery_time_s
+from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.clients import client_config
+from recovery_lib.metrics.latency import LatencyCollector
+from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.nexmark.config import GeneratorConfig
+from recovery_lib.nexmark.producer import ensure_topics, produce_events
+from recovery_lib.nexmark.queries import get_query
+from recovery_lib.runtime import cluster as cluster_mod
+from recovery_lib.runtime.faults import ARM_DIR_ENV, MIDWRITE_ARM, TASKFAIL_ARM, arm
+from recovery_lib.runtime.supervisor import JobSpec, Supervisor
+from recovery_lib.settings import get_settings
+
+FAILURE_KINDS = ("driver-kill", "mid-write", "executor-kill", "task-retry", "pause")
+SINKS = {"at-least-once": "at_least_once", "dedup": "dedup"}
+NONDETERMINISTIC = {"q12"}
+TICK_BIDDER = 1  # q12 ticks: a bidder id the generator never uses (ids start at 1000)
+
+
+@dataclass
+class ExperimentConfig:
+    query: str = "q3"
+    mode: str = "native"
+    fail: str | None = "driver-kill"
+    fail_at_s: float = 20.0
+    rate: float = 2_000.0
+    duration_s: float = 60.0
+    seed: int = 42
+    sink: str = "dedup"
+    cluster: bool = False
+    pause_s: float = 5.0
+    heartbeat_timeout_s: float = 10.0
+    midwrite_rows: int = 20
+    quiet_s: float = 6.0
+    q12_window_s: int = 10
+
+    def validate(self) -> None:
+        get_query(self.query)
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; available: {', '.join(MODES)}")
+        if self.fail is not None and self.fail not in FAILURE_KINDS:
+            raise ValueError(
+                f"unknown failure kind {self.fail!r}; choose one of {', '.join(FAILURE_KINDS)}"
+            )
+        if self.rate <= 0:
+            raise ValueError(f"--rate must be positive, got {self.rate}")
+        if self.duration_s <= 0 or not 0 <= self.fail_at_s < self.duration_s:
+            raise ValueError("--fail-at must lie within [0, --duration)")
+        if self.sink not in SINKS:
+            raise ValueError(f"--sink must be one of {', '.join(SINKS)}, got {self.sink!r}")
+        if self.fail == "executor-kill" and not self.cluster:
+            raise ValueError("executor-kill needs separate executor processes: add --cluster")
+
+
+class Experiment:
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        console: Console | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        cfg.validate()
+        self.cfg = cfg
+        self.console = console or Console()
+        self.progress = progress or (lambda msg: self.console.log(msg))
+        settings = get_settings()
+        self.id = f"{cfg.query}-{cfg.mode}-{uuid.uuid4().hex[:6]}"
+        self.workdir = settings.home / "experiments" / self.id
+        self.store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
+        self.gen = GeneratorConfig(
+            topic_prefix=f"exp.{self.id}", seed=cfg.seed, event_time_rate=cfg.rate, partitions=2
+        )
+        self.admin = TopicAdmin()
+        self._started_cluster = False
+        self._cluster_url: str | None = None
+        self._supervisors: list[Supervisor] = []
+        self._stop = threading.Event()
+
+    # -- the whole experiment --------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            if self.cfg.cluster:
+                self._ensure_cluster()
+            ensure_topics(self.gen, self.admin)
+            faulty = self._run("faulty", inject=self.cfg.fail)
+            reference = self._run("reference", inject=None)
+            report = self._report(faulty, reference)
+        finally:
+            self._stop.set()
+            for sup in self._supervisors:
+                sup.stop()
+            if self._started_cluster:
+                cluster_mod.stop_cluster()
+            self.store.close()
+        report["elapsed_s"] = round(time.monotonic() - started, 1)
+        return report
+
+    def _ensure_cluster(self) -> None:
+        state = cluster_mod.cluster_state()
+        if state is None:
+            self.progress("starting a Spark standalone cluster (master + worker) ...")
+            state = cluster_mod.start_cluster()
+            self._started_cluster = True
+        self._cluster_url = state.url
+
+    # -- one run -----------------------------------------------------------------------------
+
+    def _run(self, name: str, inject: str | None) -> dict[str, Any]:
+        cfg = self.cfg
+        out_topic = f"{self.gen.topic_prefix}.out.{name}"
+        self.admin.create(out_topic, self.gen.partitions)
+        run_id = self.store.start_run(
+            cfg.query,
+            cfg.mode if name == "faulty" else "reference",
+            {**asdict(cfg), "run": name, "experiment": self.id},
+        )
+        arm_dir = self.workdir / name / "arm"
+        args = [
+            "--prefix",
+            self.gen.topic_prefix,
+            "--checkpoints",
+            str(self.workdir / name / "ck"),
+            "--output-topic",
+            out_topic,
+            "--sink-mode",
+            SINKS[cfg.sink],
+            "--metrics",
+            str(self.store.path),
+            "--run-id",
+            run_id,
+            "--mode",
+            cfg.mode,
+        ]
+        if inject == "task-retry":
+            args += ["--task-retries", "4"]
+        spec = JobSpec(
+            f"jobs.nexmark.{cfg.query}",
+            args,
+            cluster_url=self._cluster_url,
+            env={ARM_DIR_ENV: str(arm_dir)},
+            heartbeat_timeout_s=cfg.heartbeat_timeout_s,
+        )
+        sup = MODES[cfg.mode](spec, self.workdir / name, self.store, run_id)
+        self._supervisors.append(sup)
+        self.progress(
+            f"[{name}] starting the {cfg.query} job "
+            f"({'cluster' if self._cluster_url else 'local'}) ..."
+        )
+        sup.start()
+        sup.wait_ready()
+        collector = LatencyCollector(out_topic, run_id, self.store).start()
+        failures: list[dict[str, Any]] = []
+        t0 = time.monotonic()
+        t0_ms = now_ms()
+        try:
+            if name == "faulty":
+                produced = [0]
+                gen_thread = threading.Thread(
+                    target=lambda: produce_events(
+                        self.gen,
+                        duration_s=cfg.duration_s,
+                        rate=cfg.rate,
+                        on_progress=lambda n: produced.__setitem__(0, n),
+                        stop=self._stop.is_set,
+                    )
+                )
+                gen_thread.start()
+                injected = inject is None
+                while gen_thread.is_alive():
+                    sup.tick()
+                    elapsed = time.monotonic() - t0
+                    if not injected and elapsed >= cfg.fail_at_s:
+                        failures.append(self._inject(inject, sup, arm_dir, elapsed, run_id))
+                        injected = True
+                    self.progress(
+                        f"[{name}] {elapsed:5.1f} s, {produced[0]:,} events generated, "
+                        f"{len(collector.samples):,} outputs, restarts {len(sup.restarts)}"
+                    )
+                    time.sleep(0.5)
+                gen_thread.join()
+                self.events = produced[0]
+            self._drain(sup, collector, name)
+            if cfg.query in NONDETERMINISTIC:
+                self._tick_and_drain(sup, collector, name)
+        finally:
+            sup.stop()
+            collector.stop()
+            self.store.finish_run(run_id)
+        for failure in failures:  # the hook fires later than it is armed: use when it fired
+            marker = arm_dir / failure.pop("_marker", "none")
+            if marker.exists():
+                failure["fired_ms"] = int(marker.stat().st_mtime * 1000)
+                failure["at_s"] = round((failure["fired_ms"] - t0_ms) / 1000, 2)
+        return {
+            "name": name,
+            "run_id": run_id,
+            "out_topic": out_topic,
+            "t0_ms": t0_ms,
+            "failures": failures,
+            "samples": collector.samples,
+            "restarts": [asdict(r) | {"restart_time_s": r.restart_time_s} for r in sup.restarts],
+            "elapsed_s": time.monotonic() - t0,
+        }
+
+    def _inject(
+        self, kind: str, sup: Supervisor, arm_dir: Path, elapsed: float, run_id: str
+    ) -> dict[str, Any]:
+        at_ms = now_ms()
+        failure: dict[str, Any] = {"kind": kind, "at_s": round(elapsed, 2), "fired_ms": at_ms}
+        self.progress(f"injecting {kind} at {elapsed:.1f} s")
+        if kind == "driver-kill":
+            sup.kill_group(signal.SIGKILL)
+        elif kind == "mid-write":
+            arm(arm_dir, MIDWRITE_ARM, f"rows={self.cfg.midwrite_rows}")
+            failure["_marker"] = "midwrite.fired"
+        elif kind == "task-retry":
+            arm(arm_dir, TASKFAIL_ARM)
+            failure["_marker"] = "taskfail.fired"
+        elif kind == "executor-kill":
+            state = cluster_mod.cluster_state()
+            pids = cluster_mod.executor_pids(state) if state else []
+            if not pids:
+                raise RuntimeError("no executor process found to kill")
+            for pid in pids:
+                import os
+
+                os.kill(pid, signal.SIGKILL)
+            failure["pids"] = pids
+        elif kind == "pause":
+            threading.Thread(target=sup.pause, args=(self.cfg.pause_s,), daemon=True).start()
+            failure["pause_s"] = self.cfg.pause_s
+        self.store.event(run_id, "failure_injected", failure, at_ms)
+        return failure
+
+    def _drain(self, sup: Supervisor, collector: LatencyCollector, name: str) -> None:
+        """Until the output has been quiet for quiet_s (capped), supervising all the while."""
+        last_count, last_change = -1, time.monotonic()
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            sup.tick()
+            count = len(collector.samples)
+            if count != last_count:
+                last_count, last_change = count, time.monotonic()
+            if sup.is_ready() and time.monotonic() - last_change >= self.cfg.quiet_s:
+                return
+            self.progress(f"[{name}] draining: {count:,} outputs so far")
+            time.sleep(0.5)
+
+    def _tick_and_drain(self, sup: Supervisor, collector: LatencyCollector, name: str) -> None:
+        """Processing-time windows close only when later input arrives: send ticks."""
+        producer = Producer(client_config())
+        tick = json.dumps(
+            {
+                "auction": 1000,
+                "bidder": TICK_BIDDER,
+                "price": 1,
+                "channel": "tick",
+                "url": "tick",
+                "dateTime": self.gen.base_time_ms,
+            }
+        ).encode()
+        for _ in range(2):
+            time.sleep(self.cfg.q12_window_s + 1)
+            producer.produce(self.gen.bids_topic, value=tick, partition=0)
+            producer.flush(10)
+            self._drain(sup, collector, name)
+
+    # -- judging -----------------------------------------------------------------------------
+
+    def _report(self, faulty: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
+        from recovery_lib.nexmark.reference import check_q12, compare, load_events, reference_rows
+        from recovery_lib.verify.oracle import check
+
+        cfg = self.cfg
+        raw = list(read_topic(faulty["out_topic"]))
+        ref = list(read_topic(reference["out_topic"]))
+        deterministic = cfg.query not in NONDETERMINISTIC
+        invariants = None
+        results_mismatch = None
+        con = load_events(self.gen, self.events)
+        dedup = cfg.sink == "dedup"
+        seen_ids: set[str] = set()
+        consumer_view = []
+        for r in raw:
+            if dedup and r.id is not None:
+                if r.id in seen_ids:
+                    continue
+                seen_ids.add(r.id)
+            consumer_view.append(json.loads(r.value))
+        if deterministic:
+            results_mismatch = compare(consumer_view, reference_rows(con, cfg.query))
+        else:
+            invariants = check_q12(con, consumer_view, ignore_bidders=[TICK_BIDDER])
+        report = check(
+            cfg.query, raw, ref, dedup=dedup, deterministic=deterministic, invariants=invariants
+        )
+        if results_mismatch is not None:
+            report.reference_results_mismatch = (
+                results_mismatch.missing + results_mismatch.unexpected
+            )
+        consistency = report.to_dict()
+        self.store.add_consistency(faulty["run_id"], reference["run_id"], consistency)
+
+        samples = faulty["samples"]
+        latencies = sorted(lat for _, lat in samples)
+        failures = faulty["failures"]
+        failure_ms = failures[0]["fired_ms"] if failures else None
+        restarts = faulty["restarts"]
+        result = {
+            "experiment": self.id,
+            "query": cfg.query,
+            "mode": cfg.mode,
+            "rate": cfg.rate,
+            "duration_s": cfg.duration_s,
+            "sink": cfg.sink,
+            "cluster": cfg.cluster,
+            "failures": [{k: v for k, v in f.items() if not k.startswith("_")} for f in failures],
+            "events": self.events,
+            "throughput_eps": round(self.events / max(faulty["elapsed_s"], 1e-9), 1),
+            "output_records": len(samples),
+            "latency_ms": {"p50": _pct(latencies, 50), "p99": _pct(latencies, 99)},
+            "restart_time_s": restarts[0]["restart_time_s"] if restarts else None,
+            "recovery_time_s": recovery_time_s(samples, failure_ms) if failure_ms else None,
+            "output_gap_s": output_gap_s([v for v, _ in samples], failure_ms)
+            if failure_ms
+            else None,
+            "restarts": restarts,
+            "consistency": consistency,
+            "faulty_run_id": faulty["run_id"],
+            "reference_run_id": reference["run_id"],
+            "_timeline": {"t0_ms": faulty["t0_ms"], "samples": samples},
+        }
+        return result
+
+
+def _pct(values: list[int], pct: float) -> float | None:
+    if not values:
+        return None
+    return float(values[min(len(values) - 1, max(0, round(pct / 100 * len(values)) - 1))])
+
+
+def write_report(report: dict[str, Any], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    timeline = report.pop("_timeline", None)
+    path.write_text(json.dumps(report, indent=2, default=str))
+    if timeline is not None:
+        timeline_chart(report, timeline, path.with_suffix(".png"))
+    return path
+
+
+def timeline_chart(report: dict[str, Any], timeline: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from recovery_lib.experiment.recovery_metrics import per_second_p50
+
+    t0 = timeline["t0_ms"]
+    samples = timeline["samples"]
+    counts: dict[int, int] = {}
+    for visible, _ in samples:
+        counts[(visible - t0) // 1000] = counts.get((visible - t0) // 1000, 0) + 1
+    p50 = per_second_p50([(v - t0, lat) for v, lat in samples])
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
+    ax1.bar(list(counts), list(counts.values()), width=1.0, color="#1f77b4")
+    ax1.set_ylabel("outputs / s")
+    ax2.plot(list(p50), list(p50.values()), color="k", label="p50 latency")
+    ax2.set_ylabel("ms")
+    ax2.set_xlabel("seconds since the faulty run started")
+    for failure in report["failures"]:
+        for ax in (ax1, ax2):
+            ax.axvline(failure["at_s"], color="r", linestyle="--")
+        ax1.annotate(failure["kind"], (failure["at_s"], ax1.get_ylim()[1] * 0.9), color="r")
+    if report.get("recovery_time_s") is not None and report["failures"]:
+        rec = report["failures"][0]["at_s"] + report["recovery_time_s"]
+        for ax in (ax1, ax2):
+            ax.axvline(rec, color="g", linestyle=":")
+        ax2.annotate("recovered", (rec, ax2.get_ylim()[1] * 0.9), color="g")
+    c = report["consistency"]
+    fig.suptitle(
+        f"{report['query']} {report['mode']} @ {report['rate']:,.0f} ev/s: {c['verdict']} "
+        f"(lost {c['lost']}, duplicated {c['duplicated']}, divergent {c['divergent']})"
+    )
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def native_mode(spec: JobSpec, workdir: Path, store: MetricsStore, run_id: str) -> Supervisor:
+    """Native Spark recovery: restart the same job on the same checkpoint."""
+    return Supervisor(spec, workdir, store, run_id)
+
+
+# The extension point: later issues add "causal", "standby", "active".
+MODES: dict[str, Callable[[JobSpec, Path, MetricsStore, str], Supervisor]] = {"native": native_mode}

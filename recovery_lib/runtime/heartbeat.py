@@ -1,0 +1,90 @@
+"""Job heartbeats: the driver rewrites a small JSON file every interval; the supervisor reads it.
+
+The file holds pid, time, whether a streaming query is active and the last finished batch.
+Written to a temp name and renamed, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+
+@dataclass
+class Heartbeat:
+    pid: int
+    ts_ms: int
+    query_active: bool
+    last_batch: int | None
+    batches: int
+    input_rows: int
+
+
+def read_heartbeat(path: str | os.PathLike[str]) -> Heartbeat | None:
+    try:
+        return Heartbeat(**json.loads(Path(path).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+class HeartbeatWriter(StreamingQueryListener):
+    """Also a StreamingQueryListener, to report query start and progress."""
+
+    def __init__(self, path: str | os.PathLike[str], interval_s: float = 1.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.interval_s = interval_s
+        self.query_active = False
+        self.last_batch: int | None = None
+        self.batches = 0
+        self.input_rows = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
+
+    def start(self) -> HeartbeatWriter:
+        self.beat()
+        self._thread.start()
+        return self
+
+    def beat(self) -> None:
+        beat = Heartbeat(
+            os.getpid(),
+            int(time.time() * 1000),
+            self.query_active,
+            self.last_batch,
+            self.batches,
+            self.input_rows,
+        )
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(beat)))
+        os.replace(tmp, self.path)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.beat()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802
+        self.query_active = True
+        self.beat()
+
+    def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
+        self.last_batch = event.progress.batchId
+        self.batches += 1
+        self.input_rows += int(event.progress.numInputRows)
+        self.beat()
+
+    def onQueryIdle(self, event) -> None:  # noqa: ANN001, N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
+        self.query_active = False
+        self.beat()

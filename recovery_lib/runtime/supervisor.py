@@ -1,0 +1,242 @@
+"""Run a streaming job as its own OS process, watch it, and restart it by policy.
+
+Death is detected by exit or by a heartbeat older than ``heartbeat_timeout_s``. The restart
+policy is native Spark recovery: start the same job on the same checkpoint. Every event goes to
+the metrics store: start, failure_injected, failure_detected (with the cause), restart,
+ready (the new driver's query is active again), stop. Restart time = failure detected -> ready.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.runtime.heartbeat import Heartbeat, read_heartbeat
+
+
+@dataclass
+class JobSpec:
+    module: str  # e.g. "jobs.nexmark.q3"
+    args: list[str] = field(default_factory=list)
+    cluster_url: str | None = None  # spark-submit --master <url> when set, else local mode
+    env: dict[str, str] = field(default_factory=dict)
+    heartbeat_timeout_s: float = 10.0
+    max_restarts: int = 3
+
+
+@dataclass
+class Restart:
+    cause: str
+    detected_ms: int
+    ready_ms: int | None = None
+
+    @property
+    def restart_time_s(self) -> float | None:
+        return (self.ready_ms - self.detected_ms) / 1000 if self.ready_ms else None
+
+
+class Supervisor:
+    def __init__(
+        self,
+        spec: JobSpec,
+        workdir: str | os.PathLike[str],
+        store: MetricsStore | None = None,
+        run_id: str | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.heartbeat_path = self.workdir / "heartbeat.json"
+        self.store = store
+        self.run_id = run_id
+        self.on_event = on_event
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_ms = 0
+        self.restarts: list[Restart] = []
+        self._log = None
+        self._awaiting_ready: Restart | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        extra = ["--heartbeat", str(self.heartbeat_path)]
+        if self.spec.cluster_url:
+            import pyspark
+
+            script = Path(
+                sys.modules[self.spec.module].__file__
+                if self.spec.module in sys.modules
+                else _module_path(self.spec.module)
+            )
+            submit = str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+            return [
+                submit,
+                "--master",
+                self.spec.cluster_url,
+                "--conf",
+                "spark.driver.host=127.0.0.1",
+                "--conf",
+                "spark.driver.bindAddress=127.0.0.1",
+                "--conf",
+                f"spark.pyspark.python={sys.executable}",
+                str(script),
+                *self.spec.args,
+                *extra,
+            ]
+        return [sys.executable, "-m", self.spec.module, *self.spec.args, *extra]
+
+    def start(self) -> None:
+        self.heartbeat_path.unlink(missing_ok=True)
+        if self._log is None:
+            self._log = open(self.workdir / "job.log", "ab")  # noqa: SIM115 - closed in stop()
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **self.spec.env}
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        self.started_ms = now_ms()
+        self.event(
+            "start" if not self.restarts else "restart",
+            {"pid": self.proc.pid, "command": " ".join(self.command()[:4])},
+        )
+
+    def event(
+        self, kind: str, detail: dict[str, Any] | None = None, ts_ms: int | None = None
+    ) -> None:
+        if self.store is not None and self.run_id is not None:
+            self.store.event(self.run_id, kind, detail or {}, ts_ms)
+        if self.on_event is not None:
+            self.on_event(kind, detail or {})
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def heartbeat(self) -> Heartbeat | None:
+        return read_heartbeat(self.heartbeat_path)
+
+    def is_ready(self) -> bool:
+        beat = self.heartbeat()
+        return (
+            beat is not None
+            and self.proc is not None
+            and beat.pid == self.proc.pid
+            and beat.query_active
+        )
+
+    def wait_ready(self, timeout_s: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self.is_ready():
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"job exited with {self.proc.returncode} before it was ready; "
+                    f"see {self.workdir / 'job.log'}"
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"job not ready within {timeout_s:.0f} s; see {self.workdir / 'job.log'}"
+                )
+            time.sleep(0.2)
+
+    # -- watching ----------------------------------------------------------------------------
+
+    def check(self) -> str | None:
+        """The cause of death if the job died (exit or missed heartbeats), else None."""
+        if self.proc is None:
+            return None
+        code = self.proc.poll()
+        if code is not None:
+            return f"exit {code}"
+        beat = self.heartbeat()
+        last = beat.ts_ms if beat is not None and beat.pid == self.proc.pid else self.started_ms
+        if now_ms() - last > self.spec.heartbeat_timeout_s * 1000:
+            return f"no heartbeat for {self.spec.heartbeat_timeout_s:.0f} s"
+        return None
+
+    def tick(self) -> None:
+        """One supervision step: detect death, restart by policy, notice readiness."""
+        if self._awaiting_ready is not None and self.is_ready():
+            self._awaiting_ready.ready_ms = now_ms()
+            self.event("ready", {"restart_time_s": self._awaiting_ready.restart_time_s})
+            self._awaiting_ready = None
+        cause = self.check()
+        if cause is None:
+            return
+        detected = now_ms()
+        self.event("failure_detected", {"cause": cause}, detected)
+        self.kill_group(signal.SIGKILL)
+        if len(self.restarts) >= self.spec.max_restarts:
+            self.event("gave_up", {"restarts": len(self.restarts)})
+            raise RuntimeError(
+                f"job died ({cause}) and the restart budget "
+                f"({self.spec.max_restarts}) is spent; see {self.workdir / 'job.log'}"
+            )
+        restart = Restart(cause, detected)
+        self.restarts.append(restart)
+        self._awaiting_ready = restart
+        self.start()
+
+    def supervise(self, until: Callable[[], bool], interval_s: float = 0.2) -> None:
+        while not until():
+            self.tick()
+            time.sleep(interval_s)
+
+    # -- signals -----------------------------------------------------------------------------
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+        if sig == signal.SIGKILL:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=30)
+
+    def pause(self, seconds: float) -> None:
+        """SIGSTOP the job's process group for ``seconds``, then SIGCONT."""
+        if self.proc is None:
+            return
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGCONT)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM (Spark stops its queries), then SIGKILL; always by PID of our own child."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill_group(signal.SIGKILL)
+        if self.proc is not None:
+            self.event("stop", {"exit": self.proc.returncode})
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _module_path(module: str) -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"cannot find module {module!r}")
+    return spec.origin

@@ -1,0 +1,1 @@
+"""The consistency oracle: is a run's sink output what a failure-free run could produce?"""
