@@ -51,10 +51,16 @@ def parse_options(
 
 def run(query: str, argv: list[str] | None = None) -> None:
     """Entry point of jobs/nexmark/<query>.py (works under spark-submit and python -m)."""
+    from recovery_lib.nexmark.queries import get_query
+
+    run_with(query, get_query(query), argv)
+
+
+def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
+    """Run ``build(spark, opts)`` as a supervised streaming job: topics, metrics, heartbeats."""
     from recovery_lib.kafka.admin import TopicAdmin
     from recovery_lib.metrics.listener import MetricsListener
     from recovery_lib.metrics.store import MetricsStore
-    from recovery_lib.nexmark.queries import get_query
     from recovery_lib.nexmark.streams import write_output
     from recovery_lib.runtime.faults import mark_driver_process_group
     from recovery_lib.runtime.heartbeat import HeartbeatWriter
@@ -82,7 +88,7 @@ def run(query: str, argv: list[str] | None = None) -> None:
         spark.streams.addListener(MetricsListener(store, run_id))
     status = "failed"
     try:
-        streaming = write_output(get_query(query)(spark, opts), opts)
+        streaming = write_output(build(spark, opts), opts)
         streaming.awaitTermination()
         status = "finished"
     finally:

@@ -65,6 +65,7 @@ class Supervisor:
         self.restarts: list[Restart] = []
         self._log = None
         self._awaiting_ready: Restart | None = None
+        self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -96,6 +97,7 @@ class Supervisor:
         return [sys.executable, "-m", self.spec.module, *self.spec.args, *extra]
 
     def start(self) -> None:
+        self._stopped = False
         self.heartbeat_path.unlink(missing_ok=True)
         if self._log is None:
             self._log = open(self.workdir / "job.log", "ab")  # noqa: SIM115 - closed in stop()
@@ -219,6 +221,9 @@ class Supervisor:
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """SIGTERM (Spark stops its queries), then SIGKILL; always by PID of our own child."""
+        if self._stopped:
+            return
+        self._stopped = True
         if self.proc is not None and self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)

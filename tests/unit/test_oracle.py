@@ -12,13 +12,21 @@ REFERENCE = [rec("0-0-0", b"a"), rec("0-0-1", b"b"), rec("1-0-0", b"c")]
 
 
 def test_identical_output_is_consistent():
-    report = check("q1", [rec("9-1-0", b"a"), rec("9-1-1", b"b"), rec("9-1-2", b"c")], REFERENCE, dedup=False)
+    report = check(
+        "q1", [rec("9-1-0", b"a"), rec("9-1-1", b"b"), rec("9-1-2", b"c")], REFERENCE, dedup=False
+    )
     assert report.verdict == "consistent"
     assert (report.outputs, report.reference_outputs) == (3, 3)
 
 
 def test_replayed_batch_is_duplicated_without_dedup_and_clean_with_it():
-    run = [rec("0-0-0", b"a"), rec("0-0-1", b"b"), rec("0-0-0", b"a"), rec("0-0-1", b"b"), rec("1-0-0", b"c")]
+    run = [
+        rec("0-0-0", b"a"),
+        rec("0-0-1", b"b"),
+        rec("0-0-0", b"a"),
+        rec("0-0-1", b"b"),
+        rec("1-0-0", b"c"),
+    ]
     raw = check("q1", run, REFERENCE, dedup=False)
     assert raw.verdict == "inconsistent" and raw.duplicated == 2 and raw.lost == 0
     deduped = check("q1", run, REFERENCE, dedup=True)
@@ -39,8 +47,14 @@ def test_a_replay_with_different_content_under_the_same_id_is_divergent():
 
 
 def test_failed_invariants_make_a_nondeterministic_run_inconsistent():
-    report = check("q12", [rec("0-0-0", b"x")], None, dedup=True, deterministic=False,
-                   invariants={"ok": False, "bidders_wrong": 3})
+    report = check(
+        "q12",
+        [rec("0-0-0", b"x")],
+        None,
+        dedup=True,
+        deterministic=False,
+        invariants={"ok": False, "bidders_wrong": 3},
+    )
     assert report.verdict == "inconsistent"
 
 
