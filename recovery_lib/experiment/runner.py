@@ -24,6 +24,7 @@ from rich.console import Console
 
 from recovery_lib.experiment.recovery_metrics import output_gap_s, recovery_time_s
 from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.latency import LatencyCollector
@@ -32,6 +33,7 @@ from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.nexmark.queries import get_query
 from recovery_lib.runtime import cluster as cluster_mod
+from recovery_lib.runtime.checkpoint import committed_offsets
 from recovery_lib.runtime.faults import ARM_DIR_ENV, MIDWRITE_ARM, TASKFAIL_ARM, arm
 from recovery_lib.runtime.supervisor import JobSpec, Supervisor
 from recovery_lib.settings import get_settings
@@ -100,6 +102,9 @@ class Experiment:
         self._cluster_url: str | None = None
         self._supervisors: list[Supervisor] = []
         self._stop = threading.Event()
+        settings_ = get_settings()
+        self._probe = TailProbe(client_config(), settings_.kafka_request_timeout_s,
+                                settings_.source_end_probe_cap_s)
 
     # -- the whole experiment --------------------------------------------------------------
 
@@ -118,6 +123,7 @@ class Experiment:
                 sup.stop()
             if self._started_cluster:
                 cluster_mod.stop_cluster()
+            self._probe.close()
             self.store.close()
         report["elapsed_s"] = round(time.monotonic() - started, 1)
         return report
@@ -260,9 +266,15 @@ class Experiment:
         return failure
 
     def _drain(self, sup: Supervisor, collector: LatencyCollector, name: str) -> None:
-        """Until the output has been quiet for quiet_s (capped), supervising all the while."""
+        """Until the committed offsets reach the end of every input partition, then until the
+        output has been quiet for quiet_s (late windows), supervising all the while."""
+        checkpoint = self.workdir / name / "ck" / self.cfg.query
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not self._drained(checkpoint):
+            sup.tick()
+            self.progress(f"[{name}] catching up: {len(collector.samples):,} outputs so far")
+            time.sleep(0.5)
         last_count, last_change = -1, time.monotonic()
-        deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             sup.tick()
             count = len(collector.samples)
@@ -272,6 +284,13 @@ class Experiment:
                 return
             self.progress(f"[{name}] draining: {count:,} outputs so far")
             time.sleep(0.5)
+
+    def _drained(self, checkpoint: Path) -> bool:
+        committed = committed_offsets(checkpoint)
+        if not committed:
+            return False
+        ends = self._probe.ends((t, int(p)) for t, parts in committed.items() for p in parts)
+        return all(committed[t][str(p)] >= end for (t, p), end in ends.items())
 
     def _tick_and_drain(self, sup: Supervisor, collector: LatencyCollector, name: str) -> None:
         """Processing-time windows close only when later input arrives: send ticks."""

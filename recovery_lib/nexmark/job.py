@@ -68,6 +68,7 @@ def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
 
     opts, args = parse_options(query, argv)
     mark_driver_process_group()
+    heartbeat = HeartbeatWriter(args.heartbeat).start() if args.heartbeat else None
     admin = TopicAdmin(opts.kafka)
     admin.create(opts.out_topic, opts.generator.partitions)
     admin.create(opts.dlq_topic, 1)
@@ -75,9 +76,7 @@ def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
     if args.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         master = f"local[2,{args.task_retries}]"
     spark = build_session(f"nexmark_{query}", master=master)
-    heartbeat = None
-    if args.heartbeat:
-        heartbeat = HeartbeatWriter(args.heartbeat).start()
+    if heartbeat is not None:
         spark.streams.addListener(heartbeat)
     store: Any = None
     run_id = args.run_id

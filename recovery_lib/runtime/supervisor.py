@@ -30,6 +30,7 @@ class JobSpec:
     cluster_url: str | None = None  # spark-submit --master <url> when set, else local mode
     env: dict[str, str] = field(default_factory=dict)
     heartbeat_timeout_s: float = 10.0
+    startup_timeout_s: float = 180.0  # until the first heartbeat of a new driver
     max_restarts: int = 3
 
 
@@ -164,8 +165,11 @@ class Supervisor:
         if code is not None:
             return f"exit {code}"
         beat = self.heartbeat()
-        last = beat.ts_ms if beat is not None and beat.pid == self.proc.pid else self.started_ms
-        if now_ms() - last > self.spec.heartbeat_timeout_s * 1000:
+        if beat is None or beat.pid != self.proc.pid:  # still starting (JVM, SparkSession)
+            if now_ms() - self.started_ms > self.spec.startup_timeout_s * 1000:
+                return f"no heartbeat within {self.spec.startup_timeout_s:.0f} s of start"
+            return None
+        if now_ms() - beat.ts_ms > self.spec.heartbeat_timeout_s * 1000:
             return f"no heartbeat for {self.spec.heartbeat_timeout_s:.0f} s"
         return None
 

@@ -1,0 +1,39 @@
+"""Reading a Spark streaming checkpoint: which batches are planned and committed, and the
+source offsets they cover. (Rewinding and shipping checkpoints build on this later.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def batch_ids(directory: Path) -> list[int]:
+    if not directory.exists():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def last_committed(checkpoint: str | Path) -> int | None:
+    ids = batch_ids(Path(checkpoint) / "commits")
+    return ids[-1] if ids else None
+
+
+def source_offsets(checkpoint: str | Path, batch: int) -> dict[str, dict[str, int]]:
+    """End offsets of ``batch``, merged over the query's sources: {topic: {partition: offset}}."""
+    lines = (Path(checkpoint) / "offsets" / str(batch)).read_text().splitlines()
+    merged: dict[str, dict[str, int]] = {}
+    for line in lines[2:]:  # "v1", batch metadata, then one line per source
+        try:
+            offsets = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(offsets, dict):
+            for topic, parts in offsets.items():
+                if isinstance(parts, dict):
+                    merged.setdefault(topic, {}).update({str(p): int(o) for p, o in parts.items()})
+    return merged
+
+
+def committed_offsets(checkpoint: str | Path) -> dict[str, dict[str, int]]:
+    batch = last_committed(checkpoint)
+    return {} if batch is None else source_offsets(checkpoint, batch)
