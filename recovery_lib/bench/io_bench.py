@@ -24,6 +24,7 @@ from rich.console import Console
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.metrics.stats import percentile
 
 PAYLOAD = b"x" * 100
 PARTITIONS = 4
@@ -171,19 +172,12 @@ def _latency(spark: Any, workdir: Path, rate: float, seconds: float) -> dict:
     return {
         "rate_eps": rate,
         "outputs": len(latencies),
-        "p50_ms": _pct(latencies, 50),
-        "p99_ms": _pct(latencies, 99),
-        "batch_p50_ms": _pct(sorted(batch_ms), 50),
-        "batch_p99_ms": _pct(sorted(batch_ms), 99),
+        "p50_ms": percentile(latencies, 50),
+        "p99_ms": percentile(latencies, 99),
+        "batch_p50_ms": percentile(batch_ms, 50),
+        "batch_p99_ms": percentile(batch_ms, 99),
         "latencies_ms": latencies,
     }
-
-
-def _pct(values: list[float], pct: float) -> float | None:
-    if not values:
-        return None
-    index = min(len(values) - 1, max(0, round(pct / 100 * len(values)) - 1))
-    return float(values[index])
 
 
 def run_io_bench(

@@ -27,6 +27,7 @@ from rich.console import Console
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.listener import MetricsListener
+from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
@@ -97,14 +98,6 @@ class RunResult:
             "latency_p50_ms": self.latency_p50_ms,
             "latency_p99_ms": self.latency_p99_ms,
         }
-
-
-def percentile(values: list[float], pct: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))
-    return float(ordered[index])
 
 
 class NexmarkBench:

@@ -28,6 +28,7 @@ from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.latency import LatencyCollector
+from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
@@ -103,8 +104,9 @@ class Experiment:
         self._supervisors: list[Supervisor] = []
         self._stop = threading.Event()
         settings_ = get_settings()
-        self._probe = TailProbe(client_config(), settings_.kafka_request_timeout_s,
-                                settings_.source_end_probe_cap_s)
+        self._probe = TailProbe(
+            client_config(), settings_.kafka_request_timeout_s, settings_.source_end_probe_cap_s
+        )
 
     # -- the whole experiment --------------------------------------------------------------
 
@@ -364,7 +366,7 @@ class Experiment:
             "events": self.events,
             "throughput_eps": round(self.events / max(faulty["elapsed_s"], 1e-9), 1),
             "output_records": len(samples),
-            "latency_ms": {"p50": _pct(latencies, 50), "p99": _pct(latencies, 99)},
+            "latency_ms": {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99)},
             "restart_time_s": restarts[0]["restart_time_s"] if restarts else None,
             "recovery_time_s": recovery_time_s(samples, failure_ms) if failure_ms else None,
             "output_gap_s": output_gap_s([v for v, _ in samples], failure_ms)
@@ -377,12 +379,6 @@ class Experiment:
             "_timeline": {"t0_ms": faulty["t0_ms"], "samples": samples},
         }
         return result
-
-
-def _pct(values: list[int], pct: float) -> float | None:
-    if not values:
-        return None
-    return float(values[min(len(values) - 1, max(0, round(pct / 100 * len(values)) - 1))])
 
 
 def write_report(report: dict[str, Any], path: str | Path) -> Path:
