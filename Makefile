@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install demo test lint bench-io bench-nexmark lock clean
+.PHONY: install demo test lint bench-io bench-nexmark bench-recovery lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -31,6 +31,9 @@ bench-io: $(STAMP)
 
 bench-nexmark: $(STAMP)
 	$(BIN)/recovery bench nexmark --query q1 --query q3 --query q8 --query q12
+
+bench-recovery: $(STAMP)
+	$(BIN)/recovery bench recovery --out docs/benchmarks/bench_recovery
 
 lock:
 	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements.lock

@@ -1,7 +1,9 @@
 """Recovery metrics from a run's latency samples (DESIGN 4).
 
 recovery time: failure -> the first second from which the per-second p50 latency stays within
-10 % of the pre-failure p50 for ``hold_s`` consecutive seconds with output.
+10 % of the pre-failure p50 for ``hold_s`` consecutive seconds with output. The pre-failure p50
+is taken over the last ``baseline_s`` seconds before the failure: steady state, not the
+warm-up of the first micro-batches (Python workers starting, JIT).
 output gap: the longest time without any output after the failure.
 """
 
@@ -19,9 +21,14 @@ def per_second_p50(samples: list[tuple[int, int]]) -> dict[int, float]:
 
 
 def recovery_time_s(
-    samples: list[tuple[int, int]], failure_ms: int, tolerance: float = 0.10, hold_s: int = 3
+    samples: list[tuple[int, int]],
+    failure_ms: int,
+    tolerance: float = 0.10,
+    hold_s: int = 3,
+    baseline_s: float = 10.0,
 ) -> float | None:
-    before = [lat for visible, lat in samples if visible < failure_ms]
+    since = failure_ms - baseline_s * 1000
+    before = [lat for visible, lat in samples if since <= visible < failure_ms]
     if not before:
         return None
     baseline = statistics.median(before)

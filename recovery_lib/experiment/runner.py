@@ -38,11 +38,10 @@ from recovery_lib.runtime.checkpoint import committed_offsets
 from recovery_lib.runtime.faults import ARM_DIR_ENV, MIDWRITE_ARM, TASKFAIL_ARM, arm
 from recovery_lib.runtime.supervisor import JobSpec, Supervisor
 from recovery_lib.settings import get_settings
+from recovery_lib.verify.nexmark_check import NONDETERMINISTIC, TICK_BIDDER
 
 FAILURE_KINDS = ("driver-kill", "mid-write", "executor-kill", "task-retry", "pause")
 SINKS = {"at-least-once": "at_least_once", "dedup": "dedup"}
-NONDETERMINISTIC = {"q12"}
-TICK_BIDDER = 1  # q12 ticks: a bidder id the generator never uses (ids start at 1000)
 
 
 @dataclass
@@ -316,36 +315,17 @@ class Experiment:
     # -- judging -----------------------------------------------------------------------------
 
     def _report(self, faulty: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
-        from recovery_lib.nexmark.reference import check_q12, compare, load_events, reference_rows
-        from recovery_lib.verify.oracle import check
+        from recovery_lib.verify.nexmark_check import judge_run
 
         cfg = self.cfg
-        raw = list(read_topic(faulty["out_topic"]))
-        ref = list(read_topic(reference["out_topic"]))
-        deterministic = cfg.query not in NONDETERMINISTIC
-        invariants = None
-        results_mismatch = None
-        con = load_events(self.gen, self.events)
-        dedup = cfg.sink == "dedup"
-        seen_ids: set[str] = set()
-        consumer_view = []
-        for r in raw:
-            if dedup and r.id is not None:
-                if r.id in seen_ids:
-                    continue
-                seen_ids.add(r.id)
-            consumer_view.append(json.loads(r.value))
-        if deterministic:
-            results_mismatch = compare(consumer_view, reference_rows(con, cfg.query))
-        else:
-            invariants = check_q12(con, consumer_view, ignore_bidders=[TICK_BIDDER])
-        report = check(
-            cfg.query, raw, ref, dedup=dedup, deterministic=deterministic, invariants=invariants
+        report = judge_run(
+            cfg.query,
+            list(read_topic(faulty["out_topic"])),
+            list(read_topic(reference["out_topic"])),
+            dedup=cfg.sink == "dedup",
+            generator=self.gen,
+            events=self.events,
         )
-        if results_mismatch is not None:
-            report.reference_results_mismatch = (
-                results_mismatch.missing + results_mismatch.unexpected
-            )
         consistency = report.to_dict()
         self.store.add_consistency(faulty["run_id"], reference["run_id"], consistency)
 

@@ -54,12 +54,19 @@ class MidWriteKill:
 
 
 def kill_job() -> None:
-    """SIGKILL the driver's process group and then our own (a real crash of the whole job)."""
+    """SIGKILL the driver's process group and then ourselves (a real crash of the whole job).
+
+    In local mode this Python worker belongs to the driver's group. On a cluster it belongs to
+    the Spark worker's group, which must survive (it is the cluster, not the job): there only
+    this process dies, and the executor is released when its driver is gone.
+    """
     driver_pgid = os.environ.get(DRIVER_PGID_ENV)
     if driver_pgid:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(int(driver_pgid), signal.SIGKILL)
-    os.killpg(os.getpgid(0), signal.SIGKILL)
+    if not driver_pgid or int(driver_pgid) == os.getpgid(0):
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def mark_driver_process_group() -> None:

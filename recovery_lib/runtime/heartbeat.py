@@ -1,6 +1,8 @@
 """Job heartbeats: the driver rewrites a small JSON file every interval; the supervisor reads it.
 
-The file holds pid, time, whether a streaming query is active and the last finished batch.
+The file holds pid and process group (under spark-submit the Python driver is a child of the
+SparkSubmit JVM, so a supervisor recognises its job by the group it started), time, whether a
+streaming query is active and the last finished batch.
 Written to a temp name and renamed, so a reader never sees half a file.
 """
 
@@ -24,6 +26,11 @@ class Heartbeat:
     last_batch: int | None
     batches: int
     input_rows: int
+    pgid: int = -1
+
+    def belongs_to(self, leader_pid: int) -> bool:
+        """True if written by the job whose process-group leader is ``leader_pid``."""
+        return leader_pid in (self.pid, self.pgid)
 
 
 def read_heartbeat(path: str | os.PathLike[str]) -> Heartbeat | None:
@@ -60,6 +67,7 @@ class HeartbeatWriter(StreamingQueryListener):
             self.last_batch,
             self.batches,
             self.input_rows,
+            os.getpgid(0),
         )
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(beat)))

@@ -137,7 +137,7 @@ class Supervisor:
         return (
             beat is not None
             and self.proc is not None
-            and beat.pid == self.proc.pid
+            and beat.belongs_to(self.proc.pid)
             and beat.query_active
         )
 
@@ -165,7 +165,7 @@ class Supervisor:
         if code is not None:
             return f"exit {code}"
         beat = self.heartbeat()
-        if beat is None or beat.pid != self.proc.pid:  # still starting (JVM, SparkSession)
+        if beat is None or not beat.belongs_to(self.proc.pid):  # still starting (JVM, SparkSession)
             if now_ms() - self.started_ms > self.spec.startup_timeout_s * 1000:
                 return f"no heartbeat within {self.spec.startup_timeout_s:.0f} s of start"
             return None

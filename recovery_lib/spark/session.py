@@ -18,6 +18,15 @@ def spark_env() -> None:
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
+# Executors of a standalone cluster do not inherit the driver's environment: forward ours
+# (settings, Kafka client overrides, fault-hook arming) so tasks see what the driver sees.
+FORWARDED_ENV_PREFIXES = ("RECOVERY_", "KAFKA_")
+
+
+def executor_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
+
+
 def build_session(
     app_name: str = "recovery",
     master: str | None = None,
@@ -46,6 +55,8 @@ def build_session(
         # Executors of a standalone cluster run their Python workers on this interpreter.
         .config("spark.pyspark.python", sys.executable)
     )
+    for key, value in executor_env().items():
+        builder = builder.config(f"spark.executorEnv.{key}", value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -1,0 +1,123 @@
+"""Cluster mode: a Spark standalone master and worker from the pyspark package, jobs submitted
+with spark-submit, executors as separate JVMs that the fault injector kills with SIGKILL.
+
+Also the `recovery verify` command line on the experiments' real output: exit 0 when
+consistent, non-zero when the oracle finds damage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from recovery_lib.experiment.runner import Experiment, ExperimentConfig
+from recovery_lib.kafka.broker import pid_alive
+from recovery_lib.runtime.cluster import (
+    ClusterError,
+    cluster_state,
+    executor_pids,
+    start_cluster,
+    stop_cluster,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.broker]
+
+
+@pytest.fixture(scope="module")
+def cluster(kafka_bootstrap):
+    state = start_cluster(memory="4g")
+    try:
+        yield state
+    finally:
+        stop_cluster()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "recovery_lib.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+
+
+def test_status_reports_the_running_cluster_and_a_second_start_is_refused(cluster):
+    status = cli("cluster", "status")
+    assert status.returncode == 0, status.stderr
+    assert cluster.url in status.stdout
+    with pytest.raises(ClusterError, match="already running"):
+        start_cluster()
+
+
+def test_executor_kill_is_recovered_by_spark_without_a_driver_restart(cluster):
+    cfg = ExperimentConfig(
+        query="q3", fail="executor-kill", cluster=True, rate=1000.0, duration_s=24.0, fail_at_s=12
+    )
+    report = Experiment(cfg).run()
+    killed = report["failures"][0]["pids"]
+    assert killed and not any(pid_alive(p) for p in killed)
+    assert report["restarts"] == []  # the driver survived; Spark relaunched the executor
+    c = report["consistency"]
+    assert c["outputs"] > 0 and c["outputs"] == c["reference_outputs"]
+    assert c["verdict"] == "consistent", c
+    assert c["reference_results_mismatch"] == 0
+    assert cluster_state() is not None  # master and worker untouched
+
+    topics = (report["faulty_run_id"], report["reference_run_id"])
+    assert all(topics)
+    ok = cli(
+        "verify",
+        f"exp.{report['experiment']}.out.faulty",
+        "--reference-topic",
+        f"exp.{report['experiment']}.out.reference",
+        "--query",
+        "q3",
+        "--events",
+        str(report["events"]),
+        "--rate",
+        str(cfg.rate),
+        "--seed",
+        str(cfg.seed),
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert json.loads(ok.stdout[ok.stdout.index("{") :])["verdict"] == "consistent"
+
+
+def test_mid_write_kill_on_the_cluster_kills_the_driver_and_spares_the_cluster(cluster):
+    cfg = ExperimentConfig(
+        query="q1",
+        fail="mid-write",
+        sink="at-least-once",
+        cluster=True,
+        rate=400.0,
+        duration_s=24.0,
+        fail_at_s=12,
+    )
+    report = Experiment(cfg).run()
+    assert report["restarts"] and report["restarts"][0]["cause"].startswith("exit")
+    assert report["consistency"]["duplicated"] > 0
+    assert cluster_state() is not None  # the executor's kill hook spared master and worker
+
+    bad = cli(
+        "verify",
+        f"exp.{report['experiment']}.out.faulty",
+        "--reference-topic",
+        f"exp.{report['experiment']}.out.reference",
+        "--query",
+        "q1",
+        "--no-dedup",
+    )
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert '"inconsistent"' in bad.stdout
+
+
+def test_stop_ends_master_worker_and_executors(cluster):
+    pids = [cluster.master_pid, cluster.worker_pid, *executor_pids(cluster)]
+    stop_cluster()
+    assert not any(pid_alive(p) for p in pids)
+    assert cluster_state() is None
