@@ -27,6 +27,17 @@ app.add_typer(experiment_app, name="experiment")
 console = Console()
 
 
+@app.callback()
+def _main() -> None:
+    """Consistent, fast recovery for Spark streaming jobs."""
+    # Airflow and process managers stop a command with SIGTERM: unwind like Ctrl-C, so every
+    # `finally` runs and the jobs, clusters and brokers a command started are stopped.
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
+
+
 def _fail(exc: Exception) -> None:
     console.print(f"[red]error:[/] {exc}")
     raise typer.Exit(code=1)
@@ -142,10 +153,6 @@ def bench_io(
     from recovery_lib.bench.io_bench import run_io_bench
 
     run_io_bench(events=events, out_prefix=out, console=console)
-
-
-if __name__ == "__main__":
-    app()
 
 
 @nexmark_app.command("generate")

@@ -60,6 +60,9 @@ class ExperimentConfig:
     midwrite_rows: int = 20
     quiet_s: float = 6.0
     q12_window_s: int = 10
+    # Before the timed phase: this many seconds of input, unpaced, processed and committed, so
+    # the measured run does not include the first batches' warm-up (Python workers, JIT).
+    warmup_s: float = 2.0
 
     def validate(self) -> None:
         get_query(self.query)
@@ -188,13 +191,17 @@ class Experiment:
         t0_ms = now_ms()
         try:
             if name == "faulty":
-                produced = [0]
+                warmup = self._warm_up(sup, name)
+                t0 = time.monotonic()
+                t0_ms = now_ms()
+                produced = [warmup]
                 gen_thread = threading.Thread(
                     target=lambda: produce_events(
                         self.gen,
                         duration_s=cfg.duration_s,
                         rate=cfg.rate,
-                        on_progress=lambda n: produced.__setitem__(0, n),
+                        first_event_id=warmup,
+                        on_progress=lambda n: produced.__setitem__(0, warmup + n),
                         stop=self._stop.is_set,
                     )
                 )
@@ -231,7 +238,7 @@ class Experiment:
             "out_topic": out_topic,
             "t0_ms": t0_ms,
             "failures": failures,
-            "samples": collector.samples,
+            "samples": [s for s in collector.samples if s[0] >= t0_ms],  # after warm-up
             "restarts": [asdict(r) | {"restart_time_s": r.restart_time_s} for r in sup.restarts],
             "elapsed_s": time.monotonic() - t0,
         }
@@ -265,6 +272,25 @@ class Experiment:
             failure["pause_s"] = self.cfg.pause_s
         self.store.event(run_id, "failure_injected", failure, at_ms)
         return failure
+
+    def _warm_up(self, sup: Supervisor, name: str) -> int:
+        """Produce ``warmup_s`` worth of events unpaced and wait until they are committed."""
+        count = int(self.cfg.warmup_s * self.cfg.rate)
+        if count <= 0:
+            return 0
+        self.progress(f"[{name}] warm-up: {count:,} events ...")
+        produce_events(self.gen, count=count)
+        checkpoint = self.workdir / name / "ck" / self.cfg.query
+        deadline = time.monotonic() + 300
+        while not self._drained(checkpoint):
+            sup.tick()
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the job did not process its {count:,} warm-up events within 300 s; "
+                    f"see {self.workdir / name / 'job.log'}"
+                )
+            time.sleep(0.5)
+        return count
 
     def _drain(self, sup: Supervisor, collector: LatencyCollector, name: str) -> None:
         """Until the committed offsets reach the end of every input partition, then until the

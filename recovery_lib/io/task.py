@@ -5,6 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 
+def local_property(key: str) -> str | None:
+    """A local property of the job that launched this task (None outside a task)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.getLocalProperty(key) if ctx is not None else None
+
+
 def task_info() -> dict[str, Any]:
     """Batch id, partition and attempt of the current task (all None outside a task)."""
     from pyspark import TaskContext

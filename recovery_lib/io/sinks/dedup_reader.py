@@ -32,8 +32,13 @@ class SinkRecord:
     timestamp_ms: int = 0
 
 
-def read_topic(topic: str, config: Mapping[str, str] | None = None) -> Iterator[SinkRecord]:
-    """Every record of ``topic`` present when called, partition by partition."""
+def read_topic(
+    topic: str,
+    config: Mapping[str, str] | None = None,
+    start: Mapping[int, int] | None = None,
+) -> Iterator[SinkRecord]:
+    """Every record of ``topic`` present when called, partition by partition (from the offsets
+    in ``start`` where given, else from the log start)."""
     settings = get_settings()
     config = dict(config) if config is not None else client_config()
     partitions = TopicAdmin(config).partitions(topic)
@@ -41,6 +46,9 @@ def read_topic(topic: str, config: Mapping[str, str] | None = None) -> Iterator[
     try:
         ends = probe.ends((topic, p) for p in partitions)
         lows = {p: probe.watermarks(topic, p)[0] for p in partitions}
+        for part, offset in (start or {}).items():
+            if part in lows:
+                lows[part] = max(lows[part], offset)
     finally:
         probe.close()
     consumer = Consumer(

@@ -1,0 +1,39 @@
+"""Causal logging of nondeterminism (Clonos, paper 000, sections 3.3-3.4 and 5.5).
+
+Spark re-executes a failed micro-batch and assumes the same result; clocks, random numbers and
+external calls break that. Functions get their nondeterminism from a ``CausalContext``
+(services.py); its determinants go to a ``DeterminantLog`` (log.py) and are durable before any
+output that depends on them leaves the function (operators.py); a re-executed batch replays
+them in order. ``driver.enable`` prepares a (re)started query; ``driver.truncate`` forgets
+committed batches.
+"""
+
+from recovery_lib.causal.determinants import (
+    CorruptDeterminants,
+    DeterminantError,
+    DeterminantMismatch,
+    MissingDeterminants,
+)
+from recovery_lib.causal.log import CausalConfig
+from recovery_lib.causal.operators import (
+    current,
+    foreach_batch,
+    map_in_arrow,
+    map_in_pandas,
+    pandas_udf,
+)
+from recovery_lib.causal.services import CausalContext
+
+__all__ = [
+    "CausalConfig",
+    "CausalContext",
+    "CorruptDeterminants",
+    "DeterminantError",
+    "DeterminantMismatch",
+    "MissingDeterminants",
+    "current",
+    "foreach_batch",
+    "map_in_arrow",
+    "map_in_pandas",
+    "pandas_udf",
+]

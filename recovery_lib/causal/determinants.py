@@ -1,0 +1,133 @@
+"""Determinants: the outcomes of nondeterministic steps, recorded so a re-execution repeats them.
+
+A determinant belongs to one place in the job: (job, micro-batch, scope, partition) names the
+stream of calls one task makes through one causal context; ``seq`` numbers the determinants in
+that stream. Kinds (Clonos 3.3): ``clock`` (a changed millisecond, with the call index where it
+changed), ``seed`` (the random seed of the stream), ``call`` (an external response).
+
+On the wire one flushed record carries a run of determinants of one stream, JSON encoded, with a
+CRC-32 so a torn or corrupted record is detected instead of replayed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+CLOCK, SEED, CALL = "clock", "seed", "call"
+KINDS = frozenset({CLOCK, SEED, CALL})
+
+
+class DeterminantError(RuntimeError):
+    """Base of the causal layer's errors."""
+
+
+class CorruptDeterminants(DeterminantError):
+    """A logged record fails its checksum or cannot be decoded."""
+
+
+class MissingDeterminants(DeterminantError):
+    """A replayed stream's determinants are gone (log truncated past it, or unreadable)."""
+
+
+class DeterminantMismatch(DeterminantError):
+    """The re-execution asked for a different kind of determinant than was logged at this
+    position: the function's calls are not in the same order as in the first run."""
+
+
+@dataclass(frozen=True, order=True)
+class StreamKey:
+    job: str
+    batch: int
+    scope: str
+    partition: int
+
+    def encode(self) -> bytes:
+        return f"{self.job}/{self.batch}/{self.scope}/{self.partition}".encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> StreamKey:
+        try:
+            job, batch, scope, partition = raw.decode().rsplit("/", 3)
+            return cls(job, int(batch), scope, int(partition))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CorruptDeterminants(f"bad determinant key {raw[:80]!r}") from exc
+
+
+@dataclass(frozen=True)
+class Determinant:
+    kind: str
+    value: Any
+
+    def to_json(self) -> list[Any]:
+        if isinstance(self.value, bytes):
+            return [self.kind, {"b64": base64.b64encode(self.value).decode()}]
+        return [self.kind, self.value]
+
+    @classmethod
+    def from_json(cls, item: list[Any]) -> Determinant:
+        kind, value = item
+        if kind not in KINDS:
+            raise CorruptDeterminants(f"unknown determinant kind {kind!r}")
+        if isinstance(value, dict) and set(value) == {"b64"}:
+            value = base64.b64decode(value["b64"])
+        return cls(kind, value)
+
+
+@dataclass(frozen=True)
+class DeterminantRun:
+    """``determinants[i]`` has sequence number ``first_seq + i`` in its stream."""
+
+    key: StreamKey
+    first_seq: int
+    determinants: tuple[Determinant, ...]
+    attempt: int = 0
+    epoch: int = 0
+
+    def encode(self) -> tuple[bytes, bytes]:
+        body = json.dumps(
+            {
+                "seq": self.first_seq,
+                "attempt": self.attempt,
+                "epoch": self.epoch,
+                "det": [d.to_json() for d in self.determinants],
+            },
+            separators=(",", ":"),
+        ).encode()
+        return self.key.encode(), zlib.crc32(body).to_bytes(4, "big") + body
+
+    @classmethod
+    def decode(cls, key: bytes, value: bytes) -> DeterminantRun:
+        if value is None or len(value) < 4:
+            raise CorruptDeterminants(f"determinant record for {key!r} is truncated")
+        crc, body = int.from_bytes(value[:4], "big"), value[4:]
+        if zlib.crc32(body) != crc:
+            raise CorruptDeterminants(f"determinant record for {key!r} fails its checksum")
+        try:
+            data = json.loads(body)
+            dets = tuple(Determinant.from_json(item) for item in data["det"])
+            return cls(
+                StreamKey.decode(key),
+                int(data["seq"]),
+                dets,
+                int(data.get("attempt", 0)),
+                int(data.get("epoch", 0)),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptDeterminants(f"determinant record for {key!r}: {exc}") from exc
+
+
+def assemble(runs: list[DeterminantRun]) -> list[Determinant]:
+    """The logged prefix of one stream: runs merged by sequence number (a later attempt that
+    re-logged a position does not override the first), cut at the first gap."""
+    by_seq: dict[int, Determinant] = {}
+    for run in sorted(runs, key=lambda r: (r.epoch, r.attempt)):
+        for i, det in enumerate(run.determinants):
+            by_seq.setdefault(run.first_seq + i, det)
+    prefix: list[Determinant] = []
+    while len(prefix) in by_seq:
+        prefix.append(by_seq[len(prefix)])
+    return prefix

@@ -1,0 +1,246 @@
+"""The determinant log: durable storage of determinants, read back when a batch is re-executed.
+
+``DeterminantLog`` is the one interface; ``KafkaDeterminantLog`` keeps determinants in a
+single-partition Kafka topic (one record per flushed run of one stream). Truncation does not
+delete records (tansu has no DeleteRecords): it moves a low-water mark, kept in the job's
+causal state directory next to the Spark checkpoint, below which no reader looks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recovery_lib.causal.determinants import (
+    CorruptDeterminants,
+    Determinant,
+    DeterminantRun,
+    MissingDeterminants,
+    StreamKey,
+    assemble,
+)
+
+EPOCH_HEADER = "rl.epoch"
+STORAGES = ("kafka",)
+ON_MISSING = ("fail", "recompute")
+
+
+@dataclass(frozen=True)
+class CausalConfig:
+    """Everything an executor needs to log and replay determinants (pickled into closures)."""
+
+    job: str
+    state_dir: str  # <checkpoint>/causal: truncation mark (shared storage on a cluster)
+    topic: str = ""
+    kafka: dict[str, str] = field(default_factory=dict)
+    storage: str = "kafka"
+    on_missing: str = "fail"  # replayed stream unreadable: fail the task, or run live
+    epoch: int = 0
+
+    def __post_init__(self) -> None:
+        if self.storage not in STORAGES:
+            raise ValueError(f"storage must be one of {STORAGES}, got {self.storage!r}")
+        if self.on_missing not in ON_MISSING:
+            raise ValueError(f"on_missing must be one of {ON_MISSING}, got {self.on_missing!r}")
+        if not self.topic:
+            object.__setattr__(self, "topic", f"{self.job}.determinants")
+
+
+class DeterminantLog(ABC):
+    """Stream markers: before a stream's first determinants are written, a marker file says
+    "this stream may have logged determinants". A task opening a stream with a marker is a
+    re-execution (task retry, stage recomputed after an executor loss, driver restart: the
+    marker does not depend on Spark's attempt numbers, which restart at 0 in a new stage
+    attempt) and reads the log; a task without one runs live without reading anything."""
+
+    def __init__(self, config: CausalConfig) -> None:
+        self.config = config
+
+    def _marker(self, key: StreamKey) -> Path:
+        return (
+            Path(self.config.state_dir)
+            / "streams"
+            / str(key.batch)
+            / (f"{key.scope}-{key.partition}")
+        )
+
+    def may_have(self, key: StreamKey) -> bool:
+        return self._marker(key).exists()
+
+    def begin(self, key: StreamKey) -> None:
+        marker = self._marker(key)
+        if not marker.exists():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+
+    def forget_markers(self, committed_batch: int) -> None:
+        root = Path(self.config.state_dir) / "streams"
+        if root.exists():
+            for batch_dir in root.iterdir():
+                if batch_dir.name.isdigit() and int(batch_dir.name) <= committed_batch:
+                    shutil.rmtree(batch_dir, ignore_errors=True)
+
+    @abstractmethod
+    def append(self, run: DeterminantRun) -> None:
+        """Buffer a run of determinants (not yet durable)."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Make every appended run durable; raise if any could not be written."""
+
+    @abstractmethod
+    def read(self, key: StreamKey) -> list[Determinant]:
+        """The logged prefix of a stream (empty if nothing was logged)."""
+
+    @abstractmethod
+    def truncate(self, committed_batch: int) -> int:
+        """Forget streams of batches <= ``committed_batch``; returns the new low-water mark."""
+
+
+# -- the truncation mark ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TruncationMark:
+    batch: int  # streams of this batch and before are gone
+    offset: int  # readers start here
+
+    @classmethod
+    def load(cls, state_dir: str | os.PathLike[str]) -> TruncationMark:
+        path = Path(state_dir) / "truncation.json"
+        try:
+            data = json.loads(path.read_text())
+            return cls(int(data["batch"]), int(data["offset"]))
+        except FileNotFoundError:
+            return cls(-1, 0)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorruptDeterminants(f"truncation mark {path} is unreadable: {exc}") from exc
+
+    def save(self, state_dir: str | os.PathLike[str]) -> None:
+        path = Path(state_dir) / "truncation.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"batch": self.batch, "offset": self.offset}))
+        os.replace(tmp, path)
+
+
+# -- Kafka ------------------------------------------------------------------------------------
+
+_index_lock = threading.Lock()
+# Per process: (topic, from offset) -> (end offset, {key: [runs]}); extended incrementally.
+_indexes: dict[tuple[str, int], tuple[int, dict[StreamKey, list[DeterminantRun]]]] = {}
+
+
+class KafkaDeterminantLog(DeterminantLog):
+    def __init__(self, config: CausalConfig) -> None:
+        super().__init__(config)
+        self._pending: list[DeterminantRun] = []
+        self._errors: list[str] = []
+
+    def _producer(self):  # noqa: ANN202
+        from confluent_kafka import Producer
+
+        from recovery_lib.io.client_cache import cached
+
+        conf = {**self.config.kafka, "enable.idempotence": "true", "linger.ms": "0"}
+        return cached("producer:determinants", conf, lambda c: Producer(c))
+
+    def append(self, run: DeterminantRun) -> None:
+        if run.determinants:
+            self._pending.append(run)
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        for run in self._pending:
+            self.begin(run.key)  # marker first: a crash after it only costs a replay read
+        producer = self._producer()
+        errors: list[str] = []
+
+        def delivered(err, _msg) -> None:  # noqa: ANN001
+            if err is not None:
+                errors.append(str(err))
+
+        for run in self._pending:
+            key, value = run.encode()
+            producer.produce(
+                self.config.topic,
+                value=value,
+                key=key,
+                partition=0,
+                headers=[(EPOCH_HEADER, str(run.epoch).encode())],
+                on_delivery=delivered,
+            )
+        remaining = producer.flush(30)
+        if remaining or errors:
+            raise RuntimeError(
+                f"determinant log {self.config.topic}: {remaining} records undelivered, "
+                f"errors {errors[:3]}; outputs depending on them are not released"
+            )
+        self._pending.clear()
+
+    def _index(self) -> dict[StreamKey, list[DeterminantRun]]:
+        from recovery_lib.io.sinks.dedup_reader import read_topic
+
+        mark = TruncationMark.load(self.config.state_dir)
+        cache_key = (self.config.topic, mark.offset)
+        with _index_lock:
+            end, index = _indexes.get(cache_key, (mark.offset, defaultdict(list)))
+            for record in read_topic(self.config.topic, self.config.kafka, start={0: end}):
+                run = DeterminantRun.decode(record.key, record.value)
+                index[run.key].append(run)
+                end = record.offset + 1
+            _indexes[cache_key] = (end, index)
+            return index
+
+    def read(self, key: StreamKey) -> list[Determinant]:
+        mark = TruncationMark.load(self.config.state_dir)
+        if key.batch <= mark.batch:
+            raise MissingDeterminants(
+                f"batch {key.batch} is being re-executed but its determinants were truncated "
+                f"(the log keeps batches after {mark.batch}); truncate only committed batches"
+            )
+        try:
+            runs = self._index().get(key, [])
+        except CorruptDeterminants:
+            raise
+        except Exception as exc:  # the topic is gone or unreachable
+            raise MissingDeterminants(
+                f"cannot read determinant log {self.config.topic}: {exc}"
+            ) from exc
+        return assemble(runs)
+
+    def truncate(self, committed_batch: int) -> int:
+        """Low-water mark = the first record of any batch after ``committed_batch``."""
+        from recovery_lib.io.sinks.dedup_reader import read_topic
+
+        mark = TruncationMark.load(self.config.state_dir)
+        if committed_batch <= mark.batch:
+            return mark.offset
+        new_offset = None
+        end = mark.offset
+        for record in read_topic(self.config.topic, self.config.kafka, start={0: mark.offset}):
+            end = record.offset + 1
+            try:
+                batch = StreamKey.decode(record.key).batch
+            except CorruptDeterminants:
+                continue  # unreadable records are not worth keeping for replay
+            if batch > committed_batch and new_offset is None:
+                new_offset = record.offset
+        TruncationMark(committed_batch, new_offset if new_offset is not None else end).save(
+            self.config.state_dir
+        )
+        self.forget_markers(committed_batch)
+        return new_offset if new_offset is not None else end
+
+
+def open_log(config: CausalConfig) -> DeterminantLog:
+    if config.storage == "kafka":
+        return KafkaDeterminantLog(config)
+    raise ValueError(f"unknown determinant storage {config.storage!r}")

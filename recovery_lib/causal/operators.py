@@ -1,0 +1,159 @@
+"""Where user code meets the causal services: wrappers for ``mapInPandas``, ``mapInArrow`` and
+iterator pandas UDFs that open the task's ``CausalContext``, replay or log, and flush the
+determinants before each output batch leaves the function (always-no-orphans: nothing
+downstream, and so nothing the sink releases, depends on a determinant that is not durable).
+
+    from recovery_lib import causal
+
+    def convert(ctx, frames):
+        for frame in frames:
+            frame["rate"] = [ctx.call(fetch_rate, a) for a in frame["auction"]]
+            frame["noise"] = ctx.random.random(len(frame))
+            yield frame
+
+    df = causal.map_in_pandas(bids, convert, schema, scope="convert", config=cfg)
+
+``current(scope, config)`` gives a context anywhere else inside a task (a
+``transformWithStateInPandas`` handler, a plain UDF); such a context flushes on every
+determinant, since no wrapper knows when its outputs leave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from recovery_lib.causal.determinants import DeterminantError, StreamKey
+from recovery_lib.causal.log import CausalConfig, DeterminantLog, open_log
+from recovery_lib.causal.services import CausalContext
+
+
+def _needs_replay(info: dict[str, Any], log: DeterminantLog, key: StreamKey) -> bool:
+    """Read the log only when this task may be a re-execution: a retried task, or a stream
+    whose marker says an earlier run may have logged determinants."""
+    return (info["attempt"] or 0) > 0 or log.may_have(key)
+
+
+def open_context(scope: str, config: CausalConfig, auto_flush: bool = False) -> CausalContext:
+    from recovery_lib.io.task import task_info
+
+    info = task_info()
+    batch = info["batch_id"] if info["batch_id"] is not None else -1
+    partition = info["partition"] if info["partition"] is not None else -1
+    key = StreamKey(config.job, batch, scope, partition)
+    log = open_log(config)
+    replay = []
+    if _needs_replay(info, log, key):
+        try:
+            replay = log.read(key)
+        except DeterminantError as exc:
+            if config.on_missing == "fail":
+                raise DeterminantError(
+                    f"{exc} -- the re-execution of {key} cannot repeat its first run. Fix the "
+                    "log, or set on_missing='recompute' to run live (outputs of this batch may "
+                    "then differ from ones already released: at-least-once, not exactly-once)"
+                ) from exc
+            print(f"causal: {exc}; recomputing {key} live (on_missing=recompute)", file=sys.stderr)
+    return CausalContext(
+        key, log, replay, attempt=info["attempt"] or 0, epoch=config.epoch, auto_flush=auto_flush
+    )
+
+
+_current: dict[tuple[str, str, int, int], CausalContext] = {}
+
+
+def current(scope: str, config: CausalConfig) -> CausalContext:
+    """The context of ``scope`` in the running task, opened on first use (flushes per
+    determinant)."""
+    from recovery_lib.io.task import task_info
+
+    info = task_info()
+    slot = (scope, config.job, info["batch_id"] or -1, info["partition"] or -1)
+    ctx = _current.get(slot)
+    if ctx is None or ctx.attempt != (info["attempt"] or 0):
+        _current.clear()  # one task at a time per Python worker
+        ctx = _current[slot] = open_context(scope, config, auto_flush=True)
+    return ctx
+
+
+def _flushing(ctx: CausalContext, outputs: Iterator[Any]) -> Iterator[Any]:
+    for out in outputs:
+        ctx.flush()  # determinants first, then the output that depends on them
+        yield out
+    ctx.flush()
+
+
+def map_in_pandas(
+    df: Any,
+    fn: Callable[[CausalContext, Iterator[Any]], Iterator[Any]],
+    schema: Any,
+    scope: str,
+    config: CausalConfig,
+) -> Any:
+    """``df.mapInPandas`` with ``fn(ctx, frames)``."""
+
+    def run(frames: Iterator[Any]) -> Iterator[Any]:
+        ctx = open_context(scope, config)
+        yield from _flushing(ctx, fn(ctx, frames))
+
+    return df.mapInPandas(run, schema)
+
+
+def map_in_arrow(
+    df: Any,
+    fn: Callable[[CausalContext, Iterator[Any]], Iterator[Any]],
+    schema: Any,
+    scope: str,
+    config: CausalConfig,
+) -> Any:
+    """``df.mapInArrow`` with ``fn(ctx, batches)``."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        ctx = open_context(scope, config)
+        yield from _flushing(ctx, fn(ctx, batches))
+
+    return df.mapInArrow(run, schema)
+
+
+def pandas_udf(fn: Callable[..., Any], return_type: Any, scope: str, config: CausalConfig) -> Any:
+    """An iterator pandas UDF: ``fn(ctx, *series) -> series`` per Arrow batch."""
+    from pyspark.sql.functions import pandas_udf as spark_pandas_udf
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        ctx = open_context(scope, config)
+
+        def outputs() -> Iterator[Any]:
+            for batch in batches:
+                cols = batch if isinstance(batch, tuple) else (batch,)
+                yield fn(ctx, *cols)
+
+        yield from _flushing(ctx, outputs())
+
+    udf = spark_pandas_udf(run, return_type)  # type: ignore[call-overload]
+    return udf.asNondeterministic()
+
+
+@contextlib.contextmanager
+def driver_context(scope: str, config: CausalConfig, batch_id: int) -> Iterator[CausalContext]:
+    """For ``foreachBatch`` functions (driver side, partition -1): replays when the batch is a
+    re-execution, flushes on every determinant."""
+    key = StreamKey(config.job, batch_id, scope, -1)
+    log = open_log(config)
+    replay = log.read(key) if log.may_have(key) else []
+    ctx = CausalContext(key, log, replay, epoch=config.epoch, auto_flush=True)
+    yield ctx
+    ctx.flush()
+
+
+def foreach_batch(
+    fn: Callable[[CausalContext, Any, int], None], scope: str, config: CausalConfig
+) -> Callable[[Any, int], None]:
+    """A ``foreachBatch`` function with ``fn(ctx, df, batch_id)``."""
+
+    def run(df: Any, batch_id: int) -> None:
+        with driver_context(scope, config, batch_id) as ctx:
+            fn(ctx, df, batch_id)
+
+    return run

@@ -1,0 +1,187 @@
+"""Causal services: the nondeterminism a function may use, recorded and replayed (Clonos 3.3).
+
+A ``CausalContext`` serves one stream of determinants: one scope (a named operator) in one
+partition of one micro-batch. The first time the stream runs, every service runs live and
+appends a determinant; when the batch is re-executed (driver restart or Spark task retry) the
+services return the logged values in the same order, and past the end of the logged prefix run
+live again and log.
+
+    ctx.clock.now_ms()          current time in ms; one determinant per changed millisecond
+    ctx.random                  a numpy Generator whose seed is logged once per stream
+    ctx.call(fn, *args)         the (JSON-serialisable) result of an external call
+    ctx.service(fn)             wraps any nondeterministic callable the same way
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from recovery_lib.causal.determinants import (
+    CALL,
+    CLOCK,
+    SEED,
+    Determinant,
+    DeterminantMismatch,
+    DeterminantRun,
+    StreamKey,
+)
+from recovery_lib.causal.log import DeterminantLog
+
+T = TypeVar("T")
+
+
+class CausalClock:
+    """Wall-clock milliseconds, logged only when the millisecond changes (Clonos caches the
+    timestamp per millisecond, so a busy function does not log a determinant per call)."""
+
+    def __init__(self, ctx: CausalContext, source: Callable[[], float] = time.time) -> None:
+        self._ctx = ctx
+        self._source = source
+        self._calls = 0
+        self._current: int | None = None
+
+    def now_ms(self) -> int:
+        call = self._calls
+        self._calls += 1
+        ctx = self._ctx
+        if not ctx.prefix_exhausted:
+            # Replaying: the first run logged a reading at this call only if the millisecond
+            # changed here; otherwise the time is the one read last.
+            det = ctx._peek(CLOCK)
+            if det is not None and det.value[0] == call:
+                ctx._consume()
+                self._current = int(det.value[1])
+            if self._current is None:
+                raise DeterminantMismatch(
+                    f"{ctx.key}: call {call} asks for the time but no clock reading was logged "
+                    "for it; the function's calls must come in the same order"
+                )
+            return self._current
+        now = int(self._source() * 1000)
+        if now != self._current:
+            self._current = now
+            ctx._record(CLOCK, [call, now])
+        return now
+
+
+class CausalContext:
+    def __init__(
+        self,
+        key: StreamKey,
+        log: DeterminantLog,
+        replay: list[Determinant] | None = None,
+        attempt: int = 0,
+        epoch: int = 0,
+        auto_flush: bool = False,
+    ) -> None:
+        self.key = key
+        self.log = log
+        self.attempt = attempt
+        self.epoch = epoch
+        self.auto_flush = auto_flush
+        self._replay = replay or []
+        self._pos = 0  # next sequence number
+        self._unflushed: list[Determinant] = []
+        self._unflushed_from = 0
+        self.clock = CausalClock(self)
+        self._random: Any = None
+        self.replayed = 0
+        self.logged = 0
+
+    # -- replay bookkeeping --------------------------------------------------------------------
+
+    @property
+    def replaying(self) -> bool:
+        return bool(self._replay)
+
+    @property
+    def prefix_exhausted(self) -> bool:
+        return self._pos >= len(self._replay)
+
+    def _peek(self, kind: str) -> Determinant | None:
+        if self._pos < len(self._replay) and self._replay[self._pos].kind == kind:
+            return self._replay[self._pos]
+        return None
+
+    def _consume(self) -> Determinant:
+        det = self._replay[self._pos]
+        self._pos += 1
+        self.replayed += 1
+        return det
+
+    def _next(self, kind: str, live: Callable[[], Any]) -> Any:
+        if self._pos < len(self._replay):
+            det = self._replay[self._pos]
+            if det.kind != kind:
+                raise DeterminantMismatch(
+                    f"{self.key}: determinant {self._pos} was logged as {det.kind!r} but the "
+                    f"re-execution asks for {kind!r}; the function's calls must come in the "
+                    "same order (order the input with recovery_lib.causal.ordered)"
+                )
+            return self._consume().value
+        value = live()
+        self._record(kind, value)
+        return value
+
+    def _record(self, kind: str, value: Any) -> None:
+        if not self._unflushed:
+            self._unflushed_from = self._pos
+        self._unflushed.append(Determinant(kind, value))
+        self._pos += 1
+        self.logged += 1
+        if self.auto_flush:
+            self.flush()
+
+    def flush(self) -> None:
+        """Make this stream's new determinants durable: call before releasing any output."""
+        if self._unflushed:
+            self.log.append(
+                DeterminantRun(
+                    self.key, self._unflushed_from, tuple(self._unflushed), self.attempt, self.epoch
+                )
+            )
+            self._unflushed = []
+        self.log.flush()
+
+    # -- services ----------------------------------------------------------------------------
+
+    @property
+    def random(self) -> Any:
+        """A numpy ``Generator`` seeded once per stream; the seed is the determinant."""
+        if self._random is None:
+            import numpy as np
+
+            seed = self._next(SEED, lambda: secrets.randbits(63))
+            self._random = np.random.default_rng(int(seed))
+        return self._random
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn`` live (and log its result) or return the logged result on replay."""
+
+        def live() -> Any:
+            result = fn(*args, **kwargs)
+            if not isinstance(result, bytes):
+                try:
+                    json.dumps(result)
+                except (TypeError, ValueError) as exc:
+                    raise TypeError(
+                        f"causal call {getattr(fn, '__name__', fn)!r} returned a "
+                        f"{type(result).__name__}; return JSON-serialisable data or bytes "
+                        "so the result can be logged"
+                    ) from exc
+            return result
+
+        return self._next(CALL, live)
+
+    def service(self, fn: Callable[..., T]) -> Callable[..., T]:
+        """``fn`` wrapped so that each call goes through :meth:`call`."""
+
+        def wrapped(*args: Any, **kwargs: Any) -> T:
+            return self.call(fn, *args, **kwargs)
+
+        wrapped.__name__ = getattr(fn, "__name__", "service")
+        return wrapped
