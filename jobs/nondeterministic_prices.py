@@ -1,7 +1,9 @@
 """A pipeline with two nondeterministic steps, the baseline the causal-logging issue must fix:
 each NexMark bid's price is scaled by Spark's ``rand()`` and converted with a rate fetched from
 an HTTP price service whose answers change over time. Output ids are deterministic
-(batch, partition, seq); after a re-execution the same id carries a different price.
+(batch, partition, seq); after a re-execution the same id carries a different price. With
+``--mode causal`` the same two steps go through the causal services (``ctx.random`` and a
+logged service call), and a re-execution repeats the first run's values.
 
     python -m jobs.nondeterministic_prices --prefix nx --price-url http://127.0.0.1:8000 ...
 """
@@ -17,32 +19,59 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from recovery_lib import causal
+from recovery_lib.causal import CausalContext
 from recovery_lib.nexmark.streams import QueryOptions, output, read_events
+
+
+def fetch_rate(price_url: str, auction: int) -> float:
+    with urllib.request.urlopen(f"{price_url}/rate?item={auction}", timeout=10) as response:
+        return float(json.loads(response.read())["rate"])
+
+
+SCHEMA = (
+    "auction long, bidder long, price long, dateTime long, ingest_ms long, noise double, "
+    "euro double"
+)
 
 
 def build(spark: SparkSession, opts: QueryOptions, price_url: str) -> DataFrame:
     bids = read_events(spark, "bids", opts).select(
-        "auction", "bidder", "price", "dateTime", "ingest_ms", (F.rand() * 0.01 + 1).alias("noise")
+        "auction", "bidder", "price", "dateTime", "ingest_ms"
     )
+    if opts.causal is None:  # native: Spark's rand() and live HTTP calls
+        bids = bids.withColumn("noise", F.rand() * 0.01 + 1)
 
-    def convert(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        cache: dict[int, float] = {}
-        for frame in frames:
-            rates = []
-            for auction in frame["auction"].tolist():
-                if auction not in cache:  # one call per auction and task
-                    url = f"{price_url}/rate?item={auction}"
-                    with urllib.request.urlopen(url, timeout=10) as response:
-                        cache[auction] = json.loads(response.read())["rate"]
-                rates.append(cache[auction])
-            frame["euro"] = (frame["price"] * frame["noise"] * pd.Series(rates)).round(2)
-            yield frame
+        def convert(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            cache: dict[int, float] = {}
+            for frame in frames:
+                rates = []
+                for auction in frame["auction"].tolist():
+                    if auction not in cache:  # one call per auction and task
+                        cache[auction] = fetch_rate(price_url, auction)
+                    rates.append(cache[auction])
+                frame["euro"] = (frame["price"] * frame["noise"] * pd.Series(rates)).round(2)
+                yield frame
 
-    schema = (
-        "auction long, bidder long, price long, dateTime long, ingest_ms long, noise double, "
-        "euro double"
-    )
-    converted = bids.mapInPandas(convert, schema)
+        converted = bids.mapInPandas(convert, SCHEMA)
+    else:  # causal: the same steps through the causal services, logged and replayed
+
+        def causal_convert(
+            ctx: CausalContext, frames: Iterator[pd.DataFrame]
+        ) -> Iterator[pd.DataFrame]:
+            rate = ctx.service(lambda auction: fetch_rate(price_url, auction))
+            cache: dict[int, float] = {}
+            for frame in frames:
+                frame["noise"] = ctx.random.random(len(frame)) * 0.01 + 1
+                rates = []
+                for auction in frame["auction"].tolist():
+                    if auction not in cache:
+                        cache[auction] = rate(auction)
+                    rates.append(cache[auction])
+                frame["euro"] = (frame["price"] * frame["noise"] * pd.Series(rates)).round(2)
+                yield frame
+
+        converted = causal.map_in_pandas(bids, causal_convert, SCHEMA, "convert", opts.causal)
     return converted.select(
         *output(
             F.col("auction"),
@@ -58,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--price-url", required=True)
     known, rest = parser.parse_known_args(argv)
-    run_with("nondeterministic_prices", lambda s, opts: build(s, opts, known.price_url), rest)
+    run_with("prices", lambda s, opts: build(s, opts, known.price_url), rest)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,16 @@ class Settings(BaseSettings):
     spark_shuffle_partitions: int = 4
     spark_driver_memory: str = "1g"
 
+    # Causal logging.
+    causal_keep_batches: int = Field(
+        default=2, description="Committed batches whose determinants stay in the log."
+    )
+    causal_truncate_every: int = Field(default=5, description="Truncate every N batches.")
+    causal_on_missing: str = Field(
+        default="fail",
+        description="A replayed batch's determinants are missing or corrupt: fail | recompute.",
+    )
+
     @field_validator("home")
     @classmethod
     def _absolute(cls, value: Path) -> Path:

@@ -27,7 +27,9 @@ def parse_options(
         "--available-now", action="store_true", help="process what is there, then stop"
     )
     parser.add_argument("--metrics", default=None, help="DuckDB metrics store to write to")
-    parser.add_argument("--mode", default="native")
+    parser.add_argument(
+        "--mode", default="native", help="native | causal (log nondeterminism, replay it)"
+    )
     parser.add_argument("--run-id", default=None, help="metrics run id (the supervisor's)")
     parser.add_argument("--heartbeat", default=None, help="file the driver rewrites every second")
     parser.add_argument(
@@ -46,6 +48,10 @@ def parse_options(
         available_now=args.available_now,
         max_records_per_batch=args.max_records,
     )
+    if args.mode == "causal":
+        from recovery_lib.settings import get_settings
+
+        opts.enable_causal(get_settings().causal_on_missing)
     return opts, args
 
 
@@ -86,6 +92,18 @@ def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
             run_id = store.start_run(query, args.mode, {"argv": argv})
         spark.streams.addListener(MetricsListener(store, run_id))
     status = "failed"
+    if opts.causal is not None:
+        from recovery_lib.causal.driver import TruncatingListener, enable
+        from recovery_lib.settings import get_settings
+
+        settings = get_settings()
+        replay = enable(spark, opts.causal, opts.checkpoint_path)
+        print(f"causal logging on: determinants in {opts.causal.topic}; replaying batch {replay}")
+        spark.streams.addListener(
+            TruncatingListener(
+                opts.causal, settings.causal_keep_batches, settings.causal_truncate_every
+            )
+        )
     try:
         streaming = write_output(build(spark, opts), opts)
         streaming.awaitTermination()

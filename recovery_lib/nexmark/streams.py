@@ -16,6 +16,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from recovery_lib.causal.log import CausalConfig
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
@@ -57,10 +58,26 @@ class QueryOptions:
     slide_s: int = 2
     q12_window_s: int = 10
     kafka: dict[str, str] = field(default_factory=dict)
+    causal: CausalConfig | None = None  # set in mode "causal": nondeterminism is logged
 
     def __post_init__(self) -> None:
         if not self.kafka:
             self.kafka = client_config()
+
+    @property
+    def checkpoint_path(self) -> str:
+        return f"{self.checkpoint_dir}/{self.query}"
+
+    def enable_causal(self, on_missing: str = "fail") -> CausalConfig:
+        """Causal logging for this job: determinants in ``<output topic>.determinants``, the
+        causal state next to the Spark checkpoint."""
+        self.causal = CausalConfig(
+            job=self.out_topic,
+            state_dir=f"{self.checkpoint_path}.causal",
+            kafka=dict(self.kafka),
+            on_missing=on_missing,
+        )
+        return self.causal
 
     @property
     def out_topic(self) -> str:
@@ -204,7 +221,7 @@ def write_output(df: DataFrame, opts: QueryOptions):  # noqa: ANN201 - Streaming
         .options(**opts.kafka_options())
         .option("topic", opts.out_topic)
         .option("mode", opts.sink_mode)
-        .option("checkpointLocation", f"{opts.checkpoint_dir}/{opts.query}")
+        .option("checkpointLocation", opts.checkpoint_path)
         .queryName(f"nexmark_{opts.query}")
     )
     if opts.available_now:

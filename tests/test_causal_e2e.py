@@ -1,0 +1,141 @@
+"""Causal logging end to end: the nondeterministic pipeline (random noise + a changing HTTP
+price service) killed with SIGKILL in the middle of a sink write, restarted by the supervisor.
+Native mode diverges (tests/test_experiments_e2e.py); causal mode must not. A corrupt
+determinant log for the replayed batch must stop the job with a clear error, or, when the
+operator chose ``recompute``, run on."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from recovery_lib.causal.determinants import StreamKey
+from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.kafka.clients import client_config
+from recovery_lib.nexmark.config import GeneratorConfig
+from recovery_lib.nexmark.producer import ensure_topics, produce_events
+from recovery_lib.runtime.faults import ARM_DIR_ENV, MIDWRITE_ARM, arm
+from recovery_lib.runtime.price_service import PriceService
+from recovery_lib.runtime.supervisor import JobSpec, Supervisor
+from recovery_lib.verify.oracle import check
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.broker]
+
+EVENTS = 6000
+BIDS = EVENTS * 46 // 50
+
+
+def prices_job(tmp_path: Path, gen: GeneratorConfig, out: str, url: str, env=None) -> Supervisor:
+    args = [
+        "--price-url",
+        url,
+        "--prefix",
+        gen.topic_prefix,
+        "--checkpoints",
+        str(tmp_path / "ck"),
+        "--output-topic",
+        out,
+        "--sink-mode",
+        "dedup",
+        "--max-records",
+        "1000",
+        "--mode",
+        "causal",
+    ]
+    env = {ARM_DIR_ENV: str(tmp_path / "arm"), **(env or {})}
+    return Supervisor(JobSpec("jobs.nondeterministic_prices", args, env=env), tmp_path / "sup")
+
+
+def setup_input(admin, name: str) -> tuple[GeneratorConfig, str]:
+    gen = GeneratorConfig(topic_prefix=f"{name}{int(time.time())}", partitions=2)
+    ensure_topics(gen, admin)
+    out = f"{gen.topic_prefix}.out"
+    admin.create(out, 2)
+    produce_events(gen, count=EVENTS)
+    return gen, out
+
+
+def distinct_ids(out: str) -> int:
+    return len({r.id for r in read_topic(out)})
+
+
+def test_causal_pipeline_stays_consistent_after_a_mid_write_kill(kafka_bootstrap, admin, tmp_path):
+    gen, out = setup_input(admin, "cz")
+    with PriceService() as prices:
+        arm(tmp_path / "arm", MIDWRITE_ARM, "rows=100")  # die in the middle of the first batch
+        sup = prices_job(tmp_path, gen, out, prices.url)
+        try:
+            sup.start()
+            wait_for(lambda: (sup.tick() or True) and sup.restarts != [], 180, "the mid-write kill")
+            wait_for(
+                lambda: (sup.tick() or True) and distinct_ids(out) >= BIDS,
+                240,
+                "the restarted job to write every output",
+            )
+        finally:
+            sup.stop()
+    records = list(read_topic(out))
+    report = check("prices", records, None, dedup=True, deterministic=False)
+    assert report.duplicates_dropped > 0  # the replayed batch re-wrote what was released
+    assert report.divergent == 0, report  # ... with the values of the first run
+    assert report.verdict == "consistent"
+    assert len({r.id for r in records}) == BIDS
+    dets = list(read_topic(f"{out}.determinants"))
+    kinds = {StreamKey.decode(r.key).scope for r in dets}
+    assert dets and kinds == {"convert"}
+
+
+def test_a_corrupt_determinant_log_fails_the_replay_with_a_clear_error(
+    kafka_bootstrap, admin, tmp_path
+):
+    gen, out = setup_input(admin, "cc")
+    with PriceService() as prices:
+        arm(tmp_path / "arm", MIDWRITE_ARM, "rows=100")
+        sup = prices_job(tmp_path, gen, out, prices.url)
+        sup.spec.max_restarts = 1
+        try:
+            sup.start()
+            wait_for(lambda: sup.check() is not None, 180, "the mid-write kill")
+            # While the job is down, damage the log: a record for batch 0 that fails its CRC.
+            producer = Producer(client_config())
+            for partition in (0, 1):
+                key = StreamKey(out, 0, "convert", partition).encode()
+                producer.produce(f"{out}.determinants", key=key, value=b"\0\0\0\0garbage")
+            producer.flush(10)
+            with pytest.raises(RuntimeError, match="restart budget"):
+                wait_for(lambda: (sup.tick() or True) and False, 240, "the replay to fail")
+        finally:
+            sup.stop()
+    log = (tmp_path / "sup" / "job.log").read_text(errors="replace")
+    assert "fails its checksum" in log
+    assert "cannot repeat its first run" in log and "on_missing='recompute'" in log
+
+
+def test_recompute_fallback_runs_on_over_a_corrupt_log(kafka_bootstrap, admin, tmp_path):
+    gen, out = setup_input(admin, "cr")
+    with PriceService() as prices:
+        arm(tmp_path / "arm", MIDWRITE_ARM, "rows=100")
+        sup = prices_job(
+            tmp_path, gen, out, prices.url, env={"RECOVERY_CAUSAL_ON_MISSING": "recompute"}
+        )
+        try:
+            sup.start()
+            wait_for(lambda: sup.check() is not None, 180, "the mid-write kill")
+            producer = Producer(client_config())
+            for partition in (0, 1):
+                key = StreamKey(out, 0, "convert", partition).encode()
+                producer.produce(f"{out}.determinants", key=key, value=b"\0\0\0\0garbage")
+            producer.flush(10)
+            wait_for(
+                lambda: (sup.tick() or True) and distinct_ids(out) >= BIDS,
+                240,
+                "the job to run on, recomputing",
+            )
+        finally:
+            sup.stop()
+    log = (tmp_path / "sup" / "job.log").read_text(errors="replace")
+    assert "recomputing" in log and "on_missing=recompute" in log
