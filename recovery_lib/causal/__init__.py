@@ -21,6 +21,7 @@ from recovery_lib.causal.operators import (
     map_in_arrow,
     map_in_pandas,
     pandas_udf,
+    with_processing_time,
 )
 from recovery_lib.causal.services import CausalContext
 
@@ -36,4 +37,5 @@ __all__ = [
     "map_in_arrow",
     "map_in_pandas",
     "pandas_udf",
+    "with_processing_time",
 ]

@@ -256,7 +256,7 @@ def bench_recovery(
     duration: float = typer.Option(45, help="Seconds of input per run."),
     fail_at: float = typer.Option(25, help="Driver SIGKILL this many seconds into the run."),
     nexmark_report: str = typer.Option(
-        "docs/benchmarks/bench_nexmark.json", help="Where the local MST comes from."
+        None, help="Take the local MST from this NexMark report instead of searching it."
     ),
     out: str = typer.Option("reports/bench_recovery", help="Report prefix (.json and .png)."),
 ) -> None:
@@ -271,7 +271,7 @@ def bench_recovery(
             placement,
             out,
             console,
-            Path(nexmark_report),
+            Path(nexmark_report) if nexmark_report else None,
             duration_s=duration,
             fail_at_s=fail_at,
         )

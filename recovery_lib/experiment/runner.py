@@ -41,8 +41,9 @@ from recovery_lib.settings import get_settings
 from recovery_lib.verify.nexmark_check import TICK_BIDDER
 
 # Pipelines beyond the NexMark queries: name -> job module. "prices" has two nondeterministic
-# steps (random noise, a changing HTTP price service started by the experiment).
-PIPELINES = {"prices": "jobs.nondeterministic_prices"}
+# steps (random noise, a changing HTTP price service started by the experiment); "lastbids" is
+# a non-commutative stateful operator (last five bidders per auction, in arrival order).
+PIPELINES = {"prices": "jobs.nondeterministic_prices", "lastbids": "jobs.last_bids"}
 FAILURE_KINDS = ("driver-kill", "mid-write", "executor-kill", "task-retry", "pause")
 SINKS = {"at-least-once": "at_least_once", "dedup": "dedup"}
 
