@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install demo test lint bench-io bench-nexmark bench-recovery lock clean
+.PHONY: install demo test lint bench-io bench-nexmark bench-recovery bench-causal lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -34,6 +34,9 @@ bench-nexmark: $(STAMP)
 
 bench-recovery: $(STAMP)
 	$(BIN)/recovery bench recovery --out docs/benchmarks/bench_recovery
+
+bench-causal: $(STAMP)
+	$(BIN)/recovery bench causal --out docs/benchmarks/bench_causal
 
 lock:
 	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements.lock

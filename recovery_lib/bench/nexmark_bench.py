@@ -123,8 +123,17 @@ class NexmarkBench:
         spark.streams.addListener(self.counter)
 
     def run(
-        self, query: str, rate: float, duration_s: float, mode: str = "native", collect: bool = True
+        self,
+        query: str,
+        rate: float,
+        duration_s: float,
+        mode: str = "native",
+        collect: bool = True,
+        builder: Any = None,
+        causal: bool = False,
     ) -> RunResult:
+        """One paced run; ``builder(spark, opts)`` overrides the NexMark query (other
+        pipelines), ``causal`` switches causal logging on."""
         prefix = f"bench.{query}.{uuid.uuid4().hex[:6]}"
         # Event time follows the paced rate, so event-time windows advance like wall time.
         gen = GeneratorConfig(
@@ -138,6 +147,10 @@ class NexmarkBench:
         opts = QueryOptions(query=query, generator=gen, checkpoint_dir=str(self.workdir / prefix))
         self.admin.create(opts.out_topic, gen.partitions)
         self.admin.create(opts.dlq_topic, 1)
+        if causal:
+            from recovery_lib.causal.driver import enable
+
+            enable(self.spark, opts.enable_causal(), opts.checkpoint_path)
         run_id = self.store.start_run(
             query,
             mode,
@@ -149,7 +162,7 @@ class NexmarkBench:
         collector = LatencyCollector(
             opts.out_topic, run_id, self.store if collect else None
         ).start()
-        streaming = write_output(get_query(query)(self.spark, opts), opts)
+        streaming = write_output((builder or get_query(query))(self.spark, opts), opts)
         # Wait until the query ran its first (empty) batch: planning is not part of the run.
         deadline = time.monotonic() + 120
         while streaming.lastProgress is None and time.monotonic() < deadline:

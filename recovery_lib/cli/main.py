@@ -279,6 +279,30 @@ def bench_recovery(
         _fail(exc)
 
 
+@bench_app.command("causal")
+def bench_causal(
+    pipeline: list[str] = typer.Option(["q12", "prices"], help="q12 | prices (repeatable)."),
+    events: int = typer.Option(200_000, help="Backlog size for the capacity runs."),
+    rounds: int = typer.Option(2, help="Capacity runs per variant (alternating off/on)."),
+    duration: float = typer.Option(30, help="Seconds of each paced latency run."),
+    out: str = typer.Option("reports/bench_causal", help="Report prefix (.json and .png)."),
+) -> None:
+    """Causal logging off vs on: capacity ratio and p50/p99 latency, in one run."""
+    from recovery_lib.bench.causal_bench import run_causal_bench
+
+    try:
+        run_causal_bench(
+            out,
+            console,
+            pipelines=[p.lower() for p in pipeline],
+            events=events,
+            rounds=rounds,
+            latency_duration_s=duration,
+        )
+    except (ValueError, KafkaLayerError) as exc:
+        _fail(exc)
+
+
 @cluster_app.command("start")
 def cluster_start(cores: int = typer.Option(2), memory: str = typer.Option("6g")) -> None:
     """Start a master and one worker (spark-class from the pyspark package), detached."""
@@ -320,9 +344,9 @@ def cluster_status() -> None:
 
 @experiment_app.command("run")
 def experiment_run(
-    query: str = typer.Option("q3"),
+    query: str = typer.Option("q3", help="A NexMark query (q1 ... q12), prices or lastbids."),
     mode: str = typer.Option(
-        "native", help="Recovery mode: native (later: causal, standby, active)."
+        "native", help="Recovery mode: native | causal (later: standby, active)."
     ),
     fail: str = typer.Option(
         "driver-kill", help="driver-kill | mid-write | executor-kill | task-retry | pause | none"

@@ -1,0 +1,203 @@
+"""``recovery bench causal``: what causal logging costs, off vs on, in one run.
+
+For each pipeline (Q12 with the causal clock; the prices pipeline with a logged random seed and
+logged HTTP answers):
+
+- capacity (the MST's upper bound, precise enough for a 5 % question): the same backlog
+  processed in micro-batches of ``batch_events``, alternately off and on, ``rounds`` times
+  each; input rows / busy seconds. Ratio on/off is the headline number (Clonos: 6-7 % cost;
+  goal here: on >= 0.95 x off).
+- latency: a paced run at 80 % of the off capacity, off and on, p50/p99 of output latency.
+
+Nothing else may run meanwhile: the 2 cores are the measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import uuid
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from recovery_lib.bench.nexmark_bench import NexmarkBench, input_share
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.metrics.store import MetricsStore
+from recovery_lib.nexmark.config import GeneratorConfig
+from recovery_lib.nexmark.producer import ensure_topics, produce_events
+from recovery_lib.nexmark.streams import QueryOptions, write_output
+from recovery_lib.settings import get_settings
+
+PIPELINES = ("q12", "prices")
+VARIANTS = ("off", "kafka")
+
+
+def _builder(pipeline: str, price_url: str | None) -> Any:
+    if pipeline == "prices":
+        from jobs.nondeterministic_prices import build
+
+        return lambda spark, opts: build(spark, opts, price_url)
+    from recovery_lib.nexmark.queries import get_query
+
+    return get_query(pipeline)
+
+
+def capacity(
+    spark: Any,
+    pipeline: str,
+    builder: Any,
+    gen: GeneratorConfig,
+    workdir: Path,
+    variant: str,
+    batch_events: int,
+    tag: str,
+) -> float:
+    """Input rows per busy second over the whole backlog (available-now, fixed batch size)."""
+    from recovery_lib.causal.driver import enable
+
+    opts = QueryOptions(
+        query=pipeline,
+        generator=gen,
+        available_now=True,
+        max_records_per_batch=batch_events,
+        checkpoint_dir=str(workdir / tag),
+        output_topic=f"{gen.topic_prefix}.out.{tag}",
+    )
+    admin = TopicAdmin()
+    admin.create(opts.out_topic, gen.partitions)
+    admin.create(opts.dlq_topic, 1)
+    if variant != "off":
+        enable(spark, opts.enable_causal(), opts.checkpoint_path)
+    streaming = write_output(builder(spark, opts), opts)
+    streaming.awaitTermination()
+    progress = [p for p in streaming.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in progress)
+    busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    return rows / busy if busy else 0.0
+
+
+def run_causal_bench(
+    out_prefix: str,
+    console: Console,
+    pipelines: list[str] | None = None,
+    events: int = 200_000,
+    rounds: int = 2,
+    batch_events: int = 20_000,
+    latency_duration_s: float = 30.0,
+) -> dict[str, Any]:
+    from recovery_lib.runtime.price_service import PriceService
+    from recovery_lib.spark.session import build_session
+
+    pipelines = pipelines or list(PIPELINES)
+    for p in pipelines:
+        if p not in PIPELINES:
+            raise ValueError(f"unknown pipeline {p!r}; choose from {', '.join(PIPELINES)}")
+    out = Path(out_prefix)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    settings = get_settings()
+    workdir = settings.home / "bench" / f"causal-{uuid.uuid4().hex[:6]}"
+    store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
+    spark = build_session("bench_causal")
+    report: dict[str, Any] = {
+        "events": events,
+        "rounds": rounds,
+        "batch_events": batch_events,
+        "machine": "2 cores, local[2], embedded tansu broker",
+        "pipelines": {},
+    }
+    try:
+        with PriceService() as prices:
+            bench = NexmarkBench(spark, store, workdir, console)
+            for pipeline in pipelines:
+                builder = _builder(pipeline, prices.url)
+                gen = GeneratorConfig(topic_prefix=f"bench.causal.{uuid.uuid4().hex[:6]}")
+                ensure_topics(gen, TopicAdmin())
+                produce_events(gen, count=events)
+                console.print(f"[bold]{pipeline}[/]: warm-up over the backlog ...")
+                capacity(spark, pipeline, builder, gen, workdir, "off", batch_events, "warmup")
+                rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
+                for i in range(rounds):
+                    for variant in VARIANTS if i % 2 == 0 else reversed(VARIANTS):
+                        eps = capacity(
+                            spark,
+                            pipeline,
+                            builder,
+                            gen,
+                            workdir,
+                            variant,
+                            batch_events,
+                            f"{variant}-{i}",
+                        )
+                        rates[variant].append(eps)
+                        console.print(f"  capacity {variant:>5} round {i}: {eps:,.0f} rows/s")
+                cap = {v: statistics.fmean(r) for v, r in rates.items()}
+                # Paced latency runs at 80 % of the off capacity (in generated events/s).
+                rate = 0.8 * cap["off"] / input_share(pipeline)
+                latency = {}
+                for variant in VARIANTS:
+                    console.print(f"  latency {variant} at {rate:,.0f} ev/s ...")
+                    result = bench.run(
+                        pipeline,
+                        rate,
+                        latency_duration_s,
+                        mode=f"causal-{variant}",
+                        builder=builder,
+                        causal=variant != "off",
+                    )
+                    latency[variant] = {
+                        "p50_ms": result.latency_p50_ms,
+                        "p99_ms": result.latency_p99_ms,
+                        "bounded": result.bounded,
+                        "input_eps": round(result.input_eps),
+                    }
+                entry = {
+                    "capacity_rows_per_s": {v: round(c) for v, c in cap.items()},
+                    "capacity_runs": {v: [round(x) for x in r] for v, r in rates.items()},
+                    "on_over_off": round(cap["kafka"] / cap["off"], 3),
+                    "latency_rate_eps": round(rate),
+                    "latency": latency,
+                }
+                report["pipelines"][pipeline] = entry
+                console.print_json(json.dumps(entry))
+    finally:
+        spark.stop()
+        store.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    Path(f"{out}.json").write_text(json.dumps(report, indent=2))
+    _chart(report, Path(f"{out}.png"))
+    console.print(f"report: {out}.json, chart: {out}.png")
+    return report
+
+
+def _chart(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report["pipelines"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    width = 0.35
+    for i, variant in enumerate(VARIANTS):
+        caps = [report["pipelines"][n]["capacity_rows_per_s"][variant] for n in names]
+        ax1.bar([x + (i - 0.5) * width for x in range(len(names))], caps, width, label=variant)
+        p50 = [report["pipelines"][n]["latency"][variant]["p50_ms"] or 0 for n in names]
+        p99 = [report["pipelines"][n]["latency"][variant]["p99_ms"] or 0 for n in names]
+        xs = [x + (i - 0.5) * width for x in range(len(names))]
+        ax2.bar(xs, p99, width, alpha=0.4, label=f"{variant} p99")
+        ax2.bar(xs, p50, width, label=f"{variant} p50")
+    labels = [f"{n}\non/off {report['pipelines'][n]['on_over_off']}" for n in names]
+    ax1.set_xticks(range(len(names)), labels)
+    ax1.set_ylabel("input rows / s (backlog)")
+    ax1.set_title("capacity, causal logging off vs on")
+    ax1.legend()
+    ax2.set_xticks(range(len(names)), names)
+    ax2.set_ylabel("output latency, ms")
+    ax2.set_title("latency at 80 % of the off capacity")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
