@@ -139,3 +139,25 @@ def test_recompute_fallback_runs_on_over_a_corrupt_log(kafka_bootstrap, admin, t
             sup.stop()
     log = (tmp_path / "sup" / "job.log").read_text(errors="replace")
     assert "recomputing" in log and "on_missing=recompute" in log
+
+
+def test_q12_with_the_causal_clock_survives_repeated_driver_kills(kafka_bootstrap):
+    """Processing-time windows from the logged clock: two kills, every bid counted once."""
+    from recovery_lib.experiment.runner import Experiment, ExperimentConfig
+
+    cfg = ExperimentConfig(
+        query="q12",
+        mode="causal",
+        fail="driver-kill",
+        fail_at_s=8,
+        repeat=2,
+        every_s=14,
+        rate=400.0,
+        duration_s=32.0,
+    )
+    report = Experiment(cfg).run()
+    assert [f["kind"] for f in report["failures"]] == ["driver-kill", "driver-kill"]
+    assert len(report["restarts"]) == 2
+    c = report["consistency"]
+    assert c["invariants"]["ok"], c["invariants"]
+    assert c["divergent"] == 0 and c["verdict"] == "consistent", c

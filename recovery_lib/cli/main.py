@@ -352,6 +352,8 @@ def experiment_run(
         "driver-kill", help="driver-kill | mid-write | executor-kill | task-retry | pause | none"
     ),
     fail_at: float = typer.Option(20.0, help="Seconds into the faulty run."),
+    repeat: int = typer.Option(1, help="Number of failures in the faulty run."),
+    every: float = typer.Option(20.0, help="Seconds between repeated failures."),
     rate: float = typer.Option(2000.0, help="Input events per second."),
     duration: float = typer.Option(60.0, help="Seconds of input."),
     seed: int = typer.Option(42),
@@ -374,6 +376,8 @@ def experiment_run(
         mode=mode,
         fail=None if fail == "none" else fail,
         fail_at_s=fail_at,
+        repeat=repeat,
+        every_s=every,
         rate=rate,
         duration_s=duration,
         seed=seed,

@@ -54,11 +54,14 @@ class ExperimentConfig:
     mode: str = "native"
     fail: str | None = "driver-kill"
     fail_at_s: float = 20.0
+    repeat: int = 1  # failures per faulty run: at fail_at_s, + every_s, + 2 every_s, ...
+    every_s: float = 20.0
     rate: float = 2_000.0
     duration_s: float = 60.0
     seed: int = 42
     sink: str = "dedup"
     cluster: bool = False
+    executor_cores: int | None = None  # cluster: 1 -> one executor per worker core
     pause_s: float = 5.0
     heartbeat_timeout_s: float = 10.0
     midwrite_rows: int = 20
@@ -81,6 +84,13 @@ class ExperimentConfig:
             raise ValueError(f"--rate must be positive, got {self.rate}")
         if self.duration_s <= 0 or not 0 <= self.fail_at_s < self.duration_s:
             raise ValueError("--fail-at must lie within [0, --duration)")
+        if self.repeat < 1 or self.every_s <= 0:
+            raise ValueError("--repeat must be >= 1 and --every positive")
+        if self.fail_at_s + (self.repeat - 1) * self.every_s >= self.duration_s:
+            raise ValueError(
+                f"{self.repeat} failures every {self.every_s:g} s from {self.fail_at_s:g} s do "
+                f"not fit in --duration {self.duration_s:g} s"
+            )
         if self.sink not in SINKS:
             raise ValueError(f"--sink must be one of {', '.join(SINKS)}, got {self.sink!r}")
         if self.fail == "executor-kill" and not self.cluster:
@@ -189,6 +199,9 @@ class Experiment:
             args,
             cluster_url=self._cluster_url,
             env={ARM_DIR_ENV: str(arm_dir)},
+            spark_conf={"spark.executor.cores": str(cfg.executor_cores)}
+            if cfg.executor_cores
+            else {},
             heartbeat_timeout_s=cfg.heartbeat_timeout_s,
         )
         sup = MODES[cfg.mode](spec, self.workdir / name, self.store, run_id)
@@ -220,13 +233,17 @@ class Experiment:
                     )
                 )
                 gen_thread.start()
-                injected = inject is None
+                due = [] if inject is None else [
+                    cfg.fail_at_s + k * cfg.every_s for k in range(cfg.repeat)
+                ]  # fmt: skip
                 while gen_thread.is_alive():
                     sup.tick()
                     elapsed = time.monotonic() - t0
-                    if not injected and elapsed >= cfg.fail_at_s:
+                    if due and elapsed >= due[0] and self._recovered(inject, sup, arm_dir):
+                        if failures:
+                            self._record_fired(failures[-1], arm_dir, t0_ms, rearm=True)
                         failures.append(self._inject(inject, sup, arm_dir, elapsed, run_id))
-                        injected = True
+                        due.pop(0)
                     self.progress(
                         f"[{name}] {elapsed:5.1f} s, {produced[0]:,} events generated, "
                         f"{len(collector.samples):,} outputs, restarts {len(sup.restarts)}"
@@ -241,11 +258,8 @@ class Experiment:
             sup.stop()
             collector.stop()
             self.store.finish_run(run_id)
-        for failure in failures:  # the hook fires later than it is armed: use when it fired
-            marker = arm_dir / failure.pop("_marker", "none")
-            if marker.exists():
-                failure["fired_ms"] = int(marker.stat().st_mtime * 1000)
-                failure["at_s"] = round((failure["fired_ms"] - t0_ms) / 1000, 2)
+        if failures:
+            self._record_fired(failures[-1], arm_dir, t0_ms, rearm=False)
         return {
             "name": name,
             "run_id": run_id,
@@ -256,6 +270,37 @@ class Experiment:
             "restarts": [asdict(r) | {"restart_time_s": r.restart_time_s} for r in sup.restarts],
             "elapsed_s": time.monotonic() - t0,
         }
+
+    @staticmethod
+    def _recovered(kind: str, sup: Supervisor, arm_dir: Path) -> bool:
+        """The next failure waits until the job is back from the previous one (and an armed
+        hook has fired), so each failure hits a running job."""
+        if not sup.is_ready() or sup._awaiting_ready is not None:
+            return False
+        if kind == "mid-write" and (arm_dir / MIDWRITE_ARM).exists():
+            return (arm_dir / "midwrite.fired").exists()
+        if kind == "task-retry" and (arm_dir / TASKFAIL_ARM).exists():
+            return (arm_dir / "taskfail.fired").exists()
+        if kind == "executor-kill":
+            state = cluster_mod.cluster_state()
+            return bool(state and cluster_mod.executor_pids(state))
+        return True
+
+    @staticmethod
+    def _record_fired(failure: dict[str, Any], arm_dir: Path, t0_ms: int, rearm: bool) -> None:
+        """A hook fires later than it is armed: record when it fired; before re-arming, clear
+        its marker so that it can fire again."""
+        name = failure.pop("_marker", None)
+        if name is None:
+            return
+        marker = arm_dir / name
+        if marker.exists():
+            failure["fired_ms"] = int(marker.stat().st_mtime * 1000)
+            failure["at_s"] = round((failure["fired_ms"] - t0_ms) / 1000, 2)
+            if rearm:
+                marker.unlink()
+        else:
+            failure["fired"] = False
 
     def _inject(
         self, kind: str, sup: Supervisor, arm_dir: Path, elapsed: float, run_id: str

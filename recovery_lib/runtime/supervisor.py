@@ -29,6 +29,7 @@ class JobSpec:
     args: list[str] = field(default_factory=list)
     cluster_url: str | None = None  # spark-submit --master <url> when set, else local mode
     env: dict[str, str] = field(default_factory=dict)
+    spark_conf: dict[str, str] = field(default_factory=dict)  # spark-submit --conf (cluster)
     heartbeat_timeout_s: float = 10.0
     startup_timeout_s: float = 180.0  # until the first heartbeat of a new driver
     max_restarts: int = 3
@@ -91,6 +92,7 @@ class Supervisor:
                 "spark.driver.bindAddress=127.0.0.1",
                 "--conf",
                 f"spark.pyspark.python={sys.executable}",
+                *[arg for k, v in self.spec.spark_conf.items() for arg in ("--conf", f"{k}={v}")],
                 str(script),
                 *self.spec.args,
                 *extra,
