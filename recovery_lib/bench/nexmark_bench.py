@@ -281,14 +281,20 @@ class NexmarkBench:
         }
 
     def mst(
-        self, query: str, start_rate: float, step: float, duration_s: float, max_rate: float
+        self,
+        query: str,
+        start_rate: float,
+        step: float,
+        duration_s: float,
+        max_rate: float,
+        collect: bool = False,
     ) -> tuple[float | None, list[RunResult]]:
         runs: list[RunResult] = []
         best: float | None = None
         rate = start_rate
         while rate <= max_rate:
             self.console.print(f"  {query}: trying {rate:,.0f} ev/s for {duration_s:.0f} s ...")
-            result = self.run(query, rate, duration_s, mode="mst-search", collect=False)
+            result = self.run(query, rate, duration_s, mode="mst-search", collect=collect)
             runs.append(result)
             self.console.print(
                 f"    final lag {result.lag[-1][1] if result.lag else '?'} events, "

@@ -4,7 +4,11 @@ For each placement (local mode; a standalone cluster whose executors are separat
 each query, one experiment (``recovery experiment run``: faulty run with a driver SIGKILL, a
 failure-free reference run, the oracle) at 80 % of that placement's MST. Both MSTs are searched
 in the same run (the NexMark bench's bounded-lag search, coarser steps), unless a NexMark report
-is given for the local one. Nothing else may run meanwhile: the 2 cores are the measurement.
+is given for the local one; the search runs with the latency collector and metrics listener on,
+as the experiments do. At 80 % load a job catches up at a quarter of the input rate, so the
+input must go on for several outage lengths after the failure (default: 150 s, failure at 20 s)
+or the recovery time cannot be observed. Nothing else may run meanwhile: the 2 cores are the
+measurement.
 Writes JSON + a bar chart of restart time, recovery time and output gap per query and
 placement.
 """
@@ -61,7 +65,8 @@ def search_mst(
         bench.run(queries[0], 1000, 10, mode="warmup", collect=False)
         for query in queries:
             console.print(f"[bold]{query}[/]: MST search on {master} from {start_rate:,.0f} ev/s")
-            best, runs = bench.mst(query, start_rate, step, duration_s, max_rate)
+            # With the latency collector and metrics listener on, as in the experiments.
+            best, runs = bench.mst(query, start_rate, step, duration_s, max_rate, collect=True)
             found[query] = {"mst_eps": best, "mst_runs": [r.summary() for r in runs]}
     finally:
         spark.stop()
@@ -76,8 +81,8 @@ def run_recovery_bench(
     out_prefix: str,
     console: Console,
     nexmark_report: Path | None,
-    duration_s: float = 45.0,
-    fail_at_s: float = 25.0,
+    duration_s: float = 150.0,
+    fail_at_s: float = 20.0,
     mst_start_rate: float = 12_000,
     mst_step: float = 2.0,
     mst_duration_s: float = 20.0,

@@ -253,8 +253,8 @@ def bench_nexmark(
 def bench_recovery(
     query: list[str] = typer.Option(["q3", "q8"], help="Query (repeatable)."),
     placement: list[str] = typer.Option(["local", "cluster"], help="local | cluster"),
-    duration: float = typer.Option(45, help="Seconds of input per run."),
-    fail_at: float = typer.Option(25, help="Driver SIGKILL this many seconds into the run."),
+    duration: float = typer.Option(150, help="Seconds of input per run."),
+    fail_at: float = typer.Option(20, help="Driver SIGKILL this many seconds into the run."),
     nexmark_report: str = typer.Option(
         None, help="Take the local MST from this NexMark report instead of searching it."
     ),
