@@ -56,13 +56,14 @@ class RunResult:
     output_eps: float = 0.0
     input_eps: float = 0.0
     drain_s: float | None = None
+    share: float = 1.0  # fraction of generated events the query reads: the lag is in its rows
 
     @property
     def bounded(self) -> bool:
         slope = self.lag_slope
         return (
             slope is not None
-            and slope < BOUNDED_SLOPE * self.rate
+            and slope < BOUNDED_SLOPE * self.rate * self.share
             and self.drain_s is not None
             and self.drain_s <= MAX_BOUNDED_DRAIN_S
         )
@@ -183,7 +184,7 @@ class NexmarkBench:
         producer = threading.Thread(target=generate, name="nexmark-generator")
         started = time.monotonic()
         producer.start()
-        result = RunResult(query, rate, duration_s, run_id, 0, 0)
+        result = RunResult(query, rate, duration_s, run_id, 0, 0, share=share)
         try:
             while producer.is_alive():
                 time.sleep(1.0)
