@@ -87,7 +87,9 @@ def run_recovery_bench(
     mst_step: float = 2.0,
     mst_duration_s: float = 20.0,
     max_rate: float = 200_000,
+    rate: float | None = None,
 ) -> dict[str, Any]:
+    """``rate`` fixes the input rate for every run instead of 80 % of a searched MST."""
     for placement in placements:
         if placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {placement!r}; use {' or '.join(PLACEMENTS)}")
@@ -105,7 +107,13 @@ def run_recovery_bench(
     try:
         for placement in placements:
             msts: dict[str, dict[str, Any]] = {}
-            if placement == "local":
+            if rate is not None:
+                msts = {q: {"mst_eps": rate / MST_SHARE, "fixed_rate": True} for q in queries}
+                if placement == "cluster" and cluster_mod.cluster_state() is None:
+                    console.print("starting a Spark standalone cluster (master + worker) ...")
+                    cluster_mod.start_cluster()
+                    started_cluster = True
+            elif placement == "local":
                 for q in queries:
                     found = mst_from_report(nexmark_report, q) if nexmark_report else None
                     msts[q] = {"mst_eps": found}
@@ -136,13 +144,13 @@ def run_recovery_bench(
                 if not mst:
                     console.print(f"[red]{query} {placement}: no sustainable rate found; skipped")
                     continue
-                rate = round(MST_SHARE * mst)
-                console.print(f"[bold]{query} {placement}[/]: driver-kill at {rate:,} ev/s ...")
+                run_rate = round(MST_SHARE * mst)
+                console.print(f"[bold]{query} {placement}[/]: driver-kill at {run_rate:,} ev/s ...")
                 cfg = ExperimentConfig(
                     query=query,
                     fail="driver-kill",
                     fail_at_s=fail_at_s,
-                    rate=rate,
+                    rate=run_rate,
                     duration_s=duration_s,
                     cluster=placement == "cluster",
                 )
@@ -152,9 +160,9 @@ def run_recovery_bench(
                 entry = {
                     "query": query,
                     "placement": placement,
-                    "mst_eps": mst,
+                    "mst_eps": None if msts[query].get("fixed_rate") else mst,
                     "mst_runs": msts[query].get("mst_runs"),
-                    "rate": rate,
+                    "rate": run_rate,
                     "restart_time_s": result["restart_time_s"],
                     "recovery_time_s": result["recovery_time_s"],
                     "output_gap_s": result["output_gap_s"],

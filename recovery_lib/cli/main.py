@@ -258,6 +258,7 @@ def bench_recovery(
     nexmark_report: str = typer.Option(
         None, help="Take the local MST from this NexMark report instead of searching it."
     ),
+    rate: float = typer.Option(None, help="Fixed input rate instead of 80% of a searched MST."),
     out: str = typer.Option("reports/bench_recovery", help="Report prefix (.json and .png)."),
 ) -> None:
     """Native restart and recovery times at 80% of MST, local and on a standalone cluster."""
@@ -274,6 +275,7 @@ def bench_recovery(
             Path(nexmark_report) if nexmark_report else None,
             duration_s=duration,
             fail_at_s=fail_at,
+            rate=rate,
         )
     except (ValueError, KafkaLayerError) as exc:
         _fail(exc)
