@@ -363,6 +363,9 @@ def experiment_run(
     cluster: bool = typer.Option(
         False, help="Run against a standalone cluster (started if needed)."
     ),
+    executor_cores: int = typer.Option(
+        None, help="Cluster: cores per executor (1 = one executor per worker core)."
+    ),
     report: str = typer.Option(
         "reports/experiment.json", help="JSON report; the PNG goes beside it."
     ),
@@ -385,6 +388,7 @@ def experiment_run(
         seed=seed,
         sink=sink,
         cluster=cluster,
+        executor_cores=executor_cores,
     )
     started = time.monotonic()
     try:
