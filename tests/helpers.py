@@ -107,3 +107,36 @@ def committed_batches(checkpoint: Path) -> list[int]:
     if not commits.exists():
         return []
     return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+
+
+def prices_job(
+    tmp_path: Path,
+    prefix: str,
+    out: str,
+    price_url: str,
+    sink_mode: str,
+    mode: str = "native",
+    env: dict[str, str] | None = None,
+):  # noqa: ANN201 - a Supervisor
+    """The nondeterministic prices pipeline, supervised, fault hooks armed from tmp_path/arm."""
+    from recovery_lib.runtime.faults import ARM_DIR_ENV
+    from recovery_lib.runtime.supervisor import JobSpec, Supervisor
+
+    args = [
+        "--price-url",
+        price_url,
+        "--prefix",
+        prefix,
+        "--checkpoints",
+        str(tmp_path / "ck"),
+        "--output-topic",
+        out,
+        "--sink-mode",
+        sink_mode,
+        "--max-records",
+        "1000",
+        "--mode",
+        mode,
+    ]
+    env = {ARM_DIR_ENV: str(tmp_path / "arm"), **(env or {})}
+    return Supervisor(JobSpec("jobs.nondeterministic_prices", args, env=env), tmp_path / "sup")

@@ -17,10 +17,11 @@ from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
-from recovery_lib.runtime.faults import ARM_DIR_ENV, MIDWRITE_ARM, arm
+from recovery_lib.runtime.faults import MIDWRITE_ARM, arm
 from recovery_lib.runtime.price_service import PriceService
-from recovery_lib.runtime.supervisor import JobSpec, Supervisor
+from recovery_lib.runtime.supervisor import Supervisor
 from recovery_lib.verify.oracle import check
+from tests import helpers
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
@@ -30,24 +31,7 @@ BIDS = EVENTS * 46 // 50
 
 
 def prices_job(tmp_path: Path, gen: GeneratorConfig, out: str, url: str, env=None) -> Supervisor:
-    args = [
-        "--price-url",
-        url,
-        "--prefix",
-        gen.topic_prefix,
-        "--checkpoints",
-        str(tmp_path / "ck"),
-        "--output-topic",
-        out,
-        "--sink-mode",
-        "dedup",
-        "--max-records",
-        "1000",
-        "--mode",
-        "causal",
-    ]
-    env = {ARM_DIR_ENV: str(tmp_path / "arm"), **(env or {})}
-    return Supervisor(JobSpec("jobs.nondeterministic_prices", args, env=env), tmp_path / "sup")
+    return helpers.prices_job(tmp_path, gen.topic_prefix, out, url, "dedup", "causal", env)
 
 
 def setup_input(admin, name: str) -> tuple[GeneratorConfig, str]:

@@ -18,11 +18,11 @@ from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.metrics.store import MetricsStore, read_frame
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
-from recovery_lib.runtime.faults import ARM_DIR_ENV, MIDWRITE_ARM, arm
+from recovery_lib.runtime.faults import MIDWRITE_ARM, arm
 from recovery_lib.runtime.price_service import PriceService
 from recovery_lib.runtime.supervisor import JobSpec, Supervisor
 from recovery_lib.verify.oracle import check
-from tests.helpers import wait_for
+from tests.helpers import prices_job, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
 
@@ -127,25 +127,8 @@ def test_nondeterministic_pipeline_diverges_after_a_kill(kafka_bootstrap, admin,
     admin.create(out, 2)
     produce_events(gen, count=6000)
     with PriceService() as prices:
-        args = [
-            "--price-url",
-            prices.url,
-            "--prefix",
-            gen.topic_prefix,
-            "--checkpoints",
-            str(tmp_path / "ck"),
-            "--output-topic",
-            out,
-            "--sink-mode",
-            "at_least_once",
-            "--max-records",
-            "1000",
-        ]
         arm(tmp_path / "arm", MIDWRITE_ARM, "rows=100")  # die in the middle of the first batch
-        sup = Supervisor(
-            JobSpec("jobs.nondeterministic_prices", args, env={ARM_DIR_ENV: str(tmp_path / "arm")}),
-            tmp_path / "sup",
-        )
+        sup = prices_job(tmp_path, gen.topic_prefix, out, prices.url, "at_least_once")
         try:
             sup.start()
             wait_for(lambda: (sup.tick() or True) and sup.restarts != [], 180, "the mid-write kill")

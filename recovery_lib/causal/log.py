@@ -185,10 +185,9 @@ class KafkaDeterminantLog(DeterminantLog):
             )
         self._pending.clear()
 
-    def _index(self) -> dict[StreamKey, list[DeterminantRun]]:
+    def _index(self, mark: TruncationMark) -> dict[StreamKey, list[DeterminantRun]]:
         from recovery_lib.io.sinks.dedup_reader import read_topic
 
-        mark = TruncationMark.load(self.config.state_dir)
         cache_key = (self.config.topic, mark.offset)
         with _index_lock:
             end, index = _indexes.get(cache_key, (mark.offset, defaultdict(list)))
@@ -207,7 +206,7 @@ class KafkaDeterminantLog(DeterminantLog):
                 f"(the log keeps batches after {mark.batch}); truncate only committed batches"
             )
         try:
-            runs = self._index().get(key, [])
+            runs = self._index(mark).get(key, [])
         except CorruptDeterminants:
             raise
         except Exception as exc:  # the topic is gone or unreachable

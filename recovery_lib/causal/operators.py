@@ -70,7 +70,9 @@ def current(scope: str, config: CausalConfig) -> CausalContext:
     from recovery_lib.io.task import task_info
 
     info = task_info()
-    slot = (scope, config.job, info["batch_id"] or -1, info["partition"] or -1)
+    batch = info["batch_id"] if info["batch_id"] is not None else -1
+    partition = info["partition"] if info["partition"] is not None else -1
+    slot = (scope, config.job, batch, partition)
     ctx = _current.get(slot)
     if ctx is None or ctx.attempt != (info["attempt"] or 0):
         _current.clear()  # one task at a time per Python worker
@@ -85,6 +87,18 @@ def _flushing(ctx: CausalContext, outputs: Iterator[Any]) -> Iterator[Any]:
     ctx.flush()
 
 
+def _per_partition(
+    fn: Callable[[CausalContext, Iterator[Any]], Iterator[Any]], scope: str, config: CausalConfig
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The partition function Spark runs: open the task's context, flush before each output."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        ctx = open_context(scope, config)
+        yield from _flushing(ctx, fn(ctx, batches))
+
+    return run
+
+
 def map_in_pandas(
     df: Any,
     fn: Callable[[CausalContext, Iterator[Any]], Iterator[Any]],
@@ -93,12 +107,7 @@ def map_in_pandas(
     config: CausalConfig,
 ) -> Any:
     """``df.mapInPandas`` with ``fn(ctx, frames)``."""
-
-    def run(frames: Iterator[Any]) -> Iterator[Any]:
-        ctx = open_context(scope, config)
-        yield from _flushing(ctx, fn(ctx, frames))
-
-    return df.mapInPandas(run, schema)
+    return df.mapInPandas(_per_partition(fn, scope, config), schema)
 
 
 def map_in_arrow(
@@ -109,12 +118,7 @@ def map_in_arrow(
     config: CausalConfig,
 ) -> Any:
     """``df.mapInArrow`` with ``fn(ctx, batches)``."""
-
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        ctx = open_context(scope, config)
-        yield from _flushing(ctx, fn(ctx, batches))
-
-    return df.mapInArrow(run, schema)
+    return df.mapInArrow(_per_partition(fn, scope, config), schema)
 
 
 def pandas_udf(fn: Callable[..., Any], return_type: Any, scope: str, config: CausalConfig) -> Any:
