@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install demo test lint bench-io bench-nexmark bench-recovery bench-causal lock clean
+.PHONY: install demo test browser dashboard lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -20,7 +20,16 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/recovery demo
 
-test: $(STAMP)
+dashboard: $(STAMP)
+	$(BIN)/streamlit run dashboard/app.py --server.address 127.0.0.1 --server.headless true
+
+# The dashboard's browser test drives Debian's chromium (not on a fresh machine).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
@@ -33,7 +42,10 @@ bench-nexmark: $(STAMP)
 	$(BIN)/recovery bench nexmark --query q1 --query q3 --query q8 --query q12
 
 bench-recovery: $(STAMP)
-	$(BIN)/recovery bench recovery --out docs/benchmarks/bench_recovery
+	$(BIN)/recovery bench recovery --mst-step 1.5 --mst-duration 30 --out docs/benchmarks/bench_recovery
+
+bench-campaign: $(STAMP)
+	$(BIN)/recovery bench campaign --out docs/benchmarks/causal_campaign
 
 bench-causal: $(STAMP)
 	$(BIN)/recovery bench causal --out docs/benchmarks/bench_causal

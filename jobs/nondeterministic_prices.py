@@ -77,7 +77,8 @@ def build(spark: SparkSession, opts: QueryOptions, price_url: str) -> DataFrame:
             F.col("auction"),
             [F.col("auction"), F.col("bidder"), F.col("dateTime"), F.col("euro")],
             F.col("ingest_ms"),
-        )
+        ),
+        *causal.carried(converted),  # piggybacked determinants (causal storage "output")
     )
 
 

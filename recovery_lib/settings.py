@@ -61,6 +61,23 @@ class Settings(BaseSettings):
         default="fail",
         description="A replayed batch's determinants are missing or corrupt: fail | recompute.",
     )
+    jobs_file: Path | None = Field(
+        default=None, description="YAML of the supervised jobs (default: dags/streaming_jobs.yaml)."
+    )
+    airflow_spark_conn_id: str = Field(
+        default="spark_default", description="Airflow connection the SparkSubmitOperator uses."
+    )
+    job_status_every_s: float = Field(
+        default=5.0, description="How often the job daemon records its status."
+    )
+    expectations_dir: Path | None = Field(
+        default=None, description="Great Expectations suites (default: the repo's expectations/)."
+    )
+    causal_storage: str = Field(
+        default="kafka",
+        description="Where determinants go: kafka (a determinant topic) | output (piggybacked "
+        "on the output records; the causal operator and the sink must share a stage).",
+    )
 
     @field_validator("home")
     @classmethod

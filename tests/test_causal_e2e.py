@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from recovery_lib.causal.determinants import StreamKey
+from recovery_lib.causal.determinants import DeterminantRun, StreamKey, decode_runs
 from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.io.sinks.ids import DET_HEADER
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
-from recovery_lib.runtime.faults import MIDWRITE_ARM, arm
+from recovery_lib.runtime.faults import AFTERLOG_ARM, MIDWRITE_ARM, arm
 from recovery_lib.runtime.price_service import PriceService
 from recovery_lib.runtime.supervisor import Supervisor
 from recovery_lib.verify.oracle import check
@@ -47,11 +48,15 @@ def distinct_ids(out: str) -> int:
     return len({r.id for r in read_topic(out)})
 
 
-def test_causal_pipeline_stays_consistent_after_a_mid_write_kill(kafka_bootstrap, admin, tmp_path):
-    gen, out = setup_input(admin, "cz")
+@pytest.mark.parametrize("storage", ["kafka", "output"])
+def test_causal_pipeline_stays_consistent_after_a_mid_write_kill(
+    kafka_bootstrap, admin, tmp_path, storage
+):
+    gen, out = setup_input(admin, f"cz{storage[0]}")
     with PriceService() as prices:
         arm(tmp_path / "arm", MIDWRITE_ARM, "rows=100")  # die in the middle of the first batch
-        sup = prices_job(tmp_path, gen, out, prices.url)
+        env = {"RECOVERY_CAUSAL_STORAGE": storage}
+        sup = prices_job(tmp_path, gen, out, prices.url, env)
         try:
             sup.start()
             wait_for(lambda: (sup.tick() or True) and sup.restarts != [], 180, "the mid-write kill")
@@ -68,9 +73,45 @@ def test_causal_pipeline_stays_consistent_after_a_mid_write_kill(kafka_bootstrap
     assert report.divergent == 0, report  # ... with the values of the first run
     assert report.verdict == "consistent"
     assert len({r.id for r in records}) == BIDS
-    dets = list(read_topic(f"{out}.determinants"))
-    kinds = {StreamKey.decode(r.key).scope for r in dets}
-    assert dets and kinds == {"convert"}
+    if storage == "kafka":
+        runs = [DeterminantRun.decode(r.key, r.value) for r in read_topic(f"{out}.determinants")]
+    else:  # piggybacked: riding on output records, and no determinant topic
+        assert f"{out}.determinants" not in admin.list()
+        carriers = [dict(r.headers)[DET_HEADER] for r in records if DET_HEADER in dict(r.headers)]
+        runs = [run for blob in carriers for run in decode_runs(blob)]
+    assert runs and {run.key.scope for run in runs} == {"convert"}
+
+
+def test_a_kill_after_the_determinants_are_durable_and_before_the_output_replays_them(
+    kafka_bootstrap, admin, tmp_path
+):
+    """The other point between the two writes (the mid-write kill above is after the output
+    began): determinants durable, no output yet. The restarted batch must replay them (no
+    second live run re-logging from sequence 0) and stay consistent."""
+    gen, out = setup_input(admin, "ca")
+    with PriceService() as prices:
+        arm(tmp_path / "arm", AFTERLOG_ARM)
+        sup = prices_job(tmp_path, gen, out, prices.url)
+        try:
+            sup.start()
+            wait_for(lambda: (sup.tick() or True) and sup.restarts != [], 180, "the kill")
+            wait_for(
+                lambda: (sup.tick() or True) and distinct_ids(out) >= BIDS,
+                240,
+                "the restarted job to write every output",
+            )
+        finally:
+            sup.stop()
+    assert (tmp_path / "arm" / "afterlog.fired").exists()
+    records = list(read_topic(out))
+    report = check("prices", records, None, dedup=True, deterministic=False)
+    assert report.verdict == "consistent" and len({r.id for r in records}) == BIDS
+    runs = [DeterminantRun.decode(r.key, r.value) for r in read_topic(f"{out}.determinants")]
+    starts: dict[StreamKey, int] = {}
+    for run in runs:
+        if run.first_seq == 0:
+            starts[run.key] = starts.get(run.key, 0) + 1
+    assert starts and max(starts.values()) == 1, starts  # replayed, never re-logged live
 
 
 def test_a_corrupt_determinant_log_fails_the_replay_then_recompute_runs_on(

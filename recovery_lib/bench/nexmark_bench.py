@@ -131,10 +131,10 @@ class NexmarkBench:
         mode: str = "native",
         collect: bool = True,
         builder: Any = None,
-        causal: bool = False,
+        causal: bool | str = False,
     ) -> RunResult:
         """One paced run; ``builder(spark, opts)`` overrides the NexMark query (other
-        pipelines), ``causal`` switches causal logging on."""
+        pipelines), ``causal`` switches causal logging on (True, or the storage name)."""
         prefix = f"bench.{query}.{uuid.uuid4().hex[:6]}"
         # Event time follows the paced rate, so event-time windows advance like wall time.
         gen = GeneratorConfig(
@@ -151,7 +151,8 @@ class NexmarkBench:
         if causal:
             from recovery_lib.causal.driver import enable
 
-            enable(self.spark, opts.enable_causal(), opts.checkpoint_path)
+            storage = causal if isinstance(causal, str) else "kafka"
+            enable(self.spark, opts.enable_causal(storage=storage), opts.checkpoint_path)
         run_id = self.store.start_run(
             query,
             mode,

@@ -88,8 +88,13 @@ def run_recovery_bench(
     mst_duration_s: float = 20.0,
     max_rate: float = 200_000,
     rate: float | None = None,
+    rates: dict[str, float] | None = None,
+    append: bool = False,
 ) -> dict[str, Any]:
-    """``rate`` fixes the input rate for every run instead of 80 % of a searched MST."""
+    """``rate`` fixes the input rate for every run instead of 80 % of a searched MST; ``rates``
+    does so per query. With ``append`` the results are added to an existing report (the JSON
+    and the chart are rewritten after every experiment, so an interrupted run keeps what it
+    measured)."""
     for placement in placements:
         if placement not in PLACEMENTS:
             raise ValueError(f"unknown placement {placement!r}; use {' or '.join(PLACEMENTS)}")
@@ -103,12 +108,19 @@ def run_recovery_bench(
         "machine": "2 cores shared by broker, generator, driver, executors",
         "results": [],
     }
+    if append and Path(f"{out}.json").exists():
+        previous = json.loads(Path(f"{out}.json").read_text())
+        report = {**previous, "results": previous.get("results", [])}
     started_cluster = False
     try:
         for placement in placements:
             msts: dict[str, dict[str, Any]] = {}
-            if rate is not None:
-                msts = {q: {"mst_eps": rate / MST_SHARE, "fixed_rate": True} for q in queries}
+            if rate is not None or rates:
+                msts = {
+                    q: {"mst_eps": (rates or {}).get(q, rate) / MST_SHARE, "fixed_rate": True}
+                    for q in queries
+                    if (rates or {}).get(q, rate) is not None
+                }
                 if placement == "cluster" and cluster_mod.cluster_state() is None:
                     console.print("starting a Spark standalone cluster (master + worker) ...")
                     cluster_mod.start_cluster()
@@ -140,7 +152,7 @@ def run_recovery_bench(
                     queries, state.url, console, mst_start_rate, mst_step, mst_duration_s, max_rate
                 )
             for query in queries:
-                mst = msts[query]["mst_eps"]
+                mst = msts.get(query, {}).get("mst_eps")
                 if not mst:
                     console.print(f"[red]{query} {placement}: no sustainable rate found; skipped")
                     continue
@@ -161,6 +173,7 @@ def run_recovery_bench(
                     "query": query,
                     "placement": placement,
                     "mst_eps": None if msts[query].get("fixed_rate") else mst,
+                    "rate_basis": "fixed" if msts[query].get("fixed_rate") else "80 % of MST",
                     "mst_runs": msts[query].get("mst_runs"),
                     "rate": run_rate,
                     "restart_time_s": result["restart_time_s"],
@@ -172,6 +185,8 @@ def run_recovery_bench(
                     "elapsed_s": round(time.monotonic() - t0, 1),
                 }
                 report["results"].append(entry)
+                Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+                _chart(report, Path(f"{out}.png"))
                 console.print_json(
                     json.dumps({k: v for k, v in entry.items() if k != "mst_runs"}, default=str)
                 )
@@ -191,7 +206,10 @@ def _chart(report: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     results = report["results"]
-    labels = [f"{r['query']}\n{r['placement']}\n{r['rate']:,} ev/s" for r in results]
+    labels = [
+        f"{r['query']} {r['placement']}\n{r['rate']:,} ev/s\n{r.get('rate_basis', '80 % of MST')}"
+        for r in results
+    ]
     metrics = (
         ("restart_time_s", "restart"),
         ("recovery_time_s", "recovery"),
@@ -208,7 +226,7 @@ def _chart(report: dict[str, Any], path: Path) -> None:
                 ax.annotate("n/a", (x, 0.5), ha="center", fontsize=8)
     ax.set_xticks(range(len(results)), labels)
     ax.set_ylabel("seconds")
-    ax.set_title("Native Spark recovery after a driver SIGKILL at 80 % of MST")
+    ax.set_title("Native Spark recovery after a driver SIGKILL (n/a: not recovered in the run)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)

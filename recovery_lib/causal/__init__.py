@@ -16,6 +16,7 @@ from recovery_lib.causal.determinants import (
 )
 from recovery_lib.causal.log import CausalConfig
 from recovery_lib.causal.operators import (
+    carried,
     current,
     foreach_batch,
     map_in_arrow,
@@ -32,6 +33,7 @@ __all__ = [
     "DeterminantError",
     "DeterminantMismatch",
     "MissingDeterminants",
+    "carried",
     "current",
     "foreach_batch",
     "map_in_arrow",

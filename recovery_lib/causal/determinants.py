@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +119,35 @@ class DeterminantRun:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptDeterminants(f"determinant record for {key!r}: {exc}") from exc
+
+
+_FRAME = struct.Struct(">II")  # key length, value length
+
+
+def encode_runs(runs: list[DeterminantRun]) -> bytes:
+    """Several runs in one blob, as they ride in an output record's header (piggybacking):
+    per run, the key and value lengths, then the key and the (checksummed) value."""
+    parts: list[bytes] = []
+    for run in runs:
+        key, value = run.encode()
+        parts += [_FRAME.pack(len(key), len(value)), key, value]
+    return b"".join(parts)
+
+
+def decode_runs(blob: bytes) -> list[DeterminantRun]:
+    runs: list[DeterminantRun] = []
+    pos = 0
+    while pos < len(blob):
+        if pos + _FRAME.size > len(blob):
+            raise CorruptDeterminants("piggybacked determinants are truncated (frame header)")
+        key_len, value_len = _FRAME.unpack_from(blob, pos)
+        pos += _FRAME.size
+        end = pos + key_len + value_len
+        if end > len(blob):
+            raise CorruptDeterminants("piggybacked determinants are truncated (frame body)")
+        runs.append(DeterminantRun.decode(blob[pos : pos + key_len], blob[pos + key_len : end]))
+        pos = end
+    return runs
 
 
 def assemble(runs: list[DeterminantRun]) -> list[Determinant]:

@@ -31,7 +31,8 @@ def enable(spark: Any, config: CausalConfig, checkpoint: str | Path) -> int:
     """Call before ``writeStream.start()``; returns the batch that will be replayed (or -1)."""
     from recovery_lib.kafka.admin import TopicAdmin
 
-    TopicAdmin(config.kafka).create(config.topic, 1)
+    if config.storage == "kafka":
+        TopicAdmin(config.kafka).create(config.topic, 1)
     Path(config.state_dir).mkdir(parents=True, exist_ok=True)
     return uncommitted_batch(checkpoint)
 

@@ -1,9 +1,21 @@
 """The determinant log: durable storage of determinants, read back when a batch is re-executed.
 
-``DeterminantLog`` is the one interface; ``KafkaDeterminantLog`` keeps determinants in a
-single-partition Kafka topic (one record per flushed run of one stream). Truncation does not
-delete records (tansu has no DeleteRecords): it moves a low-water mark, kept in the job's
-causal state directory next to the Spark checkpoint, below which no reader looks.
+``DeterminantLog`` is the one interface, with two storages:
+
+``KafkaDeterminantLog`` (storage "kafka")   a single-partition determinant topic, one record per
+    flushed run of one stream, produced synchronously before the output that depends on it
+    leaves the causal operator. Works whatever lies between the operator and the sink.
+``OutputCarriedLog`` (storage "output")     determinants piggybacked on the output records
+    (Clonos 5.5): the causal operator puts them in a binary column, the sink writes them as a
+    header of the first output record that depends on them, and pins the task's records to one
+    Kafka partition so nothing that depends on them can be visible before them. No extra
+    topic and no extra synchronous write; but the column must reach the sink (no aggregation
+    or shuffle in between: the sink refuses to start otherwise), and a replay scans the
+    output topic.
+
+Truncation does not delete records (tansu has no DeleteRecords): it moves a low-water mark,
+kept in the job's causal state directory next to the Spark checkpoint, below which no reader
+looks.
 """
 
 from __future__ import annotations
@@ -24,10 +36,12 @@ from recovery_lib.causal.determinants import (
     MissingDeterminants,
     StreamKey,
     assemble,
+    decode_runs,
+    encode_runs,
 )
 
 EPOCH_HEADER = "rl.epoch"
-STORAGES = ("kafka",)
+STORAGES = ("kafka", "output")
 ON_MISSING = ("fail", "recompute")
 
 
@@ -37,9 +51,10 @@ class CausalConfig:
 
     job: str
     state_dir: str  # <checkpoint>/causal: truncation mark (shared storage on a cluster)
-    topic: str = ""
+    topic: str = ""  # storage "kafka": the determinant topic (default <job>.determinants)
     kafka: dict[str, str] = field(default_factory=dict)
     storage: str = "kafka"
+    output_topic: str = ""  # storage "output": the sink topic the determinants ride in
     on_missing: str = "fail"  # replayed stream unreadable: fail the task, or run live
     epoch: int = 0
 
@@ -50,6 +65,8 @@ class CausalConfig:
             raise ValueError(f"on_missing must be one of {ON_MISSING}, got {self.on_missing!r}")
         if not self.topic:
             object.__setattr__(self, "topic", f"{self.job}.determinants")
+        if self.storage == "output" and not self.output_topic:
+            raise ValueError("storage='output' needs output_topic: the topic the sink writes")
 
 
 class DeterminantLog(ABC):
@@ -109,14 +126,16 @@ class DeterminantLog(ABC):
 @dataclass(frozen=True)
 class TruncationMark:
     batch: int  # streams of this batch and before are gone
-    offset: int  # readers start here
+    offset: int  # readers of the determinant topic start here
+    offsets: tuple[tuple[int, int], ...] = ()  # storage "output": (partition, start) pairs
 
     @classmethod
     def load(cls, state_dir: str | os.PathLike[str]) -> TruncationMark:
         path = Path(state_dir) / "truncation.json"
         try:
             data = json.loads(path.read_text())
-            return cls(int(data["batch"]), int(data["offset"]))
+            offsets = tuple(sorted((int(p), int(o)) for p, o in data.get("offsets", {}).items()))
+            return cls(int(data["batch"]), int(data["offset"]), offsets)
         except FileNotFoundError:
             return cls(-1, 0)
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -126,7 +145,15 @@ class TruncationMark:
         path = Path(state_dir) / "truncation.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"batch": self.batch, "offset": self.offset}))
+        tmp.write_text(
+            json.dumps(
+                {
+                    "batch": self.batch,
+                    "offset": self.offset,
+                    "offsets": {str(p): o for p, o in self.offsets},
+                }
+            )
+        )
         os.replace(tmp, path)
 
 
@@ -239,7 +266,104 @@ class KafkaDeterminantLog(DeterminantLog):
         return new_offset if new_offset is not None else end
 
 
+# -- piggybacked on the output records ----------------------------------------------------------
+
+# Per process: (topic, start offsets) -> (ends per partition, {key: [runs]}).
+_carried_indexes: dict[
+    tuple[str, tuple[tuple[int, int], ...]],
+    tuple[dict[int, int], dict[StreamKey, list[DeterminantRun]]],
+] = {}
+
+
+class OutputCarriedLog(DeterminantLog):
+    """``flush`` makes runs ready to ride; the causal operator takes them with
+    ``take_carrier`` and attaches them to its next non-empty output batch. They are durable
+    when the sink's record carrying them is acknowledged, which precedes every record that
+    depends on them in the same Kafka partition."""
+
+    def __init__(self, config: CausalConfig) -> None:
+        super().__init__(config)
+        self._pending: list[DeterminantRun] = []
+        self._ready: list[DeterminantRun] = []
+
+    def append(self, run: DeterminantRun) -> None:
+        if run.determinants:
+            self._pending.append(run)
+
+    def flush(self) -> None:
+        for run in self._pending:
+            self.begin(run.key)  # marker first: a crash after it only costs a replay read
+        self._ready.extend(self._pending)
+        self._pending.clear()
+
+    def take_carrier(self) -> bytes | None:
+        """The ready runs as one header value (None when there are none)."""
+        if not self._ready:
+            return None
+        blob = encode_runs(self._ready)
+        self._ready.clear()
+        return blob
+
+    def _carriers(self, start: dict[int, int]):  # noqa: ANN202 - Iterator[(record, runs)]
+        from recovery_lib.io.sinks.dedup_reader import read_topic
+        from recovery_lib.io.sinks.ids import DET_HEADER
+
+        for record in read_topic(self.config.output_topic, self.config.kafka, start=start):
+            blob = dict(record.headers).get(DET_HEADER)
+            yield record, (decode_runs(blob) if blob is not None else None)
+
+    def _index(self, mark: TruncationMark) -> dict[StreamKey, list[DeterminantRun]]:
+        cache_key = (self.config.output_topic, mark.offsets)
+        with _index_lock:
+            ends, index = _carried_indexes.get(cache_key, (dict(mark.offsets), defaultdict(list)))
+            for record, runs in self._carriers(dict(ends)):
+                for run in runs or ():
+                    index[run.key].append(run)
+                ends[record.partition] = record.offset + 1
+            _carried_indexes[cache_key] = (ends, index)
+            return index
+
+    def read(self, key: StreamKey) -> list[Determinant]:
+        mark = TruncationMark.load(self.config.state_dir)
+        if key.batch <= mark.batch:
+            raise MissingDeterminants(
+                f"batch {key.batch} is being re-executed but its determinants were truncated "
+                f"(the log keeps batches after {mark.batch}); truncate only committed batches"
+            )
+        try:
+            runs = self._index(mark).get(key, [])
+        except CorruptDeterminants:
+            raise
+        except Exception as exc:  # the topic is gone or unreachable
+            raise MissingDeterminants(
+                f"cannot read determinants carried in {self.config.output_topic}: {exc}"
+            ) from exc
+        return assemble(runs)
+
+    def truncate(self, committed_batch: int) -> int:
+        """Per partition, the low-water mark moves to the first carrier of a later batch."""
+        mark = TruncationMark.load(self.config.state_dir)
+        if committed_batch <= mark.batch:
+            return sum(o for _, o in mark.offsets)
+        new: dict[int, int] = {}
+        ends: dict[int, int] = dict(mark.offsets)
+        for record, runs in self._carriers(dict(mark.offsets)):
+            ends[record.partition] = record.offset + 1
+            if record.partition in new or not runs:
+                continue
+            if any(run.key.batch > committed_batch for run in runs):
+                new[record.partition] = record.offset
+        offsets = {**ends, **new}
+        TruncationMark(committed_batch, 0, tuple(sorted(offsets.items()))).save(
+            self.config.state_dir
+        )
+        self.forget_markers(committed_batch)
+        return sum(offsets.values())
+
+
 def open_log(config: CausalConfig) -> DeterminantLog:
     if config.storage == "kafka":
         return KafkaDeterminantLog(config)
+    if config.storage == "output":
+        return OutputCarriedLog(config)
     raise ValueError(f"unknown determinant storage {config.storage!r}")

@@ -16,6 +16,11 @@ downstream, and so nothing the sink releases, depends on a determinant that is n
 ``current(scope, config)`` gives a context anywhere else inside a task (a
 ``transformWithStateInPandas`` handler, a plain UDF); such a context flushes on every
 determinant, since no wrapper knows when its outputs leave.
+
+With ``storage="output"`` (determinants piggybacked on the output records) ``map_in_pandas`` and
+``map_in_arrow`` add a binary column ``rl_determinants``: on the first row of an output batch,
+the determinants flushed for it. Keep the column up to the sink (``carried(df)``); contexts
+without a wrapper (``current``, ``pandas_udf``, ``foreach_batch``) need storage "kafka".
 """
 
 from __future__ import annotations
@@ -26,8 +31,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from recovery_lib.causal.determinants import DeterminantError, StreamKey
-from recovery_lib.causal.log import CausalConfig, DeterminantLog, open_log
+from recovery_lib.causal.log import CausalConfig, DeterminantLog, OutputCarriedLog, open_log
 from recovery_lib.causal.services import CausalContext
+from recovery_lib.io.sinks.ids import DET_COLUMN
+
+
+def _needs_log_topic(config: CausalConfig, what: str) -> None:
+    if config.storage == "output":
+        raise ValueError(
+            f"{what} cannot piggyback determinants on output records: nothing tells it which "
+            "output depends on them. Use storage='kafka' (a determinant topic) for this job"
+        )
 
 
 def _needs_replay(info: dict[str, Any], log: DeterminantLog, key: StreamKey) -> bool:
@@ -72,6 +86,7 @@ def current(scope: str, config: CausalConfig) -> CausalContext:
     info = task_info()
     batch = info["batch_id"] if info["batch_id"] is not None else -1
     partition = info["partition"] if info["partition"] is not None else -1
+    _needs_log_topic(config, "current()")
     slot = (scope, config.job, batch, partition)
     ctx = _current.get(slot)
     if ctx is None or ctx.attempt != (info["attempt"] or 0):
@@ -81,10 +96,57 @@ def current(scope: str, config: CausalConfig) -> CausalContext:
 
 
 def _flushing(ctx: CausalContext, outputs: Iterator[Any]) -> Iterator[Any]:
+    from recovery_lib.runtime.faults import maybe_kill_after_log
+
+    carrier = ctx.log if isinstance(ctx.log, OutputCarriedLog) else None
     for out in outputs:
         ctx.flush()  # determinants first, then the output that depends on them
+        maybe_kill_after_log()  # fault hook: between the two writes
+        if carrier is not None:
+            # An empty batch cannot carry them: they wait for the next rows (nothing that
+            # depends on them has left yet).
+            out = attach_carrier(out, carrier.take_carrier() if _rows(out) else None)
         yield out
-    ctx.flush()
+    ctx.flush()  # what no output carried: nothing depends on it
+
+
+def _rows(out: Any) -> int:
+    return out.num_rows if hasattr(out, "num_rows") else len(out)
+
+
+def attach_carrier(out: Any, blob: bytes | None) -> Any:
+    """``out`` (Arrow record batch or pandas frame) with the ``rl_determinants`` column:
+    ``blob`` on the first row, null elsewhere."""
+    n = _rows(out)
+    values = [blob] + [None] * (n - 1) if n else []
+    if hasattr(out, "num_rows"):
+        import pyarrow as pa
+
+        return pa.RecordBatch.from_arrays(
+            [*out.columns, pa.array(values, pa.binary())], names=[*out.schema.names, DET_COLUMN]
+        )
+    out = out.copy(deep=False)
+    out[DET_COLUMN] = values
+    return out
+
+
+def _with_carrier_column(schema: Any, config: CausalConfig) -> Any:
+    if config.storage != "output":
+        return schema
+    if isinstance(schema, str):
+        return f"{schema}, {DET_COLUMN} binary"
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    return StructType([*schema.fields, StructField(DET_COLUMN, BinaryType(), True)])
+
+
+def carried(df: Any) -> list[Any]:
+    """The determinant column of ``df`` as a one-item select list (empty if it has none):
+    ``df.select(..., *causal.carried(df))`` keeps piggybacked determinants on the way to
+    the sink."""
+    from pyspark.sql import functions as F
+
+    return [F.col(DET_COLUMN)] if DET_COLUMN in df.columns else []
 
 
 def _per_partition(
@@ -107,7 +169,7 @@ def map_in_pandas(
     config: CausalConfig,
 ) -> Any:
     """``df.mapInPandas`` with ``fn(ctx, frames)``."""
-    return df.mapInPandas(_per_partition(fn, scope, config), schema)
+    return df.mapInPandas(_per_partition(fn, scope, config), _with_carrier_column(schema, config))
 
 
 def map_in_arrow(
@@ -118,12 +180,14 @@ def map_in_arrow(
     config: CausalConfig,
 ) -> Any:
     """``df.mapInArrow`` with ``fn(ctx, batches)``."""
-    return df.mapInArrow(_per_partition(fn, scope, config), schema)
+    return df.mapInArrow(_per_partition(fn, scope, config), _with_carrier_column(schema, config))
 
 
 def pandas_udf(fn: Callable[..., Any], return_type: Any, scope: str, config: CausalConfig) -> Any:
     """An iterator pandas UDF: ``fn(ctx, *series) -> series`` per Arrow batch."""
     from pyspark.sql.functions import pandas_udf as spark_pandas_udf
+
+    _needs_log_topic(config, "pandas_udf")
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         ctx = open_context(scope, config)
@@ -163,6 +227,7 @@ def with_processing_time(df: Any, column: str, scope: str, config: CausalConfig)
 def driver_context(scope: str, config: CausalConfig, batch_id: int) -> Iterator[CausalContext]:
     """For ``foreachBatch`` functions (driver side, partition -1): replays when the batch is a
     re-execution, flushes on every determinant."""
+    _needs_log_topic(config, "foreach_batch")
     key = StreamKey(config.job, batch_id, scope, -1)
     log = open_log(config)
     replay = log.read(key) if log.may_have(key) else []

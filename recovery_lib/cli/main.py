@@ -18,12 +18,16 @@ bench_app = typer.Typer(help="Benchmarks that write JSON + PNG reports.", no_arg
 nexmark_app = typer.Typer(help="The NexMark workload.", no_args_is_help=True)
 cluster_app = typer.Typer(help="A Spark standalone cluster on 127.0.0.1.", no_args_is_help=True)
 experiment_app = typer.Typer(help="Recovery experiments with real failures.", no_args_is_help=True)
+job_app = typer.Typer(
+    help="Supervised long-running jobs (dags/streaming_jobs.yaml).", no_args_is_help=True
+)
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(bench_app, name="bench")
 app.add_typer(nexmark_app, name="nexmark")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(experiment_app, name="experiment")
+app.add_typer(job_app, name="job")
 console = Console()
 
 
@@ -124,10 +128,16 @@ def topics_list() -> None:
 
 
 @app.command("demo")
-def demo(events: int = typer.Option(50_000, help="Events to generate.")) -> None:
-    """Run the main job end to end on embedded defaults (starts and stops its own broker
-    unless KAFKA_BOOTSTRAP is set)."""
-    from recovery_lib.demo import print_result, run_demo
+def demo(
+    events: int = typer.Option(50_000, help="Events to generate."),
+    recovery: bool = typer.Option(
+        True, help="Also run the native-vs-causal recovery demo (about 5 minutes)."
+    ),
+) -> None:
+    """Run the main job end to end on embedded defaults, then a nondeterministic pipeline killed
+    mid-write, native vs causal, judged by the oracle (starts and stops its own broker unless
+    KAFKA_BOOTSTRAP is set)."""
+    from recovery_lib.demo import print_recovery_result, print_result, run_demo, run_recovery_demo
     from recovery_lib.settings import get_settings
 
     owned = None
@@ -138,6 +148,8 @@ def demo(events: int = typer.Option(50_000, help="Events to generate.")) -> None
     try:
         result = run_demo(events, console)
         print_result(result, console)
+        if recovery:
+            print_recovery_result(run_recovery_demo(console), console)
     finally:
         if owned is not None:
             owned.stop()
@@ -259,6 +271,11 @@ def bench_recovery(
         None, help="Take the local MST from this NexMark report instead of searching it."
     ),
     rate: float = typer.Option(None, help="Fixed input rate instead of 80% of a searched MST."),
+    rates: str = typer.Option(None, help="Fixed rate per query, e.g. q3=48600,q8=32400."),
+    append: bool = typer.Option(False, help="Add the results to an existing report."),
+    mst_start: float = typer.Option(12_000, help="MST search: first rate (ev/s)."),
+    mst_step: float = typer.Option(2.0, help="MST search: factor between tried rates."),
+    mst_duration: float = typer.Option(20, help="MST search: seconds per tried rate."),
     out: str = typer.Option("reports/bench_recovery", help="Report prefix (.json and .png)."),
 ) -> None:
     """Native restart and recovery times at 80% of MST, local and on a standalone cluster."""
@@ -276,7 +293,32 @@ def bench_recovery(
             duration_s=duration,
             fail_at_s=fail_at,
             rate=rate,
+            rates={
+                k.strip().lower(): float(v)
+                for k, v in (item.split("=", 1) for item in rates.split(","))
+            }
+            if rates
+            else None,
+            append=append,
+            mst_start_rate=mst_start,
+            mst_step=mst_step,
+            mst_duration_s=mst_duration,
         )
+    except (ValueError, KafkaLayerError) as exc:
+        _fail(exc)
+
+
+@bench_app.command("campaign")
+def bench_campaign(
+    mode: list[str] = typer.Option(["causal", "native"], help="causal | native (repeatable)."),
+    out: str = typer.Option("reports/causal_campaign", help="Report prefix (.json and .png)."),
+) -> None:
+    """20 injected failures of every kind per mode on the nondeterministic pipelines, judged by
+    the oracle: causal logging against native Spark."""
+    from recovery_lib.bench.causal_campaign import run_campaign
+
+    try:
+        run_campaign(out, console, modes=tuple(mode))
     except (ValueError, KafkaLayerError) as exc:
         _fail(exc)
 
@@ -351,11 +393,14 @@ def experiment_run(
         "native", help="Recovery mode: native | causal (later: standby, active)."
     ),
     fail: str = typer.Option(
-        "driver-kill", help="driver-kill | mid-write | executor-kill | task-retry | pause | none"
+        "driver-kill",
+        help="driver-kill | mid-write | executor-kill | task-retry | pause | none; several, "
+        "comma-separated, take turns when --repeat > 1",
     ),
     fail_at: float = typer.Option(20.0, help="Seconds into the faulty run."),
     repeat: int = typer.Option(1, help="Number of failures in the faulty run."),
     every: float = typer.Option(20.0, help="Seconds between repeated failures."),
+    jitter: float = typer.Option(0.0, help="Each failure up to this many seconds later."),
     rate: float = typer.Option(2000.0, help="Input events per second."),
     duration: float = typer.Option(60.0, help="Seconds of input."),
     seed: int = typer.Option(42),
@@ -365,6 +410,9 @@ def experiment_run(
     ),
     executor_cores: int = typer.Option(
         None, help="Cluster: cores per executor (1 = one executor per worker core)."
+    ),
+    keep_input: bool = typer.Option(
+        False, help="Keep the generated input topics (deleted by default; outputs are kept)."
     ),
     report: str = typer.Option(
         "reports/experiment.json", help="JSON report; the PNG goes beside it."
@@ -383,12 +431,14 @@ def experiment_run(
         fail_at_s=fail_at,
         repeat=repeat,
         every_s=every,
+        jitter_s=jitter,
         rate=rate,
         duration_s=duration,
         seed=seed,
         sink=sink,
         cluster=cluster,
         executor_cores=executor_cores,
+        keep_input=keep_input,
     )
     started = time.monotonic()
     try:
@@ -452,8 +502,12 @@ def verify(
     rate: float = typer.Option(10_000.0, help="Generator event-time rate (with --events)."),
     skew: float = typer.Option(0.5, help="Generator hot ratio (with --events)."),
     metrics: str = typer.Option(None, help="Metrics store to write the report to."),
+    expectations: bool = typer.Option(
+        False, help="Also run the query's Great Expectations suite on the output."
+    ),
 ) -> None:
-    """The oracle: lost, duplicated and divergent outputs; exits 1 when inconsistent."""
+    """The oracle: lost, duplicated and divergent outputs; exits 1 when inconsistent (or when
+    --expectations finds a failed expectation)."""
     from recovery_lib.io.sinks.dedup_reader import read_topic
     from recovery_lib.nexmark.config import GeneratorConfig
     from recovery_lib.verify.nexmark_check import judge_run
@@ -469,13 +523,131 @@ def verify(
         _fail(exc)
         return
     report = judge_run(query, run, ref, dedup, generator, events).to_dict()
+    gx_result = None
+    if expectations:
+        from recovery_lib.verify.expectations import validate_output
+
+        gx_result = validate_output(query, run, dedup, topic)
+        report["expectations"] = gx_result.to_dict()
     if metrics:
         from recovery_lib.metrics.store import MetricsStore
+        from recovery_lib.verify.expectations import record
 
         store = MetricsStore(metrics)
         store.add_consistency(f"verify:{topic}", reference_topic, report)
+        if gx_result is not None:
+            record(store, f"verify:{topic}", gx_result)
+        store.close()
     console.print_json(json.dumps(report, default=str))
-    if report["verdict"] != "consistent":
+    if report["verdict"] != "consistent" or (gx_result is not None and not gx_result.success):
+        raise typer.Exit(code=1)
+
+
+# -- operations: jobs, GC, reports, expectations -------------------------------------------------
+
+
+@job_app.command("list")
+def job_list() -> None:
+    """The configured jobs and their daemon status."""
+    from recovery_lib.ops import daemon
+    from recovery_lib.ops.config import load_jobs
+
+    try:
+        jobs = load_jobs()
+    except ValueError as exc:
+        _fail(exc)
+        return
+    rows = {}
+    for name, job in jobs.items():
+        status = daemon.read_status(job)
+        rows[name] = {
+            "query": job.query,
+            "mode": job.mode,
+            "placement": job.placement,
+            "status": status.status if status else "never started",
+            "alive": status.alive if status else False,
+        }
+    console.print_json(json.dumps(rows))
+
+
+@job_app.command("start")
+def job_start(name: str) -> None:
+    """Start the job's supervisor daemon (detached); no-op if it is alive."""
+    from recovery_lib.ops import daemon
+
+    try:
+        console.print_json(json.dumps(daemon.describe(daemon.start(name))))
+    except (ValueError, RuntimeError) as exc:
+        _fail(exc)
+
+
+@job_app.command("status")
+def job_status(name: str) -> None:
+    """The daemon's status as JSON; exit 1 when the job failed or its daemon is gone."""
+    from recovery_lib.ops import daemon
+
+    try:
+        status = daemon.check(name)
+    except (ValueError, RuntimeError) as exc:
+        _fail(exc)
+        return
+    console.print_json(json.dumps(daemon.describe(status)))
+    if status.status == "failed":
+        raise typer.Exit(code=1)
+
+
+@job_app.command("stop")
+def job_stop(name: str) -> None:
+    """SIGTERM the daemon: the job's queries stop, then the daemon."""
+    from recovery_lib.ops import daemon
+
+    try:
+        console.print_json(json.dumps(daemon.describe(daemon.stop(name))))
+    except ValueError as exc:
+        _fail(exc)
+
+
+@app.command("gc")
+def gc(
+    name: str = typer.Argument(..., help="A configured job."),
+    dry_run: bool = typer.Option(False, help="List what would be removed; change nothing."),
+    keep: int = typer.Option(None, help="Committed batches to keep (default: the job's)."),
+    delete_input_records: bool = typer.Option(False, help="Also DeleteRecords on inputs."),
+) -> None:
+    """Checkpoint GC of one job (what the checkpoint_gc DAG runs)."""
+    from recovery_lib.ops.gc import gc_job
+
+    try:
+        result = gc_job(name, dry_run, keep, delete_input_records)
+    except ValueError as exc:
+        _fail(exc)
+        return
+    console.print_json(json.dumps(result, default=str))
+    if result["errors"]:
+        raise typer.Exit(code=1)
+
+
+@app.command("expectations")
+def expectations_cmd(
+    metrics: str = typer.Option(None, help="Metrics store (default: the project's)."),
+) -> None:
+    """Run the metrics-table Great Expectations suites; exit 1 on a failed expectation."""
+    from pathlib import Path
+
+    from recovery_lib.metrics.store import MetricsStore
+    from recovery_lib.settings import get_settings
+    from recovery_lib.verify.expectations import record, validate_metrics
+
+    path = Path(metrics) if metrics else get_settings().home / "metrics.duckdb"
+    if not path.exists():
+        _fail(ValueError(f"no metrics store at {path}"))
+        return
+    results = validate_metrics(path)
+    with MetricsStore(path) as store:
+        for result in results:
+            record(store, None, result)
+    console.print_json(json.dumps([r.to_dict() for r in results], default=str))
+    if any(not r.success for r in results):
         raise typer.Exit(code=1)
 
 

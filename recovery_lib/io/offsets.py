@@ -62,3 +62,25 @@ def total_rows(start: Offsets, end: Offsets) -> int:
         for t, parts in end.items()
         for p, off in parts.items()
     )
+
+
+def parse_ending_offsets(value: str | None, topics: list[str]) -> Offsets | None:
+    """``endingOffsets``: JSON ``{"topic": {"0": 42}}``; the source never reads past it (a
+    bounded run, e.g. a reference run up to where a live job has committed). Topics not
+    subscribed by this source are ignored, so one snapshot of a job's offsets serves all of
+    its sources; partitions not named are unbounded."""
+    if value is None or not value.strip():
+        return None
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise InvalidSourceOption(
+            f"endingOffsets is not valid JSON ({exc.msg} at char {exc.pos}); "
+            'example: {"bids": {"0": 1200, "1": 1180}}'
+        ) from exc
+    if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+        raise InvalidSourceOption("endingOffsets must map topic -> {partition: offset}")
+    try:
+        return normalize({t: parts for t, parts in parsed.items() if t in topics})
+    except (TypeError, ValueError) as exc:
+        raise InvalidSourceOption(f"endingOffsets: {exc}") from exc

@@ -39,7 +39,13 @@ from pyspark.sql.types import StructType
 
 from recovery_lib.io.cut_policies import make_cut_policy
 from recovery_lib.io.exceptions import BadRecord, InvalidSourceOption, OffsetsUnavailable
-from recovery_lib.io.offsets import EARLIEST, LATEST, Offsets, parse_starting_offsets
+from recovery_lib.io.offsets import (
+    EARLIEST,
+    LATEST,
+    Offsets,
+    parse_ending_offsets,
+    parse_starting_offsets,
+)
 from recovery_lib.io.task import task_info
 
 SOURCE_NAME = "rlkafka"
@@ -66,6 +72,7 @@ class SourceOptions:
     on_bad_record: str = "deadletter"
     dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
     audit_path: str | None = None
+    ending: Offsets | None = None
     raw: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -111,6 +118,7 @@ class SourceOptions:
             on_bad_record=on_bad,
             dead_letter_topic=opts.get("deadlettertopic", DEFAULT_DEAD_LETTER_TOPIC),
             audit_path=opts.get("auditpath"),
+            ending=parse_ending_offsets(opts.get("endingoffsets"), topics),
             raw=opts,
         )
 
@@ -188,7 +196,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         admin, probe = self._clients()
         parts = admin.wait_for(self.options.topics)
         ends = probe.ends((t, p) for t, ps in parts.items() for p in ps)
-        return {t: {str(p): ends[(t, p)] for p in ps} for t, ps in parts.items()}
+        bound = self.options.ending or {}
+        return {
+            t: {str(p): min(ends[(t, p)], bound.get(t, {}).get(str(p), ends[(t, p)])) for p in ps}
+            for t, ps in parts.items()
+        }
 
     def initialOffset(self) -> dict:
         available = self._available()

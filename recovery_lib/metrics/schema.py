@@ -13,11 +13,18 @@ events          what happened to a run: start, stop, failure_injected, failure_d
                 restart, ready, ... with a JSON detail
 consistency_reports  the oracle's verdict on a run against its reference run: lost,
                 duplicated, divergent and unexpected outputs, the full report as JSON
+job_status      what the job supervisor daemon saw, one row per check of a long-running job:
+                status ('starting'|'running'|'restarting'|'failed'|'stopped'), pids, restarts,
+                last heartbeat, last committed batch, standby lag (batches, bytes) when shipped
+gc_runs         one row per checkpoint-GC pass: job, dry run or not, what it kept (recovery
+                line, oldest kept batch), files and bytes removed, determinant low-water mark
+expectation_results  one row per Great Expectations suite run: suite, target (topic or
+                table), success, evaluated / failed expectations, failures as JSON
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 DDL = [
     """CREATE TABLE IF NOT EXISTS runs (
@@ -80,7 +87,52 @@ DDL = [
         unexpected BIGINT,
         report JSON
     )""",
+    """CREATE TABLE IF NOT EXISTS job_status (
+        job VARCHAR NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        status VARCHAR NOT NULL,
+        run_id VARCHAR,
+        supervisor_pid BIGINT,
+        job_pid BIGINT,
+        restarts INTEGER,
+        heartbeat_ms BIGINT,
+        committed_batch BIGINT,
+        standby_lag_batches BIGINT,
+        standby_lag_bytes BIGINT,
+        message VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS gc_runs (
+        job VARCHAR NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        dry_run BOOLEAN NOT NULL,
+        recovery_line BIGINT,
+        oldest_kept_batch BIGINT,
+        files_removed BIGINT,
+        bytes_freed BIGINT,
+        determinant_low_water BIGINT,
+        detail JSON
+    )""",
+    """CREATE TABLE IF NOT EXISTS expectation_results (
+        run_id VARCHAR,
+        suite VARCHAR NOT NULL,
+        target VARCHAR NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        success BOOLEAN NOT NULL,
+        evaluated INTEGER,
+        failed INTEGER,
+        failures JSON
+    )""",
     """CREATE TABLE IF NOT EXISTS schema_info (version INTEGER)""",
 ]
 
-TABLES = ("runs", "micro_batches", "latency_samples", "throughput", "events", "consistency_reports")
+TABLES = (
+    "runs",
+    "micro_batches",
+    "latency_samples",
+    "throughput",
+    "events",
+    "consistency_reports",
+    "job_status",
+    "gc_runs",
+    "expectation_results",
+)

@@ -47,6 +47,41 @@ COLUMNS = {
     "latency_samples": ("run_id", "visible_ms", "ingest_ms", "latency_ms", "output_id"),
     "throughput": ("run_id", "second", "input_events", "output_records"),
     "events": ("run_id", "ts_ms", "kind", "detail"),
+    "job_status": (
+        "job",
+        "ts_ms",
+        "status",
+        "run_id",
+        "supervisor_pid",
+        "job_pid",
+        "restarts",
+        "heartbeat_ms",
+        "committed_batch",
+        "standby_lag_batches",
+        "standby_lag_bytes",
+        "message",
+    ),
+    "gc_runs": (
+        "job",
+        "ts_ms",
+        "dry_run",
+        "recovery_line",
+        "oldest_kept_batch",
+        "files_removed",
+        "bytes_freed",
+        "determinant_low_water",
+        "detail",
+    ),
+    "expectation_results": (
+        "run_id",
+        "suite",
+        "target",
+        "ts_ms",
+        "success",
+        "evaluated",
+        "failed",
+        "failures",
+    ),
     "consistency_reports": (
         "run_id",
         "reference_run_id",
@@ -91,6 +126,8 @@ def init_store(path: str | Path) -> None:
                 con.execute(statement)
             if con.execute("SELECT count(*) FROM schema_info").fetchone()[0] == 0:
                 con.execute("INSERT INTO schema_info VALUES (?)", [SCHEMA_VERSION])
+            else:  # new tables were created above; record the upgrade
+                con.execute("UPDATE schema_info SET version = ?", [SCHEMA_VERSION])
 
     with_lock_retry(create)
 

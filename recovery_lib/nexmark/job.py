@@ -26,6 +26,11 @@ def parse_options(
     parser.add_argument(
         "--available-now", action="store_true", help="process what is there, then stop"
     )
+    parser.add_argument(
+        "--ending-offsets",
+        default=None,
+        help='read no further than these offsets, JSON {"topic": {"0": 42}} (a bounded run)',
+    )
     parser.add_argument("--metrics", default=None, help="DuckDB metrics store to write to")
     parser.add_argument(
         "--mode", default="native", help="native | causal (log nondeterminism, replay it)"
@@ -47,11 +52,13 @@ def parse_options(
         sink_mode=args.sink_mode,
         available_now=args.available_now,
         max_records_per_batch=args.max_records,
+        ending_offsets=args.ending_offsets,
     )
     if args.mode == "causal":
         from recovery_lib.settings import get_settings
 
-        opts.enable_causal(get_settings().causal_on_missing)
+        settings = get_settings()
+        opts.enable_causal(settings.causal_on_missing, settings.causal_storage)
     return opts, args
 
 

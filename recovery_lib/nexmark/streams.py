@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from recovery_lib.causal.log import CausalConfig
+from recovery_lib.io.sinks.ids import DET_COLUMN
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
@@ -53,6 +54,7 @@ class QueryOptions:
     available_now: bool = False
     trigger_interval: str = "0 seconds"
     max_records_per_batch: int | None = None
+    ending_offsets: str | None = None  # JSON {topic: {partition: offset}}: a bounded run
     watermark_delay: str = "5 seconds"
     window_s: int = 10
     slide_s: int = 2
@@ -68,14 +70,16 @@ class QueryOptions:
     def checkpoint_path(self) -> str:
         return f"{self.checkpoint_dir}/{self.query}"
 
-    def enable_causal(self, on_missing: str = "fail") -> CausalConfig:
-        """Causal logging for this job: determinants in ``<output topic>.determinants``, the
-        causal state next to the Spark checkpoint."""
+    def enable_causal(self, on_missing: str = "fail", storage: str = "kafka") -> CausalConfig:
+        """Causal logging for this job: determinants in ``<output topic>.determinants`` (or
+        piggybacked on the output records), the causal state next to the Spark checkpoint."""
         self.causal = CausalConfig(
             job=self.out_topic,
             state_dir=f"{self.checkpoint_path}.causal",
             kafka=dict(self.kafka),
             on_missing=on_missing,
+            storage=storage,
+            output_topic=self.out_topic,
         )
         return self.causal
 
@@ -106,6 +110,8 @@ def read_events(spark: SparkSession, kind: str, opts: QueryOptions) -> DataFrame
     reader = reader.option("subscribe", opts.topic_for(kind))
     if opts.max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(opts.max_records_per_batch))
+    if opts.ending_offsets:
+        reader = reader.option("endingOffsets", opts.ending_offsets)
     raw = reader.load()
     parsed = raw.select(
         F.col("key").cast("string").alias("key"),
@@ -215,6 +221,7 @@ def write_output(df: DataFrame, opts: QueryOptions):  # noqa: ANN201 - Streaming
                 F.col("ingest_ms").cast("string").cast("binary").alias("value"),
             )
         ).alias("headers"),
+        *([F.col(DET_COLUMN)] if DET_COLUMN in df.columns else []),
     )
     writer = (
         out.writeStream.format(SOURCE_NAME)
@@ -224,6 +231,8 @@ def write_output(df: DataFrame, opts: QueryOptions):  # noqa: ANN201 - Streaming
         .option("checkpointLocation", opts.checkpoint_path)
         .queryName(f"nexmark_{opts.query}")
     )
+    if opts.causal is not None and opts.causal.storage == "output":
+        writer = writer.option("causalCarrier", "required")
     if opts.available_now:
         writer = writer.trigger(availableNow=True)
     else:

@@ -81,6 +81,7 @@ def mark_driver_process_group() -> None:
 ARM_DIR_ENV = "RECOVERY_FAULT_ARM_DIR"
 MIDWRITE_ARM = "midwrite.arm"
 TASKFAIL_ARM = "taskfail.arm"
+AFTERLOG_ARM = "afterlog.arm"
 
 
 class InjectedTaskFailure(RuntimeError):
@@ -124,17 +125,30 @@ class _ArmedMidWrite(MidWriteKill):
         return rows_written >= self.rows and not self.marker.exists()
 
 
+def _claim(directory: Path, name: str) -> bool:
+    """True for exactly one caller across processes (the fault fires once)."""
+    try:
+        fd = os.open(directory / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.write(fd, f"{time.time()}\n".encode())
+    os.close(fd)
+    return True
+
+
+def maybe_kill_after_log() -> None:
+    """In a causal operator, after its determinants were flushed and before the output that
+    depends on them leaves: kill the job between the two writes."""
+    directory = _arm_dir()
+    armed = directory is not None and (directory / AFTERLOG_ARM).exists()
+    if armed and _claim(directory, "afterlog.fired"):
+        kill_job()
+
+
 def maybe_fail_task(attempt: int | None) -> None:
     """Inside a UDF: fail the first attempt of the first task that runs after arming."""
     directory = _arm_dir()
     if directory is None or attempt != 0:
         return
-    if (directory / TASKFAIL_ARM).exists():
-        marker = directory / "taskfail.fired"
-        try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # exactly one task fails
-        except FileExistsError:
-            return
-        os.write(fd, f"{time.time()}\n".encode())
-        os.close(fd)
+    if (directory / TASKFAIL_ARM).exists() and _claim(directory, "taskfail.fired"):
         raise InjectedTaskFailure("injected failure on the task's first attempt (task-retry fault)")

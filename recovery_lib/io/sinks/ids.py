@@ -11,6 +11,10 @@ from __future__ import annotations
 
 ID_HEADER = "rl.id"
 EPOCH_HEADER = "rl.epoch"
+# Causal logging with piggybacked determinants: the causal operator adds a binary column that
+# the sink turns into this header of the first record depending on them (see causal/log.py).
+DET_COLUMN = "rl_determinants"
+DET_HEADER = "rl.det"
 
 
 def output_id(batch_id: int, partition: int, seq: int, prefix: str = "") -> str:

@@ -10,9 +10,13 @@ delivery error fails the task; nothing is dropped silently. Modes:
                   ``brokerSupportsTransactions=true``.
 
 Options: topic (required), mode, epoch (fencing epoch, default 0), sinkId (id prefix when
-several queries share a topic), brokerSupportsTransactions, kafka.<property>.
+several queries share a topic), brokerSupportsTransactions, causalCarrier (``required``: the
+job piggybacks determinants on its outputs, refuse to start without their column),
+kafka.<property>.
 Input columns: value (string or binary, required), key (string or binary), partition (int),
-headers (array<struct<key:string,value:binary>>).
+headers (array<struct<key:string,value:binary>>), rl_determinants (binary: piggybacked
+determinants, written as header ``rl.det``; a task's records then all go to one partition, in
+order, so none is visible before the determinants it depends on).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from pyspark.sql.types import (
 
 from recovery_lib.io.client_cache import cached, evict
 from recovery_lib.io.exceptions import InvalidSinkOption, SinkDeliveryError
-from recovery_lib.io.sinks.ids import EPOCH_HEADER, ID_HEADER, output_id
+from recovery_lib.io.sinks.ids import DET_COLUMN, DET_HEADER, EPOCH_HEADER, ID_HEADER, output_id
 from recovery_lib.io.task import task_info
 from recovery_lib.runtime.faults import MidWriteKill, armed_midwrite
 from recovery_lib.settings import get_settings
@@ -48,6 +52,7 @@ ALLOWED_COLUMNS = {
     "key": (StringType(), BinaryType()),
     "partition": (IntegerType(),),
     "headers": (HEADERS_SPARK_TYPE,),
+    DET_COLUMN: (BinaryType(),),
 }
 
 
@@ -66,6 +71,7 @@ class SinkOptions:
     mode: str = "at_least_once"
     epoch: int = 0
     sink_id: str = ""
+    carrier_required: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -91,11 +97,31 @@ class SinkOptions:
             from recovery_lib.kafka.clients import client_config
 
             kafka = {**client_config(), **kafka}
-        return cls(topic=topic, kafka=kafka, mode=mode, epoch=epoch, sink_id=opts.get("sinkid", ""))
+        return cls(
+            topic=topic,
+            kafka=kafka,
+            mode=mode,
+            epoch=epoch,
+            sink_id=opts.get("sinkid", ""),
+            carrier_required=opts.get("causalcarrier", "") == "required",
+        )
 
 
-def validate_sink_schema(schema: StructType) -> None:
+def validate_sink_schema(schema: StructType, carrier_required: bool = False) -> None:
     names = {f.name: f.dataType for f in schema.fields}
+    if carrier_required and DET_COLUMN not in names:
+        raise InvalidSinkOption(
+            f"this job piggybacks determinants on its outputs (causal storage 'output') but the "
+            f"sink's input has no {DET_COLUMN!r} column, so outputs would leave without the "
+            f"determinants they depend on. Keep the column from the causal operator to the sink "
+            f"(df.select(..., *causal.carried(df))), or use causal storage 'kafka' when an "
+            f"aggregation or shuffle lies between them"
+        )
+    if DET_COLUMN in names and "partition" in names:
+        raise InvalidSinkOption(
+            f"columns 'partition' and {DET_COLUMN!r} cannot be combined: piggybacked "
+            "determinants need the sink to keep a task's records in one partition"
+        )
     if "value" not in names:
         raise InvalidSinkOption(
             f"the Kafka sink needs a 'value' column (string or binary); got columns "
@@ -129,7 +155,7 @@ class SinkCommit(WriterCommitMessage):
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
-        validate_sink_schema(schema)
+        validate_sink_schema(schema, options.carrier_required)
         self.options = options
         self.columns = [f.name for f in schema.fields]
 
@@ -197,6 +223,9 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             keys = cols.get("key")
             parts = cols.get("partition")
             extra_headers = cols.get("headers")
+            carriers = cols.get(DET_COLUMN)
+            if carriers is not None:  # one partition, in order: carriers precede dependents
+                parts = [pinned_partition(producer, topic, partition)] * len(values)
             produce = producer.produce
             for i, value in enumerate(values):
                 headers = [
@@ -205,6 +234,8 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                 ]
                 if extra_headers is not None and extra_headers[i]:
                     headers.extend((h["key"], h["value"]) for h in extra_headers[i])
+                if carriers is not None and carriers[i] is not None:
+                    headers.append((DET_HEADER, carriers[i]))
                 key = keys[i] if keys is not None else None
                 part = parts[i] if parts is not None and parts[i] is not None else -1
                 while True:
@@ -234,6 +265,19 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo outside transactional mode: consumers dedup by id."""
+
+
+_partition_counts: dict[str, int] = {}
+
+
+def pinned_partition(producer: Any, topic: str, task_partition: int) -> int:
+    """The Kafka partition all records of a Spark task go to when they carry determinants."""
+    count = _partition_counts.get(topic)
+    if count is None:
+        meta = producer.list_topics(topic, timeout=get_settings().kafka_request_timeout_s)
+        count = len(meta.topics[topic].partitions) or 1
+        _partition_counts[topic] = count
+    return task_partition % count
 
 
 def _new_producer(config: dict[str, str]) -> Any:

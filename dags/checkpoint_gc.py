@@ -1,0 +1,52 @@
+"""``checkpoint_gc``: hourly, for every configured job, remove checkpoint entries, state files,
+determinants (and optionally input records) that no recovery can need: never past the
+recovery line or the newest checkpoint shipped to a standby, keeping ``keep_batches``.
+``dry_run`` lists what it would delete. Bytes freed go to the metrics store (gc_runs)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG, Param, task
+
+from recovery_lib.ops.config import load_jobs
+
+with DAG(
+    dag_id="checkpoint_gc",
+    description="Checkpoint, state and determinant-log garbage collection",
+    schedule=timedelta(hours=1),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    params={
+        "dry_run": Param(False, type="boolean", description="Only list what would go."),
+        "keep_batches": Param(
+            0, type="integer", minimum=0, description="0: each job's own keep_batches."
+        ),
+        "delete_input_records": Param(
+            False, type="boolean", description="Also DeleteRecords on input topics (unshared)."
+        ),
+    },
+    tags=["checkpoints"],
+    doc_md=__doc__,
+) as dag:
+
+    @task
+    def gc_job(name: str, params: dict | None = None) -> dict:
+        from airflow.exceptions import AirflowFailException
+
+        from recovery_lib.ops.gc import gc_job as run
+
+        params = params or {}
+        result = run(
+            name,
+            dry_run=bool(params.get("dry_run")),
+            keep_batches=int(params.get("keep_batches") or 0) or None,
+            delete_input_records=bool(params.get("delete_input_records")),
+        )
+        if result["errors"]:
+            raise AirflowFailException(f"GC of {name}: {result['errors']}")
+        return result
+
+    gc_job.expand(name=sorted(load_jobs()))

@@ -1,0 +1,117 @@
+"""``consistency_report``: daily, for every configured job that has committed batches,
+snapshot its last committed batch, submit a failure-free reference run of the same query
+bounded to that batch's offsets (SparkSubmitOperator, the apache-spark provider; connection
+``spark_default``: ``local[2]`` or the standalone master), then judge the job's output with the
+oracle and the query's Great Expectations suite. Also runs the metrics-table suites. Reports go
+to the metrics store; an inconsistency or a failed expectation fails the task."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+
+import pendulum
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, TaskGroup, task
+
+from recovery_lib.ops.airflow_tasks import application_path
+from recovery_lib.ops.config import load_jobs
+from recovery_lib.settings import get_settings
+
+SETTINGS = get_settings()
+SPARK_CONF = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.pyspark.python": sys.executable,
+    "spark.pyspark.driver.python": sys.executable,
+}
+
+with DAG(
+    dag_id="consistency_report",
+    description="Oracle + Great Expectations on every job's output against a reference run",
+    schedule=timedelta(days=1),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    render_template_as_native_obj=True,  # the reference's argument list comes from XCom
+    tags=["consistency"],
+    doc_md=__doc__,
+) as dag:
+    for job in load_jobs().values():
+        with TaskGroup(group_id=job.name):
+
+            @task(task_id="snapshot")
+            def snapshot(name: str = job.name, run_id: str | None = None) -> dict:
+                import re
+
+                from airflow.exceptions import AirflowSkipException
+
+                from recovery_lib.ops.airflow_tasks import reference_submit_args
+                from recovery_lib.ops.config import get_job
+                from recovery_lib.runtime.checkpoint import last_committed
+
+                if last_committed(get_job(name).checkpoint) is None:
+                    raise AirflowSkipException(f"job {name} has no committed batch yet")
+                tag = re.sub(r"[^A-Za-z0-9]+", "_", run_id or "manual")[-40:]
+                return reference_submit_args(name, tag)
+
+            reference = SparkSubmitOperator(
+                task_id="reference_run",
+                application=application_path(job.name),
+                application_args=(
+                    "{{ ti.xcom_pull(task_ids='" + job.name + ".snapshot')['args'] }}"
+                ),
+                conn_id=SETTINGS.airflow_spark_conn_id,
+                conf=SPARK_CONF,
+                env_vars={"SPARK_LOCAL_IP": "127.0.0.1", "RECOVERY_HOME": str(SETTINGS.home)},
+                name=f"reference_{job.name}",
+            )
+
+            @task(task_id="compare")
+            def compare(info: dict, name: str = job.name) -> dict:
+                from airflow.exceptions import AirflowFailException
+
+                from recovery_lib.metrics.store import MetricsStore
+                from recovery_lib.ops.config import get_job
+                from recovery_lib.ops.reports import consistency_report
+
+                job_ = get_job(name)
+                with MetricsStore(SETTINGS.home / "metrics.duckdb") as store:
+                    report = consistency_report(
+                        job_.query,
+                        job_.out_topic,
+                        info["reference_topic"],
+                        snap=info["snapshot"],
+                        dedup=job_.sink_mode == "dedup",
+                        store=store,
+                    )
+                if not report["ok"]:
+                    raise AirflowFailException(
+                        f"{name}: verdict {report['verdict']} (lost {report['lost']}, "
+                        f"duplicated {report['duplicated']}, divergent {report['divergent']}, "
+                        f"unexpected {report['unexpected']}); expectations "
+                        f"{report.get('expectations', {}).get('failures')}"
+                    )
+                return {k: report[k] for k in ("verdict", "outputs", "reference_outputs")}
+
+            info = snapshot()
+            info >> reference >> compare(info)
+
+    @task
+    def metrics_expectations() -> list[dict]:
+        from airflow.exceptions import AirflowFailException
+
+        from recovery_lib.metrics.store import MetricsStore
+        from recovery_lib.verify.expectations import record, validate_metrics
+
+        path = SETTINGS.home / "metrics.duckdb"
+        results = validate_metrics(path)
+        with MetricsStore(path) as store:
+            for result in results:
+                record(store, None, result)
+        failed = [r.to_dict() for r in results if not r.success]
+        if failed:
+            raise AirflowFailException(f"metrics tables fail their suites: {failed}")
+        return [r.to_dict() for r in results]
+
+    metrics_expectations()

@@ -1,0 +1,77 @@
+"""``recovery_experiment``: run one recovery experiment from the Airflow UI ("Trigger DAG w/
+config" shows a form): a faulty run with the chosen failure and a failure-free reference run
+on the same generated input, judged by the oracle. The JSON report and the PNG timeline go to
+<RECOVERY_HOME>/reports/, the runs to the metrics store (dashboard: Experiments)."""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param, task
+
+from recovery_lib.experiment.runner import FAILURE_KINDS, MODES, PIPELINES, SINKS
+
+QUERIES = ["q1", "q2", "q3", "q5", "q7", "q8", "q12", *PIPELINES]
+
+with DAG(
+    dag_id="recovery_experiment",
+    description="One recovery experiment with a real failure, judged by the oracle",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    params={
+        "query": Param("q3", enum=QUERIES, description="NexMark query or pipeline"),
+        "mode": Param("native", enum=list(MODES), description="Recovery mode"),
+        "fail": Param("driver-kill", enum=[*FAILURE_KINDS, "none"], description="Failure kind"),
+        "fail_at_s": Param(20, type="number", minimum=0, description="Seconds into the run"),
+        "repeat": Param(1, type="integer", minimum=1, description="Number of failures"),
+        "rate": Param(2000, type="number", exclusiveMinimum=0, description="Events per second"),
+        "duration_s": Param(60, type="number", exclusiveMinimum=0, description="Seconds of input"),
+        "sink": Param("dedup", enum=list(SINKS), description="Sink mode"),
+        "cluster": Param(False, type="boolean", description="On the standalone cluster"),
+        "fail_on_inconsistent": Param(
+            False, type="boolean", description="Fail the task when the oracle says inconsistent"
+        ),
+    },
+    tags=["experiments"],
+    doc_md=__doc__,
+) as dag:
+
+    @task
+    def run_experiment(params: dict | None = None) -> dict:
+        from airflow.exceptions import AirflowFailException
+
+        from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+        from recovery_lib.settings import get_settings
+
+        p = params or {}
+        cfg = ExperimentConfig(
+            query=p["query"],
+            mode=p["mode"],
+            fail=None if p["fail"] == "none" else p["fail"],
+            fail_at_s=float(p["fail_at_s"]),
+            repeat=int(p["repeat"]),
+            rate=float(p["rate"]),
+            duration_s=float(p["duration_s"]),
+            sink=p["sink"],
+            cluster=bool(p["cluster"]),
+        )
+        try:
+            cfg.validate()
+        except ValueError as exc:
+            raise AirflowFailException(f"invalid experiment: {exc}") from exc
+        result = Experiment(cfg, progress=print).run()
+        reports = get_settings().home / "reports"
+        path = write_report(result, reports / f"{result['experiment']}.json")
+        summary = {
+            "report": str(path),
+            "verdict": result["consistency"]["verdict"],
+            "restart_time_s": result["restart_time_s"],
+            "recovery_time_s": result["recovery_time_s"],
+            "output_gap_s": result["output_gap_s"],
+        }
+        if p.get("fail_on_inconsistent") and summary["verdict"] != "consistent":
+            raise AirflowFailException(f"oracle: inconsistent ({result['consistency']})")
+        return summary
+
+    run_experiment()

@@ -1,0 +1,297 @@
+"""Operations dashboard over the DuckDB metrics store (read-only).
+
+    streamlit run dashboard/app.py        # or: make dashboard
+
+Tabs: overview of jobs and runs, one job's timeline, recoveries by mode, consistency reports,
+checkpoints and GC, experiments side by side. The store is found through the project settings
+(RECOVERY_HOME), or RECOVERY_METRICS_PATH for another file.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from recovery_lib.metrics import views
+from recovery_lib.settings import get_settings
+
+st.set_page_config(page_title="Spark recovery operations", layout="wide")
+
+
+def store_path() -> Path:
+    override = os.environ.get("RECOVERY_METRICS_PATH")
+    return Path(override) if override else get_settings().home / "metrics.duckdb"
+
+
+def ago(ms: float | None) -> str:
+    if ms is None or pd.isna(ms):
+        return "never"
+    seconds = max(0.0, time.time() - float(ms) / 1000)
+    if seconds < 120:
+        return f"{seconds:.0f} s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def timeline_chart(path: Path, run_id: str) -> alt.Chart | None:
+    """Throughput and p50/p99 latency per second, failures and recoveries as rules."""
+    tput = views.throughput(path, [run_id])
+    lat = views.latency(path, [run_id])
+    if tput.empty and lat.empty:
+        return None
+    t0 = min(x for x in (tput["second"].min(), lat["second"].min()) if not pd.isna(x))
+    tput = tput.assign(t=tput["second"] - t0)
+    lat = lat.assign(t=lat["second"] - t0)
+    tput_long = tput.melt("t", ["input_events", "output_records"], "series", "per_second")
+    top = (
+        alt.Chart(tput_long)
+        .mark_line()
+        .encode(
+            x=alt.X("t:Q", title="seconds since start"),
+            y=alt.Y("per_second:Q", title="records / s"),
+            color="series:N",
+        )
+        .properties(height=220, title="throughput")
+    )
+    lat_long = lat.melt("t", ["p50_ms", "p99_ms"], "series", "ms")
+    bottom = (
+        alt.Chart(lat_long)
+        .mark_line()
+        .encode(
+            x=alt.X("t:Q", title="seconds since start"),
+            y=alt.Y("ms:Q", title="latency (ms)"),
+            color="series:N",
+        )
+        .properties(height=220, title="output latency")
+    )
+    ev = views.events(path, run_id)
+    if not ev.empty:
+        ev = ev.assign(t=ev["ts_ms"] / 1000 - t0)
+        rules = (
+            alt.Chart(ev)
+            .mark_rule(strokeDash=[4, 3])
+            .encode(x="t:Q", color=alt.Color("kind:N", title="event"), tooltip=["kind", "t"])
+        )
+        top, bottom = top + rules, bottom + rules
+    return alt.vconcat(top, bottom).resolve_scale(color="independent")
+
+
+def overview(path: Path) -> None:
+    jobs = views.job_status(path)
+    st.subheader("Supervised jobs")
+    if jobs.empty:
+        st.info(
+            "No long-running job is supervised yet: trigger a `stream_<job>` DAG in Airflow or "
+            "run `recovery job start <name>`."
+        )
+    else:
+        shown = jobs.assign(
+            last_heartbeat=jobs["heartbeat_ms"].map(ago), checked=jobs["ts_ms"].map(ago)
+        )[
+            [
+                "job",
+                "status",
+                "restarts",
+                "last_heartbeat",
+                "committed_batch",
+                "standby_lag_batches",
+                "standby_lag_bytes",
+                "checked",
+                "message",
+            ]
+        ]
+        st.dataframe(shown, hide_index=True, width="stretch")
+    st.subheader("Recent runs")
+    runs = views.runs(path, limit=30)
+    runs = runs.assign(last_batch=runs["last_batch_ms"].map(ago))
+    spark = views.throughput(path, runs["run_id"].head(12).tolist())
+    lat = views.latency(path, runs["run_id"].head(12).tolist())
+    cols = st.columns(3)
+    for i, row in enumerate(runs.head(12).itertuples()):
+        with cols[i % 3]:
+            st.markdown(
+                f"**{row.query}** · {row.mode} · {row.status} · {row.failures} failures  \n"
+                f"`{row.run_id}` · last batch {row.last_batch}"
+            )
+            t = spark[spark["run_id"] == row.run_id]
+            lt = lat[lat["run_id"] == row.run_id]
+            if t.empty and lt.empty:
+                st.caption("no throughput or latency recorded")
+                continue
+            charts = []
+            if not t.empty:
+                charts.append(
+                    alt.Chart(t)
+                    .mark_area(opacity=0.6)
+                    .encode(x=alt.X("second:Q", axis=None), y=alt.Y("input_events:Q", title="ev/s"))
+                    .properties(height=60, width=260)
+                )
+            if not lt.empty:
+                charts.append(
+                    alt.Chart(lt)
+                    .mark_line(color="firebrick")
+                    .encode(x=alt.X("second:Q", axis=None), y=alt.Y("p50_ms:Q", title="p50 ms"))
+                    .properties(height=60, width=260)
+                )
+            st.altair_chart(alt.vconcat(*charts))
+    st.dataframe(
+        runs[["run_id", "query", "mode", "status", "failures", "last_batch", "experiment"]],
+        hide_index=True,
+        width="stretch",
+    )
+
+
+def job_detail(path: Path) -> None:
+    runs = views.runs(path)
+    run_id = st.selectbox(
+        "run",
+        runs["run_id"].tolist(),
+        format_func=lambda r: f"{r} ({runs.set_index('run_id').loc[r, 'status']})",
+    )
+    if run_id is None:
+        return
+    chart = timeline_chart(path, run_id)
+    if chart is None:
+        st.info("This run recorded no throughput or latency (collector off).")
+    else:
+        st.altair_chart(chart, width="stretch")
+    b = views.batches(path, run_id)
+    if b.empty:
+        st.caption("no micro-batches recorded")
+    else:
+        st.altair_chart(
+            alt.Chart(b)
+            .mark_line(point=True)
+            .encode(x="batch_id:Q", y=alt.Y("state_rows:Q", title="state rows"))
+            .properties(height=160, title="state size per batch"),
+            width="stretch",
+        )
+        st.dataframe(b.tail(50), hide_index=True, width="stretch")
+    ev = views.events(path, run_id)
+    if not ev.empty:
+        st.dataframe(ev.assign(when=ev["ts_ms"].map(ago)), hide_index=True)
+
+
+def recoveries(path: Path) -> None:
+    rec = views.recoveries(path)
+    if rec.empty:
+        st.info("No restart has completed yet (run an experiment with a failure).")
+        return
+    by_mode = rec.groupby(["mode", "query"], as_index=False)["restart_time_s"].agg(
+        ["count", "mean", "max"]
+    )
+    st.altair_chart(
+        alt.Chart(rec)
+        .mark_bar()
+        .encode(
+            x=alt.X("mode:N"),
+            y=alt.Y("mean(restart_time_s):Q", title="mean restart time (s)"),
+            column=alt.Column("query:N"),
+            color="mode:N",
+        )
+        .properties(height=220, width=120),
+    )
+    st.dataframe(by_mode, hide_index=True)
+    st.dataframe(rec, hide_index=True, width="stretch")
+
+
+def consistency(path: Path) -> None:
+    reports = views.consistency(path)
+    if reports.empty:
+        st.info("No consistency report yet: `recovery verify` or the consistency DAG writes them.")
+    else:
+        bad = reports[reports["verdict"] != "consistent"]
+        a, b, c = st.columns(3)
+        a.metric("reports", len(reports))
+        b.metric("inconsistent", len(bad))
+        c.metric("divergent outputs (all reports)", int(reports["divergent"].fillna(0).sum()))
+        long = reports.head(20).melt(
+            ["run_id", "verdict"], ["lost", "duplicated", "divergent"], "damage", "count"
+        )
+        st.altair_chart(
+            alt.Chart(long)
+            .mark_bar()
+            .encode(
+                y=alt.Y("run_id:N", sort=None),
+                x=alt.X("count:Q", title="outputs"),
+                color="damage:N",
+                tooltip=["run_id", "verdict", "damage", "count"],
+            )
+            .properties(title="lost / duplicated / divergent outputs per report"),
+            width="stretch",
+        )
+        st.dataframe(reports, hide_index=True, width="stretch")
+    gx = views.expectation_results(path)
+    st.subheader("Great Expectations")
+    if gx.empty:
+        st.caption("no suite has run yet")
+    else:
+        st.dataframe(gx, hide_index=True, width="stretch")
+
+
+def checkpoints(path: Path) -> None:
+    gc = views.gc_runs(path)
+    if gc.empty:
+        st.info("No checkpoint GC has run yet (DAG `checkpoint_gc`, or `recovery gc <job>`).")
+        return
+    st.altair_chart(
+        alt.Chart(gc)
+        .mark_bar()
+        .encode(
+            x=alt.X("yearmonthdatehoursminutes(ts):T", title="GC pass"),
+            y=alt.Y("bytes_freed:Q", title="bytes freed"),
+            color="job:N",
+        )
+        .transform_calculate(ts="datum.ts_ms")
+        .properties(height=200),
+        width="stretch",
+    )
+    st.dataframe(gc, hide_index=True, width="stretch")
+
+
+def experiments(path: Path) -> None:
+    exp = views.experiments(path)
+    if exp.empty:
+        st.info("No experiment yet: `recovery experiment run ...` or the experiment DAG.")
+        return
+    chosen = st.multiselect(
+        "experiments to compare", exp["run_id"].tolist(), default=exp["run_id"].head(2).tolist()
+    )
+    st.dataframe(exp, hide_index=True, width="stretch")
+    if not chosen:
+        return
+    cols = st.columns(len(chosen))
+    for col, run_id in zip(cols, chosen, strict=True):
+        row = exp.set_index("run_id").loc[run_id]
+        with col:
+            st.markdown(f"**{row['query']} · {row['mode']} · {row['fail']}**  \n`{run_id}`")
+            st.metric("oracle", row["verdict"] or "n/a")
+            chart = timeline_chart(path, run_id)
+            if chart is not None:
+                st.altair_chart(chart)
+
+
+def main() -> None:
+    path = store_path()
+    st.title("Spark streaming recovery: operations")
+    st.caption(f"metrics store: {path}")
+    problem = views.store_problem(path)
+    if problem:
+        st.warning(problem)
+        return
+    tabs = st.tabs(
+        ["Overview", "Job detail", "Recoveries", "Consistency", "Checkpoints & GC", "Experiments"]
+    )
+    pages = (overview, job_detail, recoveries, consistency, checkpoints, experiments)
+    for tab, page in zip(tabs, pages, strict=True):
+        with tab:
+            page(path)
+
+
+main()

@@ -1,0 +1,182 @@
+"""Read-only views of the metrics store for the dashboard and the DAGs' reports.
+
+Every function opens the DuckDB file read-only for one query (``read_frame``), so the dashboard
+never blocks a job's writer. Times stay epoch milliseconds; charts convert.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from recovery_lib.metrics.schema import TABLES
+from recovery_lib.metrics.store import read_frame
+
+
+def store_problem(path: str | Path) -> str | None:
+    """Why there is nothing to show (missing file, no tables, no runs), or None."""
+    path = Path(path)
+    if not path.exists():
+        return (
+            f"No metrics store at {path}. It is created by the first job, experiment or "
+            "benchmark (e.g. `recovery experiment run --query q3`); point the dashboard at "
+            "another one with RECOVERY_HOME."
+        )
+    tables = set(read_frame(path, "SELECT table_name FROM information_schema.tables")["table_name"])
+    missing = [t for t in ("runs", "events") if t not in tables]
+    if missing:
+        return f"{path} is not a metrics store (tables {missing} are missing)."
+    if int(read_frame(path, "SELECT count(*) AS n FROM runs")["n"][0]) == 0:
+        return f"The metrics store {path} has no runs yet: start a job or an experiment."
+    return None
+
+
+def _has(path: str | Path, table: str) -> bool:
+    assert table in TABLES
+    found = read_frame(
+        path, "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = ?", [table]
+    )
+    return int(found["n"][0]) > 0
+
+
+def runs(path: str | Path, limit: int = 200) -> pd.DataFrame:
+    frame = read_frame(
+        path,
+        """SELECT r.run_id, r.query, r.mode, r.status, r.started_ms, r.stopped_ms,
+                  json_extract_string(r.config, '$.experiment') AS experiment,
+                  json_extract_string(r.config, '$.run') AS role,
+                  (SELECT max(ts_ms) FROM micro_batches b WHERE b.run_id = r.run_id)
+                      AS last_batch_ms,
+                  (SELECT count(*) FROM events e WHERE e.run_id = r.run_id
+                      AND e.kind = 'failure_detected') AS failures
+           FROM runs r ORDER BY r.started_ms DESC LIMIT ?""",
+        [limit],
+    )
+    return frame
+
+
+def job_status(path: str | Path) -> pd.DataFrame:
+    """The newest status row of each supervised long-running job."""
+    if not _has(path, "job_status"):
+        return pd.DataFrame()
+    return read_frame(
+        path,
+        """SELECT * FROM job_status
+           QUALIFY row_number() OVER (PARTITION BY job ORDER BY ts_ms DESC) = 1
+           ORDER BY job""",
+    )
+
+
+def throughput(path: str | Path, run_ids: list[str]) -> pd.DataFrame:
+    """Per run and second: input events and output records (seconds as epoch s)."""
+    if not run_ids:
+        return pd.DataFrame(columns=["run_id", "second", "input_events", "output_records"])
+    marks = ",".join("?" * len(run_ids))
+    return read_frame(
+        path,
+        f"""SELECT run_id, second, sum(input_events) AS input_events,
+                   sum(output_records) AS output_records
+            FROM throughput WHERE run_id IN ({marks})
+            GROUP BY run_id, second ORDER BY run_id, second""",
+        run_ids,
+    )
+
+
+def latency(path: str | Path, run_ids: list[str]) -> pd.DataFrame:
+    """Per run and second of visibility: p50 and p99 output latency (ms)."""
+    if not run_ids:
+        return pd.DataFrame(columns=["run_id", "second", "p50_ms", "p99_ms", "outputs"])
+    marks = ",".join("?" * len(run_ids))
+    return read_frame(
+        path,
+        f"""SELECT run_id, visible_ms // 1000 AS second,
+                   quantile_cont(latency_ms, 0.5) AS p50_ms,
+                   quantile_cont(latency_ms, 0.99) AS p99_ms, count(*) AS outputs
+            FROM latency_samples WHERE run_id IN ({marks})
+            GROUP BY run_id, second ORDER BY run_id, second""",
+        run_ids,
+    )
+
+
+MARKED_EVENTS = ("failure_injected", "failure_detected", "restart", "ready", "gave_up")
+
+
+def events(path: str | Path, run_id: str) -> pd.DataFrame:
+    marks = ",".join("?" * len(MARKED_EVENTS))
+    return read_frame(
+        path,
+        f"""SELECT ts_ms, kind, detail FROM events
+            WHERE run_id = ? AND kind IN ({marks}) ORDER BY ts_ms""",
+        [run_id, *MARKED_EVENTS],
+    )
+
+
+def batches(path: str | Path, run_id: str) -> pd.DataFrame:
+    return read_frame(
+        path,
+        """SELECT batch_id, ts_ms, input_rows, processed_rows_per_s, trigger_ms,
+                  state_rows, state_memory_bytes, dead_letters
+           FROM micro_batches WHERE run_id = ? ORDER BY ts_ms""",
+        [run_id],
+    )
+
+
+def recoveries(path: str | Path) -> pd.DataFrame:
+    """One row per restart that came back: run, query, mode, restart time (s)."""
+    frame = read_frame(
+        path,
+        """SELECT e.run_id, r.query, r.mode, e.ts_ms,
+                  TRY_CAST(json_extract_string(e.detail, '$.restart_time_s') AS DOUBLE)
+                      AS restart_time_s
+           FROM events e JOIN runs r USING (run_id)
+           WHERE e.kind = 'ready' ORDER BY e.ts_ms DESC""",
+    )
+    return frame.dropna(subset=["restart_time_s"])
+
+
+def consistency(path: str | Path) -> pd.DataFrame:
+    return read_frame(
+        path,
+        """SELECT c.run_id, c.reference_run_id, c.query, r.mode, c.ts_ms, c.verdict, c.outputs,
+                  c.reference_outputs, c.lost, c.duplicated, c.divergent, c.unexpected
+           FROM consistency_reports c LEFT JOIN runs r USING (run_id)
+           ORDER BY c.ts_ms DESC""",
+    )
+
+
+def experiments(path: str | Path) -> pd.DataFrame:
+    """One row per experiment (faulty run + reference run), newest first."""
+    frame = read_frame(
+        path,
+        """SELECT json_extract_string(r.config, '$.experiment') AS experiment,
+                  r.run_id, r.query, r.mode, r.started_ms,
+                  json_extract_string(r.config, '$.fail') AS fail,
+                  TRY_CAST(json_extract_string(r.config, '$.rate') AS DOUBLE) AS rate,
+                  c.verdict, c.lost, c.duplicated, c.divergent
+           FROM runs r LEFT JOIN consistency_reports c USING (run_id)
+           WHERE json_extract_string(r.config, '$.run') = 'faulty'
+           ORDER BY r.started_ms DESC""",
+    )
+    return frame
+
+
+def gc_runs(path: str | Path) -> pd.DataFrame:
+    if not _has(path, "gc_runs"):
+        return pd.DataFrame()
+    return read_frame(path, "SELECT * FROM gc_runs ORDER BY ts_ms DESC")
+
+
+def expectation_results(path: str | Path) -> pd.DataFrame:
+    if not _has(path, "expectation_results"):
+        return pd.DataFrame()
+    return read_frame(path, "SELECT * FROM expectation_results ORDER BY ts_ms DESC")
+
+
+def detail(value: object) -> dict:
+    """An event's JSON detail as a dict (empty if unreadable)."""
+    try:
+        return json.loads(value) if isinstance(value, str) else dict(value or {})
+    except (ValueError, TypeError):
+        return {}

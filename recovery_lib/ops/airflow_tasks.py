@@ -1,0 +1,141 @@
+"""What the DAGs in dags/ run: Airflow-facing wrappers around the ops layer, kept here (an
+installed package) so that the triggerer and the workers import them by class path.
+
+``JobHealthTrigger`` watches a job's daemon status file asynchronously in the triggerer, so the
+``watch`` task of a ``stream_<job>`` DAG holds no worker slot while it waits (deferrable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.exceptions import AirflowFailException
+from airflow.sdk import BaseOperator
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+
+class JobHealthTrigger(BaseTrigger):
+    """Fires ``ok`` once the job has stayed healthy for ``watch_s`` seconds, or ``failed`` as
+    soon as its daemon reports failure or disappears."""
+
+    def __init__(self, job: str, watch_s: float, poll_s: float = 10.0) -> None:
+        super().__init__()
+        self.job = job
+        self.watch_s = watch_s
+        self.poll_s = poll_s
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "recovery_lib.ops.airflow_tasks.JobHealthTrigger",
+            {"job": self.job, "watch_s": self.watch_s, "poll_s": self.poll_s},
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from recovery_lib.ops import daemon
+
+        deadline = time.monotonic() + self.watch_s
+        while True:
+            status = await asyncio.to_thread(daemon.check, self.job)
+            if status.status in ("failed", "stopped"):
+                yield TriggerEvent({"ok": False, **daemon.describe(status)})
+                return
+            if time.monotonic() >= deadline:
+                yield TriggerEvent({"ok": True, **daemon.describe(status)})
+                return
+            await asyncio.sleep(self.poll_s)
+
+
+class WatchJobOperator(BaseOperator):
+    """Defers to ``JobHealthTrigger``; fails the task with the daemon's message on failure."""
+
+    template_fields = ("watch_s",)
+
+    def __init__(self, job: str, watch_s: float | str, poll_s: float = 10.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job = job
+        self.watch_s = watch_s
+        self.poll_s = poll_s
+
+    def execute(self, context: Any) -> None:
+        self.defer(
+            trigger=JobHealthTrigger(self.job, float(self.watch_s), self.poll_s),
+            method_name="execute_complete",
+        )
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        if not event.get("ok"):
+            raise AirflowFailException(
+                f"streaming job {self.job} is {event.get('status')}: {event.get('message')} "
+                f"(restarts {event.get('restarts')}); its log is under "
+                f"<RECOVERY_HOME>/jobs/{self.job}/. Fix the cause, then clear this task or "
+                "trigger the DAG again to start it."
+            )
+        return event
+
+
+def ensure_running(job_name: str, restart_failed: bool) -> dict[str, Any]:
+    """Start the job's daemon if it is not alive. A daemon that gave up (restart budget spent)
+    is restarted only when the policy says so; otherwise the task fails with its reason."""
+    from recovery_lib.ops import daemon
+    from recovery_lib.ops.config import get_job
+
+    job = get_job(job_name)
+    current = daemon.read_status(job)
+    if current is not None and current.alive and current.status in daemon.ACTIVE:
+        return daemon.describe(current)
+    if current is not None and current.status == "failed" and not restart_failed:
+        raise AirflowFailException(
+            f"streaming job {job_name} failed and its policy is on_exhausted=alert: "
+            f"{current.message}. Fix the cause and trigger with restart_failed=true."
+        )
+    return daemon.describe(daemon.start(job_name))
+
+
+def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
+    """Snapshot of the live job and the arguments of its bounded reference run."""
+    import json
+
+    from recovery_lib.kafka.admin import TopicAdmin
+    from recovery_lib.ops.config import get_job
+    from recovery_lib.ops.reports import snapshot
+
+    job = get_job(job_name)
+    snap = snapshot(job.checkpoint)
+    reference_topic = f"{job.out_topic}.reference.{run_tag}"
+    TopicAdmin().create(reference_topic, 2)
+    ref_dir = job.workdir / "reference" / run_tag
+    args = [
+        *job.job_args(),
+        "--available-now",
+        "--ending-offsets",
+        json.dumps(snap["offsets"]),
+    ]
+    # The reference writes its own topic and checkpoint; the rest of the job's args stay.
+    args = _replace_arg(args, "--output-topic", reference_topic)
+    args = _replace_arg(args, "--checkpoints", str(ref_dir))
+    args = _replace_arg(args, "--mode", "native")  # failure-free: nothing to replay
+    return {"snapshot": snap, "reference_topic": reference_topic, "args": args}
+
+
+def _replace_arg(args: list[str], flag: str, value: str) -> list[str]:
+    out = list(args)
+    if flag in out:
+        out[out.index(flag) + 1] = value
+    else:
+        out += [flag, value]
+    return out
+
+
+def application_path(job_name: str) -> str:
+    """The job's module file, for spark-submit."""
+    import importlib.util
+
+    from recovery_lib.ops.config import get_job
+
+    spec = importlib.util.find_spec(get_job(job_name).module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"cannot find the module of job {job_name}")
+    return spec.origin

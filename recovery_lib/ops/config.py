@@ -1,0 +1,136 @@
+"""The configured long-running jobs: one YAML file (dags/streaming_jobs.yaml by default,
+``RECOVERY_JOBS_FILE`` to override), validated into typed ``StreamJob`` entries. Everything a
+job needs on disk lives under ``<RECOVERY_HOME>/jobs/<name>/``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from recovery_lib.settings import get_settings
+
+PIPELINE_MODULES = {"prices": "jobs.nondeterministic_prices", "lastbids": "jobs.last_bids"}
+
+
+class StreamJob(BaseModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9_]+$")
+    query: str
+    input_prefix: str = "nexmark"
+    placement: Literal["local", "cluster"] = "local"
+    mode: Literal["native", "causal"] = "native"
+    sink_mode: Literal["at_least_once", "dedup"] = "dedup"
+    output_topic: str | None = None
+    heartbeat_timeout_s: float = Field(default=10.0, gt=0)
+    max_restarts: int = Field(default=3, ge=0)
+    keep_batches: int = Field(default=10, ge=1)
+    # When the daemon spent its restart budget: alert (the DAG fails until someone acts) or
+    # restart (the next DAG run starts a fresh daemon).
+    on_exhausted: Literal["alert", "restart"] = "alert"
+    watch_minutes: float = Field(default=10.0, gt=0)
+    price_url: str | None = None  # prices pipeline only
+    extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("query")
+    @classmethod
+    def _known_query(cls, value: str) -> str:
+        value = value.lower()
+        if value in PIPELINE_MODULES:
+            return value
+        from recovery_lib.nexmark.queries import get_query
+
+        get_query(value)  # raises with the list of queries
+        return value
+
+    @property
+    def module(self) -> str:
+        return PIPELINE_MODULES.get(self.query, f"jobs.nexmark.{self.query}")
+
+    @property
+    def workdir(self) -> Path:
+        return get_settings().home / "jobs" / self.name
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.workdir / "checkpoints"
+
+    @property
+    def checkpoint(self) -> Path:
+        """The Spark checkpoint of the query (``<checkpoints>/<query>``, see QueryOptions)."""
+        return self.checkpoint_dir / self.query
+
+    @property
+    def out_topic(self) -> str:
+        return self.output_topic or f"{self.input_prefix}.out.{self.name}"
+
+    def causal_config(self):  # noqa: ANN201 - CausalConfig, as the job itself builds it
+        from recovery_lib.causal.log import CausalConfig
+        from recovery_lib.kafka.clients import client_config
+
+        settings = get_settings()
+        return CausalConfig(
+            job=self.out_topic,
+            state_dir=f"{self.checkpoint}.causal",
+            kafka=client_config(),
+            on_missing=settings.causal_on_missing,
+            storage=settings.causal_storage,
+            output_topic=self.out_topic,
+        )
+
+    def job_args(self) -> list[str]:
+        args = [
+            "--prefix",
+            self.input_prefix,
+            "--checkpoints",
+            str(self.checkpoint_dir),
+            "--output-topic",
+            self.out_topic,
+            "--sink-mode",
+            self.sink_mode,
+            "--mode",
+            self.mode,
+        ]
+        if self.query == "prices":
+            if not self.price_url:
+                raise ValueError(f"job {self.name}: the prices pipeline needs price_url")
+            args += ["--price-url", self.price_url]
+        return [*args, *self.extra_args]
+
+
+class JobsFile(BaseModel):
+    jobs: list[StreamJob]
+
+
+def jobs_file() -> Path:
+    configured = get_settings().jobs_file
+    if configured is not None:
+        return configured
+    return Path(__file__).resolve().parents[2] / "dags" / "streaming_jobs.yaml"
+
+
+def load_jobs(path: str | Path | None = None) -> dict[str, StreamJob]:
+    path = Path(path) if path is not None else jobs_file()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"jobs file {path} does not exist (set RECOVERY_JOBS_FILE)") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"jobs file {path} is not valid YAML: {exc}") from exc
+    try:
+        parsed = JobsFile.model_validate(data or {"jobs": []})
+    except ValidationError as exc:
+        raise ValueError(f"jobs file {path}: {exc}") from exc
+    names = [j.name for j in parsed.jobs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"jobs file {path}: duplicate job names {duplicates}")
+    return {j.name: j for j in parsed.jobs}
+
+
+def get_job(name: str, path: str | Path | None = None) -> StreamJob:
+    jobs = load_jobs(path)
+    if name not in jobs:
+        raise ValueError(f"no job {name!r} in {path or jobs_file()}; configured: {sorted(jobs)}")
+    return jobs[name]

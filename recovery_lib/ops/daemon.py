@@ -1,0 +1,268 @@
+"""The job daemon: one detached process per configured job that runs the supervisor loop, so
+that Airflow starts a job and then only looks at it (a short check that releases its worker
+slot) instead of holding a slot for the job's lifetime.
+
+    recovery job start q3_local     # detached: <home>/jobs/q3_local/daemon.json + daemon.log
+    recovery job status q3_local    # JSON; exit 1 when failed or gone
+    recovery job stop q3_local      # SIGTERM: the job's queries stop, then the daemon
+
+The daemon restarts the job by its policy (native Spark recovery from the checkpoint, at most
+``max_restarts`` times); when the budget is spent it records ``failed`` with the reason and
+exits 1. Its status goes to ``daemon.json`` and to the metrics store (table job_status).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.ops.config import StreamJob, get_job
+from recovery_lib.settings import get_settings
+
+ACTIVE = ("starting", "running", "restarting")
+
+
+@dataclass
+class DaemonStatus:
+    job: str
+    status: str  # starting | running | restarting | failed | stopped
+    supervisor_pid: int
+    ts_ms: int
+    run_id: str | None = None
+    job_pid: int | None = None
+    restarts: int = 0
+    heartbeat_ms: int | None = None
+    committed_batch: int | None = None
+    message: str = ""
+
+    @property
+    def alive(self) -> bool:
+        return pid_alive(self.supervisor_pid)
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) is not alive.
+    with contextlib.suppress(OSError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    return True
+
+
+def status_path(job: StreamJob) -> Path:
+    return job.workdir / "daemon.json"
+
+
+def read_status(job: StreamJob) -> DaemonStatus | None:
+    try:
+        return DaemonStatus(**json.loads(status_path(job).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_status(job: StreamJob, status: DaemonStatus, store: MetricsStore | None) -> None:
+    path = status_path(job)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(status)))
+    os.replace(tmp, path)
+    if store is not None:
+        store.add(
+            "job_status",
+            [
+                (
+                    status.job,
+                    status.ts_ms,
+                    status.status,
+                    status.run_id,
+                    status.supervisor_pid,
+                    status.job_pid,
+                    status.restarts,
+                    status.heartbeat_ms,
+                    status.committed_batch,
+                    None,
+                    None,
+                    status.message,
+                )
+            ],
+        )
+        store.flush()
+
+
+def describe(status: DaemonStatus | None) -> dict[str, Any]:
+    return {} if status is None else {**asdict(status), "alive": status.alive}
+
+
+# -- control (called by the CLI and the DAGs) ---------------------------------------------------
+
+
+def start(name: str) -> DaemonStatus:
+    """Start the job's daemon unless one is alive; returns its first status."""
+    job = get_job(name)
+    current = read_status(job)
+    if current is not None and current.alive and current.status in ACTIVE:
+        return current
+    job.workdir.mkdir(parents=True, exist_ok=True)
+    status_path(job).unlink(missing_ok=True)
+    with open(job.workdir / "daemon.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "recovery_lib.ops.daemon", name],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # outlives the Airflow task that started it
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = read_status(job)
+        if status is not None and status.supervisor_pid == proc.pid:
+            return status
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"the daemon of job {name} exited with {proc.returncode} at start; "
+                f"see {job.workdir / 'daemon.log'}"
+            )
+        time.sleep(0.2)
+    raise RuntimeError(f"the daemon of job {name} wrote no status in 30 s")
+
+
+def check(name: str) -> DaemonStatus:
+    """The job's status as seen now; a daemon that died without saying so is 'failed'."""
+    job = get_job(name)
+    status = read_status(job)
+    if status is None:
+        raise RuntimeError(f"job {name} was never started here (no {status_path(job)})")
+    if status.status in ACTIVE and not status.alive:
+        status.status = "failed"
+        status.message = (
+            f"the daemon (pid {status.supervisor_pid}) is gone without a final status; "
+            f"see {job.workdir / 'daemon.log'}"
+        )
+    return status
+
+
+def stop(name: str, timeout_s: float = 60.0) -> DaemonStatus | None:
+    job = get_job(name)
+    status = read_status(job)
+    if status is None or not status.alive:
+        return status
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(status.supervisor_pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(status.supervisor_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if pid_alive(status.supervisor_pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(status.supervisor_pid, signal.SIGKILL)
+    return read_status(job)
+
+
+# -- the daemon itself ---------------------------------------------------------------------------
+
+
+def run_daemon(name: str) -> int:
+    from recovery_lib.runtime import cluster as cluster_mod
+    from recovery_lib.runtime.checkpoint import last_committed
+    from recovery_lib.runtime.supervisor import JobSpec, Supervisor
+
+    job = get_job(name)
+    settings = get_settings()
+    store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
+    me = os.getpid()
+    run_id = store.start_run(job.query, job.mode, {"job": job.name, **job.model_dump()})
+    status = DaemonStatus(job.name, "starting", me, now_ms(), run_id=run_id)
+    _write_status(job, status, store)
+
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
+
+    cluster_url = None
+    if job.placement == "cluster":
+        state = cluster_mod.cluster_state()
+        external = settings.spark_master if settings.spark_master.startswith("spark://") else None
+        if state is None and external is None:
+            status.status, status.message = (
+                "failed",
+                "placement is 'cluster' but no Spark cluster runs: `recovery cluster start`, "
+                "or set RECOVERY_SPARK_MASTER=spark://host:7077",
+            )
+            status.ts_ms = now_ms()
+            _write_status(job, status, store)
+            store.finish_run(run_id, "failed")
+            store.close()
+            return 1
+        cluster_url = state.url if state is not None else external
+    spec = JobSpec(
+        job.module,
+        [*job.job_args(), "--metrics", str(store.path), "--run-id", run_id],
+        cluster_url=cluster_url,
+        heartbeat_timeout_s=job.heartbeat_timeout_s,
+        max_restarts=job.max_restarts,
+    )
+    sup = Supervisor(spec, job.workdir / "supervisor", store, run_id)
+    code = 0
+    last_report = 0.0
+    try:
+        sup.start()
+        while not stopping:
+            try:
+                sup.tick()
+            except RuntimeError as exc:  # restart budget spent
+                status.status, status.message = "failed", str(exc)
+                code = 1
+                break
+            if time.monotonic() - last_report >= settings.job_status_every_s:
+                last_report = time.monotonic()
+                beat = sup.heartbeat()
+                status.job_pid = sup.pid
+                status.restarts = len(sup.restarts)
+                status.heartbeat_ms = beat.ts_ms if beat is not None else None
+                status.committed_batch = last_committed(job.checkpoint)
+                status.status = (
+                    "running"
+                    if sup.is_ready() and sup._awaiting_ready is None
+                    else ("restarting" if sup.restarts else "starting")
+                )
+                status.message = sup.restarts[-1].cause if sup.restarts else ""
+                status.ts_ms = now_ms()
+                _write_status(job, status, store)
+            time.sleep(0.5)
+        if not code:
+            status.status, status.message = "stopped", "stopped on request"
+    finally:
+        sup.stop()
+        status.ts_ms = now_ms()
+        status.job_pid = sup.pid
+        status.restarts = len(sup.restarts)
+        _write_status(job, status, store)
+        store.finish_run(run_id, "failed" if code else "finished")
+        store.close()
+    return code
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python -m recovery_lib.ops.daemon <job name>")
+    raise SystemExit(run_daemon(args[0]))
+
+
+if __name__ == "__main__":
+    main()

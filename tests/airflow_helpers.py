@@ -1,0 +1,94 @@
+"""Airflow for tests: an isolated AIRFLOW_HOME (SQLite, LocalExecutor, parallelism 4, a
+generated JWT secret, one admin user), ``dag.test()`` in a subprocess (so each test gets a
+clean Airflow import with its own configuration), and the real components for end-to-end."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PASSWORD = "recovery-test"
+
+
+def airflow_env(root: Path, recovery_home: Path, jobs_file: Path) -> dict[str, str]:
+    home = root / "airflow"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "passwords.json").write_text(json.dumps({"admin": PASSWORD}))
+    spark_bin = Path(sys.executable).parent.parent / "lib"
+    spark_bin = next(spark_bin.glob("python*/site-packages/pyspark/bin"))
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PATH": f"{spark_bin}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
+        + os.environ.get("PATH", ""),
+        "RECOVERY_HOME": str(recovery_home),
+        "RECOVERY_JOBS_FILE": str(jobs_file),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYTHONPATH": str(REPO),
+    }
+
+
+def airflow(env: dict[str, str], *args: str, timeout: float = 300) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"airflow {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+DAG_TEST = """
+import json, sys
+try:
+    from airflow.dag_processing.dagbag import DagBag
+except ImportError:
+    from airflow.models.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+if sys.argv[2] == "--import-errors":
+    print("RESULT" + json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
+                                 "dags": sorted(bag.dag_ids)}))
+    sys.exit(0)
+dag = bag.get_dag(sys.argv[2])
+run = dag.test(run_conf=json.loads(sys.argv[3]))
+tis = {ti.task_id + (f"[{ti.map_index}]" if ti.map_index >= 0 else ""): str(ti.state)
+       for ti in run.get_task_instances()}
+print("RESULT" + json.dumps({"state": str(run.state), "tasks": tis}))
+"""
+
+
+def dag_test(env: dict[str, str], dag_id: str, conf: dict | None = None, timeout: float = 600):
+    """Run ``dag.test()`` in a fresh interpreter; returns {"state", "tasks"} (and the log)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", DAG_TEST, str(REPO / "dags"), dag_id, json.dumps(conf or {})],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    if not lines:
+        raise RuntimeError(f"dag.test of {dag_id} gave no result:\n{proc.stdout}\n{proc.stderr}")
+    result = json.loads(lines[-1][len("RESULT") :])
+    result["log"] = proc.stdout[-20_000:] + proc.stderr[-20_000:]
+    return result

@@ -1,0 +1,238 @@
+"""The Streamlit dashboard: AppTest for logic (a store with runs, an empty store, no store), and
+the real thing served on 127.0.0.1 and screenshotted in headless Debian Chromium after its
+charts rendered."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from recovery_lib.metrics.store import MetricsStore
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+T0 = 1_790_000_000_000  # ms
+
+
+def populated_store(path: Path) -> Path:
+    with MetricsStore(path) as store:
+        for mode, restart_s, verdict, divergent in (
+            ("native", 24.5, "inconsistent", 7),
+            ("causal", 22.0, "consistent", 0),
+        ):
+            run = store.start_run(
+                "prices",
+                mode,
+                {"experiment": f"exp-{mode}", "run": "faulty", "fail": "mid-write", "rate": 1000},
+            )
+            store.add(
+                "throughput",
+                [(run, T0 // 1000 + s, 1000, 900 if s != 20 else 0) for s in range(60)],
+            )
+            store.add(
+                "latency_samples",
+                [(run, T0 + s * 1000, T0 + s * 1000 - 800 - s, 800 + s, f"0-0-{s}")
+                 for s in range(60)],
+            )  # fmt: skip
+            store.add(
+                "micro_batches",
+                [(run, "q", b, T0 + b * 1000, 1000, 1000.0, 1100.0, 900, 700, 5, 20, 10, 10,
+                  100 * b, 4096, 0) for b in range(30)],
+            )  # fmt: skip
+            store.event(run, "failure_injected", {"kind": "mid-write"}, T0 + 20_000)
+            store.event(run, "failure_detected", {"cause": "exit -9"}, T0 + 21_000)
+            store.event(run, "ready", {"restart_time_s": restart_s}, T0 + 21_000 + restart_s * 1000)
+            store.add_consistency(
+                run,
+                f"ref-{mode}",
+                {"query": "prices", "verdict": verdict, "outputs": 55_000,
+                 "reference_outputs": 55_000, "lost": 0, "duplicated": 0,
+                 "divergent": divergent, "unexpected": 0},
+            )  # fmt: skip
+        store.add(
+            "job_status",
+            [("q3_local", T0, "running", "r1", 11, 12, 1, T0 - 500, 41, None, None, "")],
+        )
+        store.add(
+            "gc_runs",
+            [("q3_local", T0, False, 41, 32, 120, 1_234_567, None, "{}")],
+        )
+    return path
+
+
+def app_test(path: Path):
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["RECOVERY_METRICS_PATH"] = str(path)
+    try:
+        at = AppTest.from_file(APP, default_timeout=90)
+        at.run()
+    finally:
+        os.environ.pop("RECOVERY_METRICS_PATH", None)
+    return at
+
+
+def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_path):
+    at = app_test(populated_store(tmp_path / "metrics.duckdb"))
+    assert not at.exception, at.exception
+    assert [t.label for t in at.tabs] == [
+        "Overview",
+        "Job detail",
+        "Recoveries",
+        "Consistency",
+        "Checkpoints & GC",
+        "Experiments",
+    ]
+    assert not at.warning
+    frames = [df.value for df in at.dataframe]
+    jobs = next(f for f in frames if "last_heartbeat" in f.columns)
+    assert jobs["job"].tolist() == ["q3_local"] and jobs["status"].tolist() == ["running"]
+    reports = next(f for f in frames if "verdict" in f.columns and "lost" in f.columns)
+    assert sorted(reports["verdict"]) == ["consistent", "inconsistent"]
+    assert any("restart_time_s" in f.columns for f in frames)
+    assert any("bytes_freed" in f.columns for f in frames)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["inconsistent"] == "1"
+    charts = at.get("vega_lite_chart")
+    assert len(charts) >= 6  # sparklines, timeline, state, recoveries, damage, GC
+
+
+@pytest.mark.parametrize("state", ["missing", "empty"])
+def test_no_data_gives_a_helpful_message_not_a_stack_trace(tmp_path, state):
+    path = tmp_path / "metrics.duckdb"
+    if state == "empty":
+        MetricsStore(path).close()
+    at = app_test(path)
+    assert not at.exception
+    text = " ".join(w.value for w in at.warning)
+    assert ("No metrics store" in text) if state == "missing" else ("no runs yet" in text)
+
+
+# -- a real browser ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, timeout_s: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer within {timeout_s:.0f} s")
+
+
+class DevTools:
+    """The minimum of the Chrome DevTools protocol: navigate, evaluate, screenshot."""
+
+    def __init__(self, ws_url: str) -> None:
+        from websockets.sync.client import connect
+
+        self.ws = connect(ws_url, max_size=50_000_000)
+        self._id = 0
+
+    def call(self, method: str, **params):  # noqa: ANN201
+        self._id += 1
+        self.ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv(timeout=60))
+            if message.get("id") == self._id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message["result"]
+
+    def evaluate(self, expression: str):  # noqa: ANN201
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result["result"].get("value")
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@pytest.mark.slow
+def test_served_dashboard_renders_its_charts_in_headless_chromium(tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, (
+        "Debian chromium is missing: `make test` installs it (apt-get install chromium)"
+    )
+    store = populated_store(tmp_path / "metrics.duckdb")
+    port, debug_port = _free_port(), _free_port()
+    env = {**os.environ, "RECOVERY_METRICS_PATH": str(store)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", APP, "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    browser = None
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/_stcore/health", 60)
+        browser = subprocess.Popen(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={tmp_path / 'chrome'}",
+             f"--remote-debugging-port={debug_port}", "--remote-debugging-address=127.0.0.1",
+             "--window-size=1400,1800", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        _wait_http(f"http://127.0.0.1:{debug_port}/json/version", 30)
+        import httpx
+
+        page = next(
+            t
+            for t in httpx.get(f"http://127.0.0.1:{debug_port}/json/list").json()
+            if t["type"] == "page"
+        )
+        tools = DevTools(page["webSocketDebuggerUrl"])
+        try:
+            tools.call("Page.enable")
+            tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
+            deadline = time.monotonic() + 90
+            rendered = 0
+            while time.monotonic() < deadline:
+                rendered = (
+                    tools.evaluate(
+                        "document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length"
+                    )
+                    or 0
+                )
+                if rendered >= 3:
+                    break
+                time.sleep(1)
+            time.sleep(2)  # let the last charts paint
+            text = tools.evaluate("document.body.innerText") or ""
+            shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        finally:
+            tools.close()
+        png = base64.b64decode(shot["data"])
+        (tmp_path / "dashboard.png").write_bytes(png)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+        assert rendered >= 3, f"only {rendered} charts rendered"
+        # Tables are drawn on a canvas; headings, tabs and run cards are text.
+        for expected in ("Spark streaming recovery", "Supervised jobs", "Consistency", "prices"):
+            assert expected in text
+    finally:
+        for proc in (browser, server):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, 15)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, 9)

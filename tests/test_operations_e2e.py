@@ -1,0 +1,285 @@
+"""The operations layer end to end: the job daemon supervising a real NexMark job, checkpoint GC
+followed by a kill and a recovery judged by the oracle, the DAGs under ``dag.test()`` (GC, the
+consistency report with its SparkSubmitOperator reference run), the deferrable watch trigger,
+and real Airflow components running a DAG triggered over the REST API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from recovery_lib.metrics.store import read_frame
+from recovery_lib.nexmark.config import GeneratorConfig
+from recovery_lib.nexmark.producer import ensure_topics, produce_events
+from tests.airflow_helpers import PASSWORD, airflow, airflow_env, dag_test
+from tests.helpers import wait_for
+
+EVENTS = 30_000
+
+
+def write_jobs(path: Path, prefix: str, name: str = "q3_ops") -> Path:
+    path.write_text(
+        f"""
+jobs:
+  - name: {name}
+    query: q3
+    input_prefix: {prefix}
+    placement: local
+    mode: native
+    sink_mode: dedup
+    heartbeat_timeout_s: 10
+    max_restarts: 3
+    keep_batches: 2
+    extra_args: ["--max-records", "1500"]
+"""
+    )
+    return path
+
+
+@pytest.fixture()
+def jobs_env(tmp_path, monkeypatch, recovery_home):
+    """A jobs file for this test, visible to this process and its children."""
+    from recovery_lib.settings import reload_settings
+
+    jobs = tmp_path / "jobs.yaml"
+    monkeypatch.setenv("RECOVERY_JOBS_FILE", str(jobs))
+    reload_settings()
+    yield jobs
+    monkeypatch.delenv("RECOVERY_JOBS_FILE")
+    reload_settings()
+
+
+def test_jobs_file_errors_say_what_to_fix(tmp_path):
+    from recovery_lib.ops.config import load_jobs
+
+    bad = tmp_path / "jobs.yaml"
+    bad.write_text("jobs:\n  - name: a\n    query: q99\n")
+    with pytest.raises(ValueError, match="q99"):
+        load_jobs(bad)
+    bad.write_text("jobs:\n  - {name: a, query: q1}\n  - {name: a, query: q3}\n")
+    with pytest.raises(ValueError, match="duplicate job names"):
+        load_jobs(bad)
+    with pytest.raises(ValueError, match="does not exist"):
+        load_jobs(tmp_path / "nope.yaml")
+    repo_jobs = load_jobs(Path(__file__).resolve().parents[1] / "dags" / "streaming_jobs.yaml")
+    assert repo_jobs and all(j.module.startswith("jobs.") for j in repo_jobs.values())
+
+
+def test_every_dag_imports_cleanly(tmp_path, recovery_home):
+    env = airflow_env(tmp_path, recovery_home, write_jobs(tmp_path / "jobs.yaml", "nx"))
+    result = dag_test(env, "--import-errors")
+    assert result["errors"] == {}, result["errors"]
+    assert {"checkpoint_gc", "consistency_report", "recovery_experiment", "stream_q3_ops"} <= set(
+        result["dags"]
+    )
+
+
+def test_the_watch_trigger_reports_health_then_failure(tmp_path, monkeypatch, jobs_env):
+    """The deferrable watch's trigger, run as the triggerer runs it (asyncio)."""
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
+    from recovery_lib.ops import daemon
+    from recovery_lib.ops.airflow_tasks import JobHealthTrigger
+    from recovery_lib.ops.config import get_job
+
+    write_jobs(jobs_env, "nx", "watched")
+    job = get_job("watched")
+    job.workdir.mkdir(parents=True, exist_ok=True)
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        status = daemon.DaemonStatus("watched", "running", stand_in.pid, 0)
+        daemon._write_status(job, status, None)
+
+        async def first_event(trigger: JobHealthTrigger) -> dict:
+            async for event in trigger.run():
+                return event.payload
+            raise AssertionError("no event")
+
+        ok = asyncio.run(first_event(JobHealthTrigger("watched", watch_s=1.0, poll_s=0.2)))
+        assert ok["ok"] is True and ok["status"] == "running"
+        stand_in.kill()  # the daemon dies without a last word
+        stand_in.wait()
+        failed = asyncio.run(first_event(JobHealthTrigger("watched", watch_s=60, poll_s=0.2)))
+        assert failed["ok"] is False and "gone" in failed["message"]
+        classpath, kwargs = JobHealthTrigger("watched", 5).serialize()
+        assert classpath.endswith("JobHealthTrigger") and kwargs["watch_s"] == 5
+    finally:
+        stand_in.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+def test_daemon_gc_kill_recover_and_the_consistency_dag(
+    tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env
+):
+    """GC, then kill the job, then recover: the oracle says consistent. Then the consistency
+    DAG (snapshot -> SparkSubmitOperator reference run -> oracle + GX) agrees."""
+    from recovery_lib.ops import daemon
+    from recovery_lib.ops.config import get_job
+    from recovery_lib.ops.gc import gc_job
+    from recovery_lib.runtime.checkpoint import batch_ids, committed_offsets, last_committed
+    from recovery_lib.verify.nexmark_check import judge_run
+
+    gen = GeneratorConfig(topic_prefix=f"ops{int(time.time())}", partitions=2)
+    ensure_topics(gen, admin)
+    produce_events(gen, count=EVENTS)
+    write_jobs(jobs_env, gen.topic_prefix)
+    job = get_job("q3_ops")
+    try:
+        daemon.start("q3_ops")
+        wait_for(lambda: (last_committed(job.checkpoint) or 0) >= 8, 240, "8 committed batches")
+        result = gc_job("q3_ops", keep_batches=2)
+        assert result["files_removed"] > 0 and result["bytes_freed"] > 0, result
+        assert min(batch_ids(job.checkpoint / "commits")) >= result["plan"]["oldest_kept_batch"]
+        gc_rows = read_frame(recovery_home / "metrics.duckdb", "SELECT * FROM gc_runs")
+        assert "q3_ops" in gc_rows["job"].tolist()
+
+        before = daemon.check("q3_ops")
+        os.killpg(before.job_pid, signal.SIGKILL)  # the driver dies after the GC
+        wait_for(
+            lambda: (s := daemon.check("q3_ops")).restarts >= 1 and s.status == "running",
+            240,
+            "the daemon to restart the job",
+        )
+
+        def drained() -> bool:
+            done = committed_offsets(job.checkpoint)
+            topics = [gen.persons_topic, gen.auctions_topic]
+            return all(
+                sum(done.get(t, {}).values()) >= expected
+                for t, expected in zip(topics, (EVENTS // 50, EVENTS * 3 // 50), strict=True)
+            )
+
+        wait_for(drained, 240, "the restarted job to consume all input")
+        time.sleep(3)
+        from recovery_lib.io.sinks.dedup_reader import read_topic
+
+        report = judge_run("q3", list(read_topic(job.out_topic)), None, True, gen, EVENTS)
+        assert report.verdict == "consistent", report.to_dict()
+        assert report.reference_results_mismatch == 0
+
+        env = airflow_env(tmp_path, recovery_home, jobs_env)
+        env["KAFKA_BOOTSTRAP"] = kafka_bootstrap
+        airflow(env, "db", "migrate")
+        run = dag_test(env, "consistency_report")
+        tasks = run["tasks"]
+        assert tasks["q3_ops.reference_run"] == "success", run["log"][-5000:]
+        assert tasks["q3_ops.compare"] == "success", run["log"][-5000:]
+        reports = read_frame(
+            recovery_home / "metrics.duckdb",
+            "SELECT verdict FROM consistency_reports WHERE run_id = ?",
+            [f"job:{job.out_topic}"],
+        )
+        assert reports["verdict"].tolist() == ["consistent"]
+    finally:
+        final = daemon.stop("q3_ops")
+    assert final is not None and final.status == "stopped"
+    assert not daemon.pid_alive(final.supervisor_pid) and not daemon.pid_alive(final.job_pid)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_real_airflow_runs_a_dag_triggered_over_the_rest_api(tmp_path, recovery_home):
+    """api-server, scheduler, dag-processor and triggerer on 127.0.0.1 (SQLite, parallelism 4);
+    trigger checkpoint_gc (dry run) with a token; wait for success; stop everything by PID."""
+    import httpx
+
+    jobs = write_jobs(tmp_path / "jobs.yaml", "nx", "gc_only")
+    env = airflow_env(tmp_path, recovery_home, jobs)
+    port = _free_port()
+    env["AIRFLOW__API__PORT"] = str(port)
+    env["AIRFLOW__API__BASE_URL"] = f"http://127.0.0.1:{port}"
+    env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"http://127.0.0.1:{port}/execution/"
+    airflow(env, "db", "migrate")
+    procs: list[subprocess.Popen] = []
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    try:
+        for component in ("api-server", "scheduler", "dag-processor", "triggerer"):
+            args = [sys.executable, "-m", "airflow", component]
+            if component == "api-server":
+                args += ["--host", "127.0.0.1", "--port", str(port)]
+            procs.append(
+                subprocess.Popen(
+                    args,
+                    env=env,
+                    stdout=open(logs / f"{component}.log", "wb"),  # noqa: SIM115
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        base = f"http://127.0.0.1:{port}"
+
+        def healthy() -> bool:
+            try:
+                return httpx.get(f"{base}/api/v2/monitor/health", timeout=3).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(healthy, 180, "the api-server")
+        password = PASSWORD
+        generated = Path(env["AIRFLOW_HOME"]) / "simple_auth_manager_passwords.json.generated"
+        if not (Path(env["AIRFLOW_HOME"]) / "passwords.json").exists() and generated.exists():
+            password = json.loads(generated.read_text())["admin"]
+        r = httpx.post(
+            f"{base}/auth/token", json={"username": "admin", "password": password}, timeout=10
+        )
+        assert r.status_code in (200, 201), r.text
+        token = r.json()["access_token"]
+        headers = {"Authorization": f"Bearer {token}"}
+
+        def parsed() -> bool:
+            r = httpx.get(f"{base}/api/v2/dags/checkpoint_gc", headers=headers, timeout=10)
+            return r.status_code == 200
+
+        wait_for(parsed, 180, "the dag-processor to parse checkpoint_gc")
+        r = httpx.patch(
+            f"{base}/api/v2/dags/checkpoint_gc", headers=headers, json={"is_paused": False}
+        )
+        assert r.status_code == 200, r.text
+        r = httpx.post(
+            f"{base}/api/v2/dags/checkpoint_gc/dagRuns",
+            headers=headers,
+            json={"logical_date": None, "conf": {"dry_run": True}},
+        )
+        assert r.status_code in (200, 201), r.text
+        run_id = r.json()["dag_run_id"]
+        state = {"value": None}
+
+        def finished() -> bool:
+            run = httpx.get(
+                f"{base}/api/v2/dags/checkpoint_gc/dagRuns/{run_id}", headers=headers, timeout=10
+            ).json()
+            state["value"] = run["state"]
+            return run["state"] in ("success", "failed")
+
+        wait_for(finished, 300, "the triggered DAG run")
+        assert state["value"] == "success", [
+            (p.name, p.read_text()[-3000:]) for p in logs.iterdir()
+        ]
+        rows = read_frame(recovery_home / "metrics.duckdb", "SELECT * FROM gc_runs")
+        assert ("gc_only", True) in set(zip(rows["job"], rows["dry_run"], strict=True))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+    assert all(p.poll() is not None for p in procs)
