@@ -111,9 +111,30 @@ class DeterminantLog(ABC):
     def flush(self) -> None:
         """Make every appended run durable; raise if any could not be written."""
 
-    @abstractmethod
     def read(self, key: StreamKey) -> list[Determinant]:
         """The logged prefix of a stream (empty if nothing was logged)."""
+        mark = TruncationMark.load(self.config.state_dir)
+        if key.batch <= mark.batch:
+            raise MissingDeterminants(
+                f"batch {key.batch} is being re-executed but its determinants were truncated "
+                f"(the log keeps batches after {mark.batch}); truncate only committed batches"
+            )
+        try:
+            runs = self._index(mark).get(key, [])
+        except CorruptDeterminants:
+            raise
+        except Exception as exc:  # the topic is gone or unreachable
+            raise MissingDeterminants(f"cannot read {self.where}: {exc}") from exc
+        return assemble(runs)
+
+    @property
+    def where(self) -> str:
+        """Where the determinants are kept (for error messages)."""
+        return type(self).__name__
+
+    def _index(self, mark: TruncationMark) -> dict[StreamKey, list[DeterminantRun]]:
+        """Every stream's runs from the truncation mark on (storages override this)."""
+        raise NotImplementedError
 
     @abstractmethod
     def truncate(self, committed_batch: int) -> int:
@@ -170,6 +191,10 @@ class KafkaDeterminantLog(DeterminantLog):
         self._pending: list[DeterminantRun] = []
         self._errors: list[str] = []
 
+    @property
+    def where(self) -> str:
+        return f"determinant log {self.config.topic}"
+
     def _producer(self):  # noqa: ANN202
         from confluent_kafka import Producer
 
@@ -225,23 +250,6 @@ class KafkaDeterminantLog(DeterminantLog):
             _indexes[cache_key] = (end, index)
             return index
 
-    def read(self, key: StreamKey) -> list[Determinant]:
-        mark = TruncationMark.load(self.config.state_dir)
-        if key.batch <= mark.batch:
-            raise MissingDeterminants(
-                f"batch {key.batch} is being re-executed but its determinants were truncated "
-                f"(the log keeps batches after {mark.batch}); truncate only committed batches"
-            )
-        try:
-            runs = self._index(mark).get(key, [])
-        except CorruptDeterminants:
-            raise
-        except Exception as exc:  # the topic is gone or unreachable
-            raise MissingDeterminants(
-                f"cannot read determinant log {self.config.topic}: {exc}"
-            ) from exc
-        return assemble(runs)
-
     def truncate(self, committed_batch: int) -> int:
         """Low-water mark = the first record of any batch after ``committed_batch``."""
         from recovery_lib.io.sinks.dedup_reader import read_topic
@@ -286,6 +294,10 @@ class OutputCarriedLog(DeterminantLog):
         self._pending: list[DeterminantRun] = []
         self._ready: list[DeterminantRun] = []
 
+    @property
+    def where(self) -> str:
+        return f"determinants carried in {self.config.output_topic}"
+
     def append(self, run: DeterminantRun) -> None:
         if run.determinants:
             self._pending.append(run)
@@ -322,23 +334,6 @@ class OutputCarriedLog(DeterminantLog):
                 ends[record.partition] = record.offset + 1
             _carried_indexes[cache_key] = (ends, index)
             return index
-
-    def read(self, key: StreamKey) -> list[Determinant]:
-        mark = TruncationMark.load(self.config.state_dir)
-        if key.batch <= mark.batch:
-            raise MissingDeterminants(
-                f"batch {key.batch} is being re-executed but its determinants were truncated "
-                f"(the log keeps batches after {mark.batch}); truncate only committed batches"
-            )
-        try:
-            runs = self._index(mark).get(key, [])
-        except CorruptDeterminants:
-            raise
-        except Exception as exc:  # the topic is gone or unreachable
-            raise MissingDeterminants(
-                f"cannot read determinants carried in {self.config.output_topic}: {exc}"
-            ) from exc
-        return assemble(runs)
 
     def truncate(self, committed_batch: int) -> int:
         """Per partition, the low-water mark moves to the first carrier of a later batch."""

@@ -50,19 +50,9 @@ class DaemonStatus:
 
 
 def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by its parent) is not alive.
-    with contextlib.suppress(OSError):
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    return True
+    from recovery_lib.kafka.broker import pid_alive as alive
+
+    return bool(pid) and alive(pid)
 
 
 def status_path(job: StreamJob) -> Path:
