@@ -17,6 +17,16 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 CLIENT_ENV_PREFIX = "KAFKA_CLIENT_"
+_STATE_PKG = "org.apache.spark.sql.execution.streaming.state"
+STATE_STORES = {
+    "rocksdb": {
+        "spark.sql.streaming.stateStore.providerClass": f"{_STATE_PKG}.RocksDBStateStoreProvider",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    },
+    "hdfs": {
+        "spark.sql.streaming.stateStore.providerClass": f"{_STATE_PKG}.HDFSBackedStateStoreProvider"
+    },
+}
 
 
 class Settings(BaseSettings):
@@ -78,6 +88,40 @@ class Settings(BaseSettings):
         description="Where determinants go: kafka (a determinant topic) | output (piggybacked "
         "on the output records; the causal operator and the sink must share a stage).",
     )
+
+    state_store: str = Field(
+        default="rocksdb",
+        description="Spark state store: rocksdb (with changelog checkpointing: each batch "
+        "writes a small changelog file, so state shipping to a standby is incremental) | hdfs "
+        "(Spark's default, in-memory maps with delta files).",
+    )
+
+    # Standby jobs (recovery_lib/standby).
+    standby_lease_timeout_s: float = Field(
+        default=3.0,
+        description="The primary's heartbeat lease: older than this, the standby takes over.",
+    )
+    standby_heartbeat_interval_s: float = Field(
+        default=0.5, description="How often a driver renews its lease (heartbeat file)."
+    )
+    standby_ship_interval_s: float = Field(
+        default=2.0, description="How often the standby's shipper copies new checkpoint files."
+    )
+    standby_keep_copies: int = Field(
+        default=3, description="Complete shipped copies kept (the newest one is used)."
+    )
+    standby_warm_every_s: float = Field(
+        default=20.0,
+        description="An idle standby runs a tiny job this often: Spark stops Python workers "
+        "idle for 60 s, and a cold worker costs seconds at takeover.",
+    )
+
+    @field_validator("state_store")
+    @classmethod
+    def _known_store(cls, value: str) -> str:
+        if value not in STATE_STORES:
+            raise ValueError(f"state_store must be one of {sorted(STATE_STORES)}, got {value!r}")
+        return value
 
     @field_validator("home")
     @classmethod

@@ -57,6 +57,18 @@ class CausalConfig:
     output_topic: str = ""  # storage "output": the sink topic the determinants ride in
     on_missing: str = "fail"  # replayed stream unreadable: fail the task, or run live
     epoch: int = 0
+    epoch_store: str = ""  # fencing (standby takeover): refuse to log once a newer epoch exists
+    # A standby builds its query before it knows its epoch: it writes the epoch here at takeover.
+    epoch_file: str = ""
+
+    @property
+    def current_epoch(self) -> int:
+        if self.epoch_file:
+            try:
+                return int(Path(self.epoch_file).read_text().strip())
+            except (OSError, ValueError):
+                return self.epoch
+        return self.epoch
 
     def __post_init__(self) -> None:
         if self.storage not in STORAGES:
@@ -210,6 +222,9 @@ class KafkaDeterminantLog(DeterminantLog):
     def flush(self) -> None:
         if not self._pending:
             return
+        from recovery_lib.standby.fencing import fence_check
+
+        fence_check(self.config.epoch_store, self.config.current_epoch, "determinant log write")
         for run in self._pending:
             self.begin(run.key)  # marker first: a crash after it only costs a replay read
         producer = self._producer()

@@ -71,7 +71,12 @@ def open_context(scope: str, config: CausalConfig, auto_flush: bool = False) -> 
                 ) from exc
             print(f"causal: {exc}; recomputing {key} live (on_missing=recompute)", file=sys.stderr)
     return CausalContext(
-        key, log, replay, attempt=info["attempt"] or 0, epoch=config.epoch, auto_flush=auto_flush
+        key,
+        log,
+        replay,
+        attempt=info["attempt"] or 0,
+        epoch=config.current_epoch,
+        auto_flush=auto_flush,
     )
 
 
@@ -231,7 +236,7 @@ def driver_context(scope: str, config: CausalConfig, batch_id: int) -> Iterator[
     key = StreamKey(config.job, batch_id, scope, -1)
     log = open_log(config)
     replay = log.read(key) if log.may_have(key) else []
-    ctx = CausalContext(key, log, replay, epoch=config.epoch, auto_flush=True)
+    ctx = CausalContext(key, log, replay, epoch=config.current_epoch, auto_flush=True)
     yield ctx
     ctx.flush()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -28,6 +29,10 @@ app.add_typer(nexmark_app, name="nexmark")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(job_app, name="job")
+standby_app = typer.Typer(
+    help="Standby jobs: state shipping and its lag (recovery_lib/standby).", no_args_is_help=True
+)
+app.add_typer(standby_app, name="standby")
 console = Console()
 
 
@@ -308,6 +313,77 @@ def bench_recovery(
         _fail(exc)
 
 
+def _rate_map(text: str, needed: list[str]) -> dict[str, float]:
+    try:
+        rates = {k.strip().lower(): float(v) for k, v in (i.split("=", 1) for i in text.split(","))}
+    except ValueError:
+        raise ValueError(f"rates must look like q3=48600,q8=32400, got {text!r}") from None
+    missing = sorted(set(needed) - set(rates))
+    if missing:
+        raise ValueError(f"no rate given for {missing} in {text!r}")
+    return rates
+
+
+@bench_app.command("standby")
+def bench_standby(
+    part: list[str] = typer.Option(
+        ["compare", "sizes", "takeovers"], help="compare | sizes | takeovers (repeatable)."
+    ),
+    query: list[str] = typer.Option(["q3", "q8"], help="compare: queries (repeatable)."),
+    rates: str = typer.Option(
+        "q3=48600,q8=32400,prices=2000",
+        help="Input rate per query (ev/s); the defaults are 80 % of the local MSTs of "
+        "docs/benchmarks/bench_recovery.json.",
+    ),
+    duration: float = typer.Option(150, help="compare: seconds of input per run."),
+    fail_at: float = typer.Option(20, help="compare/sizes: driver SIGKILL this far in."),
+    size_query: str = typer.Option("q3", help="sizes: the query."),
+    size_rate: float = typer.Option(5000, help="sizes: input rate."),
+    warmups: str = typer.Option(
+        "2,30,90", help="sizes: seconds of input processed before the timed phase."
+    ),
+    takeover_query: list[str] = typer.Option(
+        ["q3", "q8", "prices"], help="takeovers: queries (repeatable)."
+    ),
+    takeover_rates: str = typer.Option(
+        "q3=5000,q8=5000,prices=1000", help="takeovers: input rate per query."
+    ),
+    repeat: int = typer.Option(4, help="takeovers: failures per query."),
+    every: float = typer.Option(50, help="takeovers: seconds between failures."),
+    append: bool = typer.Option(False, help="Add to an existing report."),
+    out: str = typer.Option("reports/bench_standby", help="Report prefix (.json and .png)."),
+) -> None:
+    """Standby takeover vs native restart (same run), takeover time vs state size, shipped
+    bytes vs changed state, and repeated takeovers judged by the oracle."""
+    from recovery_lib.bench.standby_bench import PARTS, StandbyBench
+
+    unknown = sorted(set(part) - set(PARTS))
+    if unknown:
+        _fail(ValueError(f"unknown part(s) {unknown}; choose from {list(PARTS)}"))
+        return
+    try:
+        rate_map = _rate_map(rates, [q.lower() for q in query] if "compare" in part else [])
+        takeover_map = _rate_map(
+            takeover_rates,
+            [q.lower() for q in takeover_query] if "takeovers" in part else [],
+        )
+    except ValueError as exc:
+        _fail(exc)
+        return
+    bench = StandbyBench(out, console, append=append)
+    try:
+        if "compare" in part:
+            bench.compare([q.lower() for q in query], rate_map, duration, fail_at)
+        if "sizes" in part:
+            sizes = [float(w) for w in warmups.split(",")]
+            bench.sizes(size_query.lower(), size_rate, sizes, 60.0, fail_at)
+        if "takeovers" in part:
+            bench.takeovers([q.lower() for q in takeover_query], takeover_map, repeat, every)
+    except (ValueError, KafkaLayerError) as exc:
+        _fail(exc)
+    console.print(f"report: {out}.json, chart: {out}.png")
+
+
 @bench_app.command("campaign")
 def bench_campaign(
     mode: list[str] = typer.Option(["causal", "native"], help="causal | native (repeatable)."),
@@ -390,7 +466,7 @@ def cluster_status() -> None:
 def experiment_run(
     query: str = typer.Option("q3", help="A NexMark query (q1 ... q12), prices or lastbids."),
     mode: str = typer.Option(
-        "native", help="Recovery mode: native | causal (later: standby, active)."
+        "native", help="Recovery mode: native | causal | standby (later: active)."
     ),
     fail: str = typer.Option(
         "driver-kill",
@@ -625,6 +701,75 @@ def gc(
     console.print_json(json.dumps(result, default=str))
     if result["errors"]:
         raise typer.Exit(code=1)
+
+
+@standby_app.command("ship")
+def standby_ship(
+    name: str = typer.Argument(None, help="A configured job with `standby: true`."),
+    checkpoint: str = typer.Option(None, help="Or: a query checkpoint directory to ship ..."),
+    to: str = typer.Option(None, help="... into this standby directory."),
+) -> None:
+    """One state-shipping round: a new checksummed copy if the primary committed since the
+    last one (what the state_shipping DAG runs)."""
+    from dataclasses import asdict
+
+    from recovery_lib.ops.shipping import NoStandby, ship_job
+    from recovery_lib.standby.shipping import Shipper
+
+    if name:
+        try:
+            result = ship_job(name)
+        except (NoStandby, ValueError) as exc:
+            _fail(exc)
+            return
+    elif checkpoint and to:
+        if not Path(checkpoint, "offsets").is_dir():
+            _fail(ValueError(f"{checkpoint} is not a Spark query checkpoint (no offsets/ in it)"))
+            return
+        shipper = Shipper(checkpoint, to)
+        shipped = shipper.ship()
+        result = {
+            "shipped": asdict(shipped) if shipped else None,
+            "lag": asdict(shipper.lag()),
+        }
+    else:
+        _fail(ValueError("name a configured job, or give both --checkpoint and --to"))
+        return
+    console.print_json(json.dumps(result, default=str))
+
+
+@standby_app.command("status")
+def standby_status(
+    name: str = typer.Argument(None, help="A configured job with `standby: true`."),
+    checkpoint: str = typer.Option(None, help="Or: the primary's query checkpoint ..."),
+    to: str = typer.Option(None, help="... and the standby directory."),
+) -> None:
+    """The standby's copies (verified), the newest usable one and the lag behind the primary."""
+    from dataclasses import asdict
+
+    from recovery_lib.ops.shipping import NoStandby, shipper_for
+    from recovery_lib.standby.shipping import Shipper, latest_complete
+
+    try:
+        shipper = shipper_for(name) if name else Shipper(checkpoint, to)
+    except (NoStandby, ValueError, TypeError) as exc:
+        _fail(
+            exc if not isinstance(exc, TypeError) else ValueError("name a job or --checkpoint/--to")
+        )
+        return
+    rejected: list = []
+    usable = latest_complete(shipper.dir, verify=True, rejected=rejected)
+    console.print_json(
+        json.dumps(
+            {
+                "usable_copy": {"seq": usable.seq, "batch": usable.batch, "bytes": usable.bytes}
+                if usable
+                else None,
+                "rejected_copies": [{"seq": s, "problems": p[:5]} for s, p in rejected],
+                "lag": asdict(shipper.lag()),
+            }
+        )
+    )
 
 
 @app.command("expectations")

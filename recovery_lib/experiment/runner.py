@@ -45,6 +45,7 @@ from recovery_lib.verify.nexmark_check import TICK_BIDDER
 # steps (random noise, a changing HTTP price service started by the experiment); "lastbids" is
 # a non-commutative stateful operator (last five bidders per auction, in arrival order).
 PIPELINES = {"prices": "jobs.nondeterministic_prices", "lastbids": "jobs.last_bids"}
+NONDETERMINISTIC = ("prices", "q12")
 FAILURE_KINDS = ("driver-kill", "mid-write", "executor-kill", "task-retry", "pause")
 SINKS = {"at-least-once": "at_least_once", "dedup": "dedup"}
 
@@ -111,6 +112,20 @@ class ExperimentConfig:
             raise ValueError(f"--sink must be one of {', '.join(SINKS)}, got {self.sink!r}")
         if "executor-kill" in self.kinds and not self.cluster:
             raise ValueError("executor-kill needs separate executor processes: add --cluster")
+        if self.mode == "standby" and "executor-kill" in self.kinds:
+            raise ValueError(
+                "executor-kill is not a standby experiment: the primary and its standby share "
+                "the cluster's workers, and Spark recovers lost executors itself. Use "
+                "driver-kill, mid-write or pause (a paused primary is fenced)"
+            )
+
+    @property
+    def job_mode(self) -> str:
+        """What the job itself runs in: standby jobs log their nondeterminism causally where the
+        pipeline has any (a takeover re-executes batches)."""
+        if self.mode == "standby":
+            return "causal" if self.query in NONDETERMINISTIC else "native"
+        return self.mode
 
 
 class Experiment:
@@ -213,7 +228,7 @@ class Experiment:
             "--run-id",
             run_id,
             "--mode",
-            cfg.mode,
+            cfg.job_mode,
         ]
         if inject is not None and "task-retry" in cfg.kinds:
             args += ["--task-retries", "4"]
@@ -229,7 +244,8 @@ class Experiment:
             else {},
             heartbeat_timeout_s=cfg.heartbeat_timeout_s,
         )
-        sup = MODES[cfg.mode](spec, self.workdir / name, self.store, run_id)
+        mode = MODES[cfg.mode] if name == "faulty" else native_mode
+        sup = mode(spec, self.workdir / name, self.store, run_id)
         self._supervisors.append(sup)
         self.progress(
             f"[{name}] starting the {cfg.query} job "
@@ -299,6 +315,7 @@ class Experiment:
             "failures": failures,
             "samples": [s for s in collector.samples if s[0] >= t0_ms],  # after warm-up
             "restarts": [asdict(r) | {"restart_time_s": r.restart_time_s} for r in sup.restarts],
+            "takeovers": list(getattr(sup, "takeovers", [])),
             "elapsed_s": time.monotonic() - t0,
         }
 
@@ -372,9 +389,8 @@ class Experiment:
             return 0
         self.progress(f"[{name}] warm-up: {count:,} events ...")
         produce_events(self.gen, count=count)
-        checkpoint = self.workdir / name / "ck" / self.cfg.query
         deadline = time.monotonic() + 300
-        while not self._drained(checkpoint):
+        while not self._drained(self._checkpoint(sup, name)):
             sup.tick()
             if time.monotonic() > deadline:
                 raise RuntimeError(
@@ -387,9 +403,8 @@ class Experiment:
     def _drain(self, sup: Supervisor, collector: LatencyCollector, name: str) -> None:
         """Until the committed offsets reach the end of every input partition, then until the
         output has been quiet for quiet_s (late windows), supervising all the while."""
-        checkpoint = self.workdir / name / "ck" / self.cfg.query
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not self._drained(checkpoint):
+        while time.monotonic() < deadline and not self._drained(self._checkpoint(sup, name)):
             sup.tick()
             self.progress(f"[{name}] catching up: {len(collector.samples):,} outputs so far")
             time.sleep(0.5)
@@ -403,6 +418,11 @@ class Experiment:
                 return
             self.progress(f"[{name}] draining: {count:,} outputs so far")
             time.sleep(0.5)
+
+    def _checkpoint(self, sup: Supervisor, name: str) -> Path:
+        """The live checkpoint of the query (after a takeover, the new primary's)."""
+        root = getattr(sup, "live_checkpoints", None) or self.workdir / name / "ck"
+        return Path(root) / self.cfg.query
 
     def _drained(self, checkpoint: Path) -> bool:
         committed = committed_offsets(checkpoint)
@@ -471,6 +491,7 @@ class Experiment:
             if failure_ms
             else None,
             "restarts": restarts,
+            "takeovers": faulty.get("takeovers", []),
             "consistency": consistency,
             "faulty_run_id": faulty["run_id"],
             "reference_run_id": reference["run_id"],
@@ -540,8 +561,17 @@ def causal_mode(spec: JobSpec, workdir: Path, store: MetricsStore, run_id: str) 
     return Supervisor(spec, workdir, store, run_id)
 
 
-# The extension point: later issues add "standby", "active".
-MODES: dict[str, Callable[[JobSpec, Path, MetricsStore, str], Supervisor]] = {
+def standby_mode(spec: JobSpec, workdir: Path, store: MetricsStore, run_id: str) -> Any:
+    """A warm standby fed by shipped checkpoints takes over when the primary's lease expires;
+    the old primary is fenced (recovery_lib/standby). Nondeterministic pipelines run causal."""
+    from recovery_lib.standby.pair import StandbyPair
+
+    return StandbyPair(spec, workdir, store, run_id)
+
+
+# The extension point: later issues add "active".
+MODES: dict[str, Callable[[JobSpec, Path, MetricsStore, str], Any]] = {
     "native": native_mode,
     "causal": causal_mode,
+    "standby": standby_mode,
 }

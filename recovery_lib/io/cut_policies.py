@@ -77,6 +77,10 @@ CUT_POLICIES: dict[str, type[CutPolicy]] = {FreeCut.name: FreeCut}
 
 
 def make_cut_policy(name: str, options: Mapping[str, str]) -> CutPolicy:
+    if name == "follow":  # a standby replaying its primary's batches (recovery_lib/standby)
+        from recovery_lib.standby.follow import FollowLog
+
+        return FollowLog(options)
     try:
         return CUT_POLICIES[name](options)
     except KeyError:

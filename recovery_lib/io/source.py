@@ -10,7 +10,8 @@ Options (as in Spark's own Kafka connector where one exists):
   startingOffsets        earliest (default) | latest | JSON {"t": {"0": 42}}
                          (-2 earliest, -1 latest)
   maxOffsetsPerTrigger   admission limit: records per micro-batch over all partitions
-  cutPolicy              where a batch ends: free (default)
+  cutPolicy              where a batch ends: free (default) | follow (a standby replaying
+                         its primary's batches: followLog, followCheckpoint; standby/follow.py)
   valueFormat            binary (default) | string (UTF-8)
   onBadRecord            deadletter (default) | fail: what to do with a value not in valueFormat
   deadLetterTopic        where bad records go (default recovery.deadletter)

@@ -19,6 +19,7 @@ from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.nexmark.streams import INGEST_HEADER
+from recovery_lib.standby.fencing import FENCE_HEADER
 
 
 class LatencyCollector:
@@ -74,6 +75,8 @@ class LatencyCollector:
                     if msg.error() is not None:
                         continue
                     headers = dict(msg.headers() or ())
+                    if FENCE_HEADER in headers:  # a standby's fence record, not an output
+                        continue
                     rid = headers.get(ID_HEADER)
                     if rid is not None:
                         if rid in self.seen_ids:  # a replayed copy: not a new output

@@ -20,11 +20,13 @@ gc_runs         one row per checkpoint-GC pass: job, dry run or not, what it kep
                 line, oldest kept batch), files and bytes removed, determinant low-water mark
 expectation_results  one row per Great Expectations suite run: suite, target (topic or
                 table), success, evaluated / failed expectations, failures as JSON
+standby_shipments    one row per state-shipping round (DAG, CLI): job, copy number, batch,
+                bytes of the copy and bytes new in it, lag behind the primary after the round
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 DDL = [
     """CREATE TABLE IF NOT EXISTS runs (
@@ -122,6 +124,17 @@ DDL = [
         failed INTEGER,
         failures JSON
     )""",
+    """CREATE TABLE IF NOT EXISTS standby_shipments (
+        job VARCHAR NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        copy_seq BIGINT,
+        batch BIGINT,
+        bytes_total BIGINT,
+        bytes_copied BIGINT,
+        lag_batches BIGINT,
+        lag_bytes BIGINT,
+        detail JSON
+    )""",
     """CREATE TABLE IF NOT EXISTS schema_info (version INTEGER)""",
 ]
 
@@ -135,4 +148,5 @@ TABLES = (
     "job_status",
     "gc_runs",
     "expectation_results",
+    "standby_shipments",
 )

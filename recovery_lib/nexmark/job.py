@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from typing import Any
 
@@ -43,7 +44,22 @@ def parse_options(
         default=1,
         help="attempts per task in local mode (Spark's maxFailures)",
     )
+    standby = parser.add_argument_group("standby jobs (recovery_lib/standby)")
+    standby.add_argument("--role", default="primary", choices=["primary", "standby"])
+    standby.add_argument(
+        "--epoch-store", default=None, help="fencing epoch directory (shared storage)"
+    )
+    standby.add_argument("--primary-checkpoint", default=None, help="standby: what to ship")
+    standby.add_argument("--primary-heartbeat", default=None, help="standby: the lease to watch")
+    standby.add_argument("--standby-dir", default=None, help="standby: its own storage")
     args = parser.parse_args(argv)
+    if args.role == "standby" and not (
+        args.primary_checkpoint and args.primary_heartbeat and args.standby_dir and args.epoch_store
+    ):
+        parser.error(
+            "--role standby needs --primary-checkpoint, --primary-heartbeat, --standby-dir "
+            "and --epoch-store"
+        )
     opts = QueryOptions(
         query=query,
         generator=GeneratorConfig(topic_prefix=args.prefix),
@@ -77,11 +93,18 @@ def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
     from recovery_lib.nexmark.streams import write_output
     from recovery_lib.runtime.faults import mark_driver_process_group
     from recovery_lib.runtime.heartbeat import HeartbeatWriter
+    from recovery_lib.settings import get_settings
     from recovery_lib.spark.session import build_session
 
     opts, args = parse_options(query, argv)
     mark_driver_process_group()
-    heartbeat = HeartbeatWriter(args.heartbeat).start() if args.heartbeat else None
+    heartbeat = (
+        HeartbeatWriter(
+            args.heartbeat, get_settings().standby_heartbeat_interval_s, role=args.role
+        ).start()
+        if args.heartbeat
+        else None
+    )
     admin = TopicAdmin(opts.kafka)
     admin.create(opts.out_topic, opts.generator.partitions)
     admin.create(opts.dlq_topic, 1)
@@ -99,6 +122,37 @@ def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
             run_id = store.start_run(query, args.mode, {"argv": argv})
         spark.streams.addListener(MetricsListener(store, run_id))
     status = "failed"
+    standby = None
+    if args.role == "standby":
+        from recovery_lib.standby.process import StandbyConfig, StandbyJob
+
+        standby = StandbyJob(
+            spark,
+            opts,
+            StandbyConfig.from_settings(
+                primary_checkpoint=args.primary_checkpoint,
+                primary_heartbeat=args.primary_heartbeat,
+                standby_dir=args.standby_dir,
+                epoch_store=args.epoch_store,
+            ),
+            heartbeat,
+        )
+    elif args.epoch_store:  # a primary under fencing: a new incarnation takes a new epoch
+        from recovery_lib.standby.fencing import EpochStore
+
+        opts.epoch = EpochStore(args.epoch_store).advance(f"primary {args.checkpoints}")
+        opts.epoch_store = args.epoch_store
+        if opts.causal is not None:
+            opts.causal = dataclasses.replace(
+                opts.causal, epoch=opts.epoch, epoch_store=args.epoch_store
+            )
+        if heartbeat is not None:
+            heartbeat.epoch = opts.epoch
+            heartbeat.beat()
+    df = build(spark, opts)  # a standby builds its query ahead of time
+    if standby is not None:
+        cause = standby.wait_for_takeover()
+        standby.take_over(cause)
     if opts.causal is not None:
         from recovery_lib.causal.driver import TruncatingListener, enable
         from recovery_lib.settings import get_settings
@@ -112,7 +166,7 @@ def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
             )
         )
     try:
-        streaming = write_output(build(spark, opts), opts)
+        streaming = write_output(df, opts)
         streaming.awaitTermination()
         status = "finished"
     finally:

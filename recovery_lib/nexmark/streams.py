@@ -61,6 +61,11 @@ class QueryOptions:
     q12_window_s: int = 10
     kafka: dict[str, str] = field(default_factory=dict)
     causal: CausalConfig | None = None  # set in mode "causal": nondeterminism is logged
+    # Standby jobs (recovery_lib/standby): the fencing epoch the sink writes with and the epoch
+    # store it checks; a standby replays its primary's batches from this shipped offset-log tail.
+    epoch: int = 0
+    epoch_store: str | None = None
+    follow_log: str | None = None
 
     def __post_init__(self) -> None:
         if not self.kafka:
@@ -112,6 +117,12 @@ def read_events(spark: SparkSession, kind: str, opts: QueryOptions) -> DataFrame
         reader = reader.option("maxOffsetsPerTrigger", str(opts.max_records_per_batch))
     if opts.ending_offsets:
         reader = reader.option("endingOffsets", opts.ending_offsets)
+    if opts.follow_log:
+        reader = (
+            reader.option("cutPolicy", "follow")
+            .option("followLog", opts.follow_log)
+            .option("followCheckpoint", opts.checkpoint_path)
+        )
     raw = reader.load()
     parsed = raw.select(
         F.col("key").cast("string").alias("key"),
@@ -229,8 +240,11 @@ def write_output(df: DataFrame, opts: QueryOptions):  # noqa: ANN201 - Streaming
         .option("topic", opts.out_topic)
         .option("mode", opts.sink_mode)
         .option("checkpointLocation", opts.checkpoint_path)
+        .option("epoch", str(opts.epoch))
         .queryName(f"nexmark_{opts.query}")
     )
+    if opts.epoch_store:
+        writer = writer.option("epochStore", opts.epoch_store)
     if opts.causal is not None and opts.causal.storage == "output":
         writer = writer.option("causalCarrier", "required")
     if opts.available_now:

@@ -21,6 +21,9 @@ class StreamJob(BaseModel):
     input_prefix: str = "nexmark"
     placement: Literal["local", "cluster"] = "local"
     mode: Literal["native", "causal"] = "native"
+    # A warm standby fed by shipped checkpoints takes over when the job's lease expires
+    # (recovery_lib/standby); the checkpoint then lives in the new primary's directory.
+    standby: bool = False
     sink_mode: Literal["at_least_once", "dedup"] = "dedup"
     output_topic: str | None = None
     heartbeat_timeout_s: float = Field(default=10.0, gt=0)
@@ -54,7 +57,14 @@ class StreamJob(BaseModel):
 
     @property
     def checkpoint_dir(self) -> Path:
+        if self.standby:  # the current primary's (the pair keeps the link up to date)
+            return self.workdir / "supervisor" / "primary" / "ck"
         return self.workdir / "checkpoints"
+
+    @property
+    def standby_dir(self) -> Path | None:
+        """Where the standby's shipped copies are (None: the job has no standby)."""
+        return self.workdir / "supervisor" / "standby" / "ship" if self.standby else None
 
     @property
     def checkpoint(self) -> Path:

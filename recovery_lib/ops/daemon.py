@@ -43,6 +43,8 @@ class DaemonStatus:
     heartbeat_ms: int | None = None
     committed_batch: int | None = None
     message: str = ""
+    standby_lag_batches: int | None = None
+    standby_lag_bytes: int | None = None
 
     @property
     def alive(self) -> bool:
@@ -85,8 +87,8 @@ def _write_status(job: StreamJob, status: DaemonStatus, store: MetricsStore | No
                     status.restarts,
                     status.heartbeat_ms,
                     status.committed_batch,
-                    None,
-                    None,
+                    status.standby_lag_batches,
+                    status.standby_lag_bytes,
                     status.message,
                 )
             ],
@@ -206,7 +208,12 @@ def run_daemon(name: str) -> int:
         heartbeat_timeout_s=job.heartbeat_timeout_s,
         max_restarts=job.max_restarts,
     )
-    sup = Supervisor(spec, job.workdir / "supervisor", store, run_id)
+    if job.standby:
+        from recovery_lib.standby.pair import StandbyPair
+
+        sup: Any = StandbyPair(spec, job.workdir / "supervisor", store, run_id)
+    else:
+        sup = Supervisor(spec, job.workdir / "supervisor", store, run_id)
     code = 0
     last_report = 0.0
     try:
@@ -231,6 +238,10 @@ def run_daemon(name: str) -> int:
                     else ("restarting" if sup.restarts else "starting")
                 )
                 status.message = sup.restarts[-1].cause if sup.restarts else ""
+                if job.standby:
+                    info = getattr(sup.standby_beat(), "info", None) or {}
+                    status.standby_lag_batches = info.get("lag_batches")
+                    status.standby_lag_bytes = info.get("lag_bytes")
                 status.ts_ms = now_ms()
                 _write_status(job, status, store)
             time.sleep(0.5)

@@ -7,7 +7,7 @@ What a recovery can need is bounded below by the *oldest kept batch*:
 The recovery line of a Spark query is its last committed batch (Spark's checkpoint is a
 coordinated one: every operator's state of batch b is committed together). A standby can only
 resume from what was shipped to it, so GC never passes the newest complete shipped checkpoint
-(``<workdir>/standby/shipped.json``, written by state shipping). Then:
+(``shipped.json`` in the job's standby directory, written by state shipping). Then:
 
 - offsets/ and commits/ entries of batches before ``oldest_kept``;
 - state store files (HDFS-backed ``<v>.delta``/``<v>.snapshot``, RocksDB ``<v>.changelog``/
@@ -69,10 +69,12 @@ class GcResult:
         return data
 
 
-def shipped_batch(workdir: Path) -> int | None:
+def shipped_batch(standby_dir: Path | None) -> int | None:
     """The newest batch a standby holds completely (None: no standby ships for this job)."""
+    if standby_dir is None:
+        return None
     try:
-        return int(json.loads((workdir / "standby" / "shipped.json").read_text())["batch"])
+        return int(json.loads((standby_dir / "shipped.json").read_text())["batch"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -239,7 +241,7 @@ def gc_job(
         job.checkpoint,
         keep_batches or job.keep_batches,
         dry_run=dry_run,
-        shipped=shipped_batch(job.workdir),
+        shipped=shipped_batch(job.standby_dir),
         causal=causal,
         delete_input_records=delete_input_records,
     )

@@ -27,6 +27,11 @@ class Heartbeat:
     batches: int
     input_rows: int
     pgid: int = -1
+    # Standby jobs: "primary" or "standby"; the fencing epoch held; a standby's shipping state
+    # (newest complete copy, lag behind the primary) and, once it took over, how.
+    role: str = "primary"
+    epoch: int = 0
+    info: dict | None = None
 
     def belongs_to(self, leader_pid: int) -> bool:
         """True if written by the job whose process-group leader is ``leader_pid``."""
@@ -43,7 +48,9 @@ def read_heartbeat(path: str | os.PathLike[str]) -> Heartbeat | None:
 class HeartbeatWriter(StreamingQueryListener):
     """Also a StreamingQueryListener, to report query start and progress."""
 
-    def __init__(self, path: str | os.PathLike[str], interval_s: float = 1.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], interval_s: float = 1.0, role: str = "primary"
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.interval_s = interval_s
@@ -51,6 +58,9 @@ class HeartbeatWriter(StreamingQueryListener):
         self.last_batch: int | None = None
         self.batches = 0
         self.input_rows = 0
+        self.role = role
+        self.epoch = 0
+        self.info: dict | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
 
@@ -68,6 +78,9 @@ class HeartbeatWriter(StreamingQueryListener):
             self.batches,
             self.input_rows,
             os.getpgid(0),
+            self.role,
+            self.epoch,
+            self.info,
         )
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(beat)))

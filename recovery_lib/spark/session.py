@@ -55,6 +55,10 @@ def build_session(
         # Executors of a standalone cluster run their Python workers on this interpreter.
         .config("spark.pyspark.python", sys.executable)
     )
+    from recovery_lib.settings import STATE_STORES
+
+    for key, value in STATE_STORES[settings.state_store].items():
+        builder = builder.config(key, value)
     for key, value in executor_env().items():
         builder = builder.config(f"spark.executorEnv.{key}", value)
     for key, value in (conf or {}).items():

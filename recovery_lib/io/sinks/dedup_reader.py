@@ -2,7 +2,9 @@
 
 This is the consumer side of the ``dedup`` sink mode: a re-executed batch writes records with
 the same ids, and the reader drops the later copies. It reads ``[low, end)`` of every
-partition as of the moment it starts, using the broker-independent tail probe.
+partition as of the moment it starts, using the broker-independent tail probe. Fencing
+(standby takeover): fence records are not yielded, nor records of an older epoch written after
+a fence (see recovery_lib/standby/fencing.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.settings import get_settings
+from recovery_lib.standby.fencing import FenceFilter
 
 
 @dataclass(frozen=True)
@@ -36,9 +39,12 @@ def read_topic(
     topic: str,
     config: Mapping[str, str] | None = None,
     start: Mapping[int, int] | None = None,
+    fence: FenceFilter | None = None,
 ) -> Iterator[SinkRecord]:
     """Every record of ``topic`` present when called, partition by partition (from the offsets
-    in ``start`` where given, else from the log start)."""
+    in ``start`` where given, else from the log start), without fence records and fenced ones
+    (counted in ``fence.dropped`` when a filter is passed)."""
+    fence = fence if fence is not None else FenceFilter()
     settings = get_settings()
     config = dict(config) if config is not None else client_config()
     partitions = TopicAdmin(config).partitions(topic)
@@ -80,10 +86,15 @@ def read_topic(
                     headers = tuple(msg.headers() or ())
                     hmap = dict(headers)
                     rid = hmap.get(ID_HEADER)
-                    epoch = hmap.get(EPOCH_HEADER)
+                    epoch_raw = hmap.get(EPOCH_HEADER)
+                    epoch = int(epoch_raw) if epoch_raw is not None else None
+                    if not fence.accept(topic, part, epoch, hmap):
+                        if msg.offset() + 1 >= end:
+                            done = True
+                        continue
                     yield SinkRecord(
                         id=rid.decode() if rid is not None else None,
-                        epoch=int(epoch) if epoch is not None else None,
+                        epoch=epoch,
                         key=msg.key(),
                         value=msg.value(),
                         topic=topic,
@@ -106,10 +117,11 @@ class DedupReader:
         self.topic = topic
         self.config = config
         self.duplicates = 0
+        self.fence = FenceFilter()  # .dropped: zombie records refused
         self._seen: set[str] = set()
 
     def __iter__(self) -> Iterator[SinkRecord]:
-        for record in read_topic(self.topic, self.config):
+        for record in read_topic(self.topic, self.config, fence=self.fence):
             if record.id is not None:
                 if record.id in self._seen:
                     self.duplicates += 1

@@ -9,7 +9,9 @@ delivery error fails the task; nothing is dropped silently. Modes:
                   Kafka). The embedded tansu does not, so it is refused unless
                   ``brokerSupportsTransactions=true``.
 
-Options: topic (required), mode, epoch (fencing epoch, default 0), sinkId (id prefix when
+Options: topic (required), mode, epoch (fencing epoch, default 0), epochStore (directory of
+the epoch store: a task refuses to write, and drops what it queued, once a newer epoch exists;
+see recovery_lib/standby/fencing.py), sinkId (id prefix when
 several queries share a topic), brokerSupportsTransactions, causalCarrier (``required``: the
 job piggybacks determinants on its outputs, refuse to start without their column),
 kafka.<property>.
@@ -42,6 +44,7 @@ from recovery_lib.io.sinks.ids import DET_COLUMN, DET_HEADER, EPOCH_HEADER, ID_H
 from recovery_lib.io.task import task_info
 from recovery_lib.runtime.faults import MidWriteKill, armed_midwrite
 from recovery_lib.settings import get_settings
+from recovery_lib.standby.fencing import FencedError, fence_check
 
 SINK_MODES = ("at_least_once", "dedup", "transactional")
 HEADERS_SPARK_TYPE = ArrayType(
@@ -72,6 +75,7 @@ class SinkOptions:
     epoch: int = 0
     sink_id: str = ""
     carrier_required: bool = False
+    epoch_store: str = ""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -104,6 +108,7 @@ class SinkOptions:
             epoch=epoch,
             sink_id=opts.get("sinkid", ""),
             carrier_required=opts.get("causalcarrier", "") == "required",
+            epoch_store=opts.get("epochstore", ""),
         )
 
 
@@ -213,6 +218,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                 failures.append(str(err))
 
         fault = MidWriteKill.from_env() or armed_midwrite()
+        self._fence_check(producer, batch_id, partition)
         epoch = str(self.options.epoch).encode()
         prefix = self.options.sink_id
         topic = self.options.topic
@@ -249,6 +255,8 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                     producer.flush(get_settings().sink_flush_timeout_s)
                     fault.fire()
             producer.poll(0)
+            self._fence_check(producer, batch_id, partition)
+        self._fence_check(producer, batch_id, partition)
         remaining = producer.flush(get_settings().sink_flush_timeout_s)
         if remaining or failures:
             raise SinkDeliveryError(
@@ -259,6 +267,20 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                 "task. Check that the broker is up and the topic exists"
             )
         return seq
+
+    def _fence_check(self, producer: Any, batch_id: int, partition: int) -> None:
+        """Stop a zombie: a newer epoch exists -> drop what is still queued and fail."""
+        if not self.options.epoch_store:
+            return
+        try:
+            fence_check(
+                self.options.epoch_store,
+                self.options.epoch,
+                f"sink write (batch {batch_id}, partition {partition})",
+            )
+        except FencedError:
+            producer.purge(in_queue=True, in_flight=False)
+            raise
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records are already acknowledged by the broker when a task succeeds."""

@@ -1,0 +1,77 @@
+"""Replaying the primary's batches with its exact boundaries (cut policy ``follow``).
+
+A standby restores a copy of the primary's checkpoint at batch N, but the primary may have
+run (and written outputs of) batches N+1..M before it died. The standby must run exactly those
+batches again, with the same ids and the same input ranges, so that every output id means the
+same record in both runs and readers can dedup. The primary's offset-log entries past N (the
+*tail*, shipped continuously and synced once more at takeover) say where each batch ended.
+
+Spark asks a source ``latestOffset(start)`` while planning batch b = (newest entry of the
+query's own offset log) + 1, before writing entry b. This policy reads the query's offset log
+to learn b, and returns the end recorded in the primary's entry b for this source's topics.
+Past the tail it cuts freely, as the primary would have.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from recovery_lib.io.cut_policies import CutPolicy, FreeCut
+from recovery_lib.io.exceptions import InvalidSourceOption
+from recovery_lib.io.offsets import Offsets
+from recovery_lib.runtime.checkpoint import batch_ids
+
+
+def logged_ends(entry: Path, topics: set[str]) -> Offsets | None:
+    """This source's end offsets in an offset-log entry (the line naming its topics)."""
+    try:
+        lines = entry.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines[2:]:  # "v1", batch metadata, then one line per source
+        try:
+            offsets = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(offsets, dict) and offsets and set(offsets) <= topics:
+            return {t: {str(p): int(o) for p, o in parts.items()} for t, parts in offsets.items()}
+    return None
+
+
+class FollowLog(CutPolicy):
+    name = "follow"
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        super().__init__(options)
+        opts = {k.lower(): v for k, v in options.items()}
+        try:
+            self.tail = Path(opts["followlog"])
+            self.checkpoint = Path(opts["followcheckpoint"])
+        except KeyError:
+            raise InvalidSourceOption(
+                "cutPolicy=follow needs followLog (the shipped tail of the primary's offset "
+                "log) and followCheckpoint (this query's own checkpoint directory)"
+            ) from None
+        self.free = FreeCut(options)
+        self.done = False
+        self.followed: list[int] = []
+
+    def planning(self) -> int:
+        ids = batch_ids(self.checkpoint / "offsets")
+        return ids[-1] + 1 if ids else 0
+
+    def cut(self, start: Offsets, available: Offsets, max_rows: int | None) -> Offsets:
+        if not self.done:
+            batch = self.planning()
+            ends = logged_ends(self.tail / str(batch), set(available))
+            if ends is not None:
+                self.followed.append(batch)
+                # Partitions the entry does not name stay where they are.
+                return {
+                    t: {p: ends.get(t, {}).get(p, start[t][p]) for p in parts}
+                    for t, parts in start.items()
+                }
+            self.done = True  # past the primary's last batch: from here on, a normal source
+        return self.free.cut(start, available, max_rows)

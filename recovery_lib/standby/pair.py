@@ -1,0 +1,293 @@
+"""A primary job with a warm standby, supervised together (experiment mode ``standby``).
+
+Same interface as ``runtime.supervisor.Supervisor`` (start, wait_ready, tick, is_ready,
+kill_group, pause, stop, restarts), so the experiment runner injects failures into it as into
+a natively restarted job. Recovery is not a restart here: the standby process detects the
+expired lease and takes over by itself; the pair watches, records the takeover (failure
+detected -> the new primary's query active = restart time) and starts a fresh standby for the
+new primary. A fenced old primary (paused, then continued) is left to fail on its own and is
+stopped at the end.
+
+Layout under the run's workdir: ``epochs/`` (the epoch store), ``node-0/`` (the first
+primary), ``node-1/``, ``node-2/`` ... (standbys in turn; each one's ``ship/`` holds its
+shipped copies, ``ck/`` its live checkpoint root once it is primary).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.runtime.heartbeat import Heartbeat
+from recovery_lib.runtime.supervisor import JobSpec, Restart, Supervisor
+
+
+def _with_arg(args: list[str], name: str, value: str) -> list[str]:
+    out = list(args)
+    if name in out:
+        out[out.index(name) + 1] = value
+    else:
+        out += [name, value]
+    return out
+
+
+class StandbyPair:
+    def __init__(
+        self,
+        spec: JobSpec,
+        workdir: str | Path,
+        store: MetricsStore | None = None,
+        run_id: str | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        query: str | None = None,
+        restandby: bool = True,
+    ) -> None:
+        self.spec = spec
+        self.workdir = Path(workdir)
+        self.store = store
+        self.run_id = run_id
+        self.on_event = on_event
+        self.query = query or _query_name(spec)
+        self.restandby = restandby
+        self.epochs = self.workdir / "epochs"
+        self.restarts: list[Restart] = []
+        self.takeovers: list[dict[str, Any]] = []
+        self.zombies: list[Supervisor] = []
+        self._nodes = 0
+        self.primary: Supervisor | None = None
+        self.standby: Supervisor | None = None
+        self._awaiting: Restart | None = None
+        self._lag_logged = 0.0
+        self._restandby_due = False
+        self.restandby_after_batches = 2
+
+    # -- nodes -------------------------------------------------------------------------------
+
+    def _node(self, role: str, primary: Supervisor | None) -> Supervisor:
+        node = self.workdir / f"node-{self._nodes}"
+        self._nodes += 1
+        args = _with_arg(self.spec.args, "--checkpoints", str(node / "ck"))
+        args = _with_arg(args, "--epoch-store", str(self.epochs))
+        args = _with_arg(args, "--role", role)
+        if role == "standby":
+            assert primary is not None
+            args = _with_arg(args, "--primary-checkpoint", str(self.checkpoint_of(primary)))
+            args = _with_arg(args, "--primary-heartbeat", str(primary.heartbeat_path))
+            args = _with_arg(args, "--standby-dir", str(node / "ship"))
+        spec = dataclasses.replace(self.spec, args=args, max_restarts=0)
+        return Supervisor(spec, node, self.store, self.run_id, self.on_event)
+
+    def checkpoint_of(self, sup: Supervisor) -> Path:
+        return sup.workdir / "ck" / self.query
+
+    @property
+    def live_checkpoints(self) -> Path:
+        """The current primary's checkpoint root (what the runner reads committed offsets of)."""
+        assert self.primary is not None
+        return self.primary.workdir / "ck"
+
+    def event(self, kind: str, detail: dict[str, Any] | None = None, ts: int | None = None) -> None:
+        if self.store is not None and self.run_id is not None:
+            self.store.event(self.run_id, kind, detail or {}, ts)
+        if self.on_event is not None:
+            self.on_event(kind, detail or {})
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.primary = self._node("primary", None)
+        self.primary.start()
+        self.standby = self._node("standby", self.primary)
+        self.standby.start()
+        self._link()
+
+    def _link(self) -> None:
+        """``primary`` and ``standby`` links to the current nodes, for the operations layer
+        (checkpoint GC, consistency reports, state shipping find the live directories)."""
+        for name, sup in (("primary", self.primary), ("standby", self.standby)):
+            link = self.workdir / name
+            tmp = self.workdir / f".{name}.link"
+            tmp.unlink(missing_ok=True)
+            if sup is None:
+                link.unlink(missing_ok=True)
+                continue
+            tmp.symlink_to(sup.workdir.name)
+            tmp.replace(link)
+
+    def wait_ready(self, timeout_s: float = 180.0) -> None:
+        assert self.primary is not None
+        self.primary.wait_ready(timeout_s)
+        self.wait_standby(timeout_s)
+
+    def wait_standby(self, timeout_s: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self.standby_ready():
+            if self.standby is None or self.standby.proc is None:
+                raise RuntimeError("no standby was started")
+            if self.standby.proc.poll() is not None:
+                raise RuntimeError(
+                    f"the standby exited with {self.standby.proc.returncode} before it was warm; "
+                    f"see {self.standby.workdir / 'job.log'}"
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"standby not warm within {timeout_s:.0f} s; see "
+                    f"{self.standby.workdir / 'job.log'}"
+                )
+            time.sleep(0.2)
+
+    def standby_beat(self) -> Heartbeat | None:
+        if self.standby is None or self.standby.proc is None:
+            return None
+        beat = self.standby.heartbeat()
+        return beat if beat is not None and beat.belongs_to(self.standby.proc.pid) else None
+
+    def standby_ready(self) -> bool:
+        """Warm and holding a complete shipped copy."""
+        beat = self.standby_beat()
+        return bool(
+            beat is not None
+            and beat.role == "standby"
+            and beat.info
+            and beat.info.get("warm")
+            and beat.info.get("shipped_batch") is not None
+        )
+
+    @property
+    def _awaiting_ready(self) -> Restart | None:
+        """Not back yet: a takeover in progress, or no warm standby for the next failure."""
+        if self._awaiting is not None:
+            return self._awaiting
+        if self.restandby and not self.standby_ready():
+            self._maybe_restandby()
+            return Restart("standby warming up", now_ms())
+        return None
+
+    def is_ready(self) -> bool:
+        return self.primary is not None and self.primary.is_ready()
+
+    def heartbeat(self) -> Heartbeat | None:
+        return self.primary.heartbeat() if self.primary is not None else None
+
+    @property
+    def pid(self) -> int | None:
+        return self.primary.pid if self.primary is not None else None
+
+    # -- watching ----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        assert self.primary is not None
+        beat = self.standby_beat()
+        taking_over = (
+            beat is not None and beat.role == "primary" and "takeover" in (beat.info or {})
+        )
+        if taking_over and self._awaiting is None:
+            self._takeover_started(beat)
+        if self._awaiting is not None and beat is not None and beat.query_active:
+            self._takeover_done(beat)
+        if self._awaiting is None and self.primary.proc is not None:
+            cause = self.primary.check()
+            if cause is not None and not self._standby_alive():
+                self.event("failure_detected", {"cause": cause, "standby": "none"})
+                raise RuntimeError(
+                    f"primary died ({cause}) and no standby is running; see "
+                    f"{self.primary.workdir / 'job.log'}"
+                )
+        if self.standby is not None and self.standby.proc is not None:
+            code = self.standby.proc.poll()
+            if code is not None and self._awaiting is None and not taking_over:
+                raise RuntimeError(
+                    f"the standby exited with {code}; see {self.standby.workdir / 'job.log'}"
+                )
+        self._maybe_restandby()
+        self._record_lag(beat)
+
+    def _standby_alive(self) -> bool:
+        return (
+            self.standby is not None
+            and self.standby.proc is not None
+            and (self.standby.proc.poll() is None)
+        )
+
+    def _takeover_started(self, beat: Heartbeat) -> None:
+        info = (beat.info or {}).get("takeover", {})
+        detected = int(info.get("detected_ms", now_ms()))
+        self.event("failure_detected", {"cause": info.get("cause", "lease"), **info}, detected)
+        self._awaiting = Restart(info.get("cause", "lease expired"), detected)
+
+    def _takeover_done(self, beat: Heartbeat) -> None:
+        assert self._awaiting is not None and self.standby is not None
+        restart = self._awaiting
+        restart.ready_ms = now_ms()
+        self.restarts.append(restart)
+        self._awaiting = None
+        takeover = dict((beat.info or {}).get("takeover", {}))
+        takeover["ready_ms"] = restart.ready_ms
+        takeover["restart_time_s"] = restart.restart_time_s
+        self.takeovers.append(takeover)
+        self.event("ready", {"restart_time_s": restart.restart_time_s, "takeover": takeover})
+        old = self.primary
+        assert old is not None
+        if old.proc is not None and old.proc.poll() is None:
+            self.zombies.append(old)  # paused: it will be fenced when it continues
+        else:
+            old.stop()
+        self.primary, self.standby = self.standby, None
+        self._restandby_due = True
+        self._link()
+
+    def _maybe_restandby(self) -> None:
+        """A new standby for the new primary, once that one has caught up: two JVMs starting
+        at once on a small machine would slow the takeover down."""
+        if not (self.restandby and self._restandby_due and self.primary is not None):
+            return
+        beat = self.primary.heartbeat()
+        if beat is None or beat.batches < self.restandby_after_batches:
+            return
+        self._restandby_due = False
+        self.standby = self._node("standby", self.primary)
+        self.standby.start()
+        self._link()
+
+    def _record_lag(self, beat: Heartbeat | None) -> None:
+        if beat is None or beat.role != "standby" or not beat.info:
+            return
+        if time.monotonic() - self._lag_logged < 5.0:
+            return
+        self._lag_logged = time.monotonic()
+        keys = ("shipped_batch", "primary_batch", "lag_batches", "lag_bytes", "copy_bytes")
+        self.event("standby_lag", {k: beat.info.get(k) for k in keys})
+
+    def supervise(self, until: Callable[[], bool], interval_s: float = 0.2) -> None:
+        while not until():
+            self.tick()
+            time.sleep(interval_s)
+
+    # -- signals -----------------------------------------------------------------------------
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        if self.primary is not None:
+            self.primary.kill_group(sig)
+
+    def pause(self, seconds: float) -> None:
+        if self.primary is not None:
+            self.primary.pause(seconds)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        for sup in [*self.zombies, self.standby, self.primary]:
+            if sup is not None:
+                with contextlib.suppress(Exception):
+                    sup.stop(timeout_s)
+
+
+def _query_name(spec: JobSpec) -> str:
+    """The checkpoint subdirectory the job uses: NexMark modules are named after their query;
+    the pipelines name theirs (prices, lastbids)."""
+    tail = spec.module.rsplit(".", 1)[-1]
+    return {"nondeterministic_prices": "prices", "last_bids": "lastbids"}.get(tail, tail)

@@ -1,0 +1,223 @@
+"""The standby process: the same job, started ahead of time, idle until its primary's lease
+expires, then the primary.
+
+While idle it keeps what a cold restart pays for ready: the JVM and SparkSession, the Python
+workers (a tiny job every ``standby_warm_every_s``; Spark stops workers idle for 60 s) and the
+query's DataFrame, built against its own live checkpoint directory. A shipper thread copies
+the primary's checkpoint into the standby's storage (shipping.py) and reports the lag in the
+standby's heartbeat. The lease is the primary's heartbeat file: older than
+``standby_lease_timeout_s`` means the primary is dead or paused. Takeover, in this order:
+
+1. take the next fencing epoch (only if the primary's is still current: one winner);
+2. write fence records into the output (and determinant) topics: readers now drop anything
+   the old primary still gets out, and its sink refuses to write on its next check;
+3. sync the offset-log tail and causal markers once more when the primary's storage is
+   readable, restore the newest complete copy whose checksums hold;
+4. start the query: it replays the primary's batches after the copy with their exact
+   boundaries (follow.py) and the logged determinants, then runs on.
+
+Where the time goes (measured, see docs/standby.md): the JVM, session and workers are saved;
+the query start (a new Python streaming-source runner per query, planning) and the state load
+are not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from recovery_lib.metrics.store import now_ms
+from recovery_lib.runtime.heartbeat import HeartbeatWriter, read_heartbeat
+from recovery_lib.settings import get_settings
+from recovery_lib.standby.fencing import EpochStore, write_fences
+from recovery_lib.standby.shipping import Shipper, latest_complete, restore
+
+
+@dataclasses.dataclass
+class StandbyConfig:
+    primary_checkpoint: str  # the primary's query checkpoint directory (<root>/<query>)
+    primary_heartbeat: str  # its lease
+    standby_dir: str  # this standby's storage: shipped copies and the tail
+    epoch_store: str
+    lease_timeout_s: float = 3.0
+    ship_interval_s: float = 2.0
+    keep_copies: int = 3
+    warm_every_s: float = 20.0
+
+    @classmethod
+    def from_settings(cls, **kwargs: Any) -> StandbyConfig:
+        s = get_settings()
+        return cls(
+            lease_timeout_s=s.standby_lease_timeout_s,
+            ship_interval_s=s.standby_ship_interval_s,
+            keep_copies=s.standby_keep_copies,
+            warm_every_s=s.standby_warm_every_s,
+            **kwargs,
+        )
+
+
+class StandbyJob:
+    def __init__(
+        self,
+        spark: Any,
+        opts: Any,  # QueryOptions, with checkpoint_dir = this standby's live root
+        cfg: StandbyConfig,
+        heartbeat: HeartbeatWriter | None,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.spark = spark
+        self.opts = opts
+        self.cfg = cfg
+        self.heartbeat = heartbeat
+        self.log = log
+        self.dir = Path(cfg.standby_dir)
+        self.shipper = Shipper(cfg.primary_checkpoint, self.dir, cfg.keep_copies)
+        self.epochs = EpochStore(cfg.epoch_store)
+        self._stop = threading.Event()
+        self.info: dict[str, Any] = {"warm": False}
+        self.epoch_file = self.dir / "epoch"
+        opts.follow_log = str(self.dir / "tail")
+        opts.epoch_store = cfg.epoch_store
+        if opts.causal is not None:
+            opts.causal = dataclasses.replace(
+                opts.causal, epoch_store=cfg.epoch_store, epoch_file=str(self.epoch_file)
+            )
+        if heartbeat is not None:
+            heartbeat.role = "standby"
+            heartbeat.info = self.info
+
+    # -- idle --------------------------------------------------------------------------------
+
+    def warm(self) -> None:
+        """Run a tiny Python job so that the worker pool is up (and stays up)."""
+        import pyarrow as pa
+
+        def identity(batches):  # noqa: ANN001, ANN202
+            yield from batches
+
+        df = self.spark.range(0, 8, numPartitions=2)
+        df.mapInArrow(identity, df.schema).count()
+        _ = pa  # workers import pyarrow anyway; keep the driver's import warm too
+
+    def _ship_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                shipped = self.shipper.ship()
+                lag = self.shipper.lag()
+                self.info.update(
+                    shipped_batch=lag.shipped_batch,
+                    primary_batch=lag.primary_batch,
+                    lag_batches=lag.batches,
+                    lag_bytes=lag.bytes,
+                )
+                if shipped is not None:
+                    self.info.update(
+                        copy_seq=shipped.seq,
+                        copy_bytes=shipped.bytes_total,
+                        last_shipped_bytes=shipped.bytes_copied,
+                        shipped_bytes_total=self.info.get("shipped_bytes_total", 0)
+                        + shipped.bytes_copied,
+                    )
+            except Exception as exc:  # noqa: BLE001 - a failed round is retried next interval
+                self.info["ship_error"] = str(exc)[:300]
+            self._stop.wait(self.cfg.ship_interval_s)
+
+    def wait_for_takeover(self) -> str:
+        """Block until the primary's lease expires; returns why."""
+        self.warm()
+        self.info["warm"] = True
+        shipper = threading.Thread(target=self._ship_loop, name="shipper", daemon=True)
+        shipper.start()
+        last_warm = time.monotonic()
+        seen = False
+        while True:
+            beat = read_heartbeat(self.cfg.primary_heartbeat)
+            if beat is not None:
+                seen = True
+                self.info["primary_epoch"] = beat.epoch
+                age_ms = now_ms() - beat.ts_ms
+                if age_ms > self.cfg.lease_timeout_s * 1000:
+                    self._stop.set()
+                    shipper.join(timeout=30)
+                    return f"primary lease expired ({age_ms / 1000:.1f} s without a heartbeat)"
+            elif seen:
+                self._stop.set()
+                shipper.join(timeout=30)
+                return "primary heartbeat file gone"
+            if time.monotonic() - last_warm > self.cfg.warm_every_s:
+                self.warm()
+                last_warm = time.monotonic()
+            time.sleep(0.1)
+
+    # -- takeover ----------------------------------------------------------------------------
+
+    def take_over(self, cause: str) -> dict[str, Any]:
+        detected = now_ms()
+        expected = self.info.get("primary_epoch")
+        epoch = self.epochs.advance(f"standby {self.dir}", expected=expected)
+        self.epoch_file.write_text(str(epoch))
+        topics = [self.opts.out_topic]
+        if self.opts.causal is not None and self.opts.causal.storage == "kafka":
+            topics.append(self.opts.causal.topic)
+        fences = write_fences(topics, epoch, self.opts.kafka)
+        fenced_ms = now_ms()
+        tail = 0
+        primary_readable = Path(self.cfg.primary_checkpoint).is_dir()
+        if primary_readable:  # shared storage: the primary's last word on batch boundaries
+            tail = self.shipper.ship_tail()
+        rejected: list[tuple[int, list[str]]] = []
+        manifest = latest_complete(self.dir, verify=True, rejected=rejected)
+        live_root = Path(self.opts.checkpoint_dir)
+        if manifest is not None:
+            restore(self.dir, manifest, live_root)
+        live_root.mkdir(parents=True, exist_ok=True)
+        markers = 0
+        if primary_readable and self.opts.causal is not None:
+            markers = _sync_causal(Path(self.cfg.primary_checkpoint), live_root)
+        self.opts.epoch = epoch
+        info = {
+            "cause": cause,
+            "detected_ms": detected,
+            "epoch": epoch,
+            "fence_records": fences,
+            "fenced_ms": fenced_ms,
+            "copy_batch": manifest.batch if manifest is not None else None,
+            "copy_seq": manifest.seq if manifest is not None else None,
+            "rejected_copies": [{"seq": s, "problems": p[:3]} for s, p in rejected],
+            "tail_synced": tail,
+            "causal_markers_synced": markers,
+            "restored_ms": now_ms(),
+        }
+        self.info["takeover"] = info
+        if self.heartbeat is not None:
+            self.heartbeat.role = "primary"
+            self.heartbeat.epoch = epoch
+            self.heartbeat.beat()
+        (self.dir / "takeover.json").write_text(json.dumps(info))
+        self.log(f"standby took over: {json.dumps(info)}")
+        return info
+
+
+def _sync_causal(primary_checkpoint: Path, live_root: Path) -> int:
+    """Stream markers of batches after the copy (written by the primary's last tasks) tell the
+    re-executed tasks to replay instead of running live."""
+    source = primary_checkpoint.with_name(f"{primary_checkpoint.name}.causal")
+    if not source.is_dir():
+        return 0
+    target = live_root / source.name
+    copied = 0
+    for path in source.rglob("*"):
+        if path.is_file() and not path.name.endswith(".tmp"):
+            dst = target / path.relative_to(source)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.sync")
+            shutil.copyfile(path, tmp)
+            tmp.replace(dst)
+            copied += 1
+    return copied

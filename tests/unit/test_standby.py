@@ -1,0 +1,247 @@
+"""Standby building blocks without Spark: fencing epochs, fence records on the reader side,
+checkpoint shipping (cut, incremental, torn copies), and the follow cut policy."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from recovery_lib.standby.fencing import FENCE_HEADER, EpochStore, FencedError, FenceFilter
+from recovery_lib.standby.follow import FollowLog
+from recovery_lib.standby.shipping import Shipper, latest_complete, restore, verify_copy
+
+# -- a fake Spark checkpoint ---------------------------------------------------------------------
+
+
+def _offsets_entry(batch: int, per_source: list[dict]) -> str:
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1000 + batch}
+    return "\n".join(["v1", json.dumps(meta), *(json.dumps(s) for s in per_source)])
+
+
+class FakeCheckpoint:
+    """offsets/commits per batch, one RocksDB changelog per batch (version b+1), SSTs."""
+
+    def __init__(self, root: Path, name: str = "q3") -> None:
+        self.path = root / name
+        (self.path / "offsets").mkdir(parents=True)
+        (self.path / "commits").mkdir()
+        self.state = self.path / "state" / "0" / "0" / "default"
+        self.state.mkdir(parents=True)
+        (self.path / "metadata").write_text('{"id":"x"}')
+        (self.state / "_metadata").mkdir()
+        (self.state / "_metadata" / "schema").write_text("schema")
+
+    def plan(self, batch: int) -> None:
+        ends = {"t": {"0": 10 * (batch + 1), "1": 5 * (batch + 1)}}
+        (self.path / "offsets" / str(batch)).write_text(_offsets_entry(batch, [ends]))
+        (self.path / "offsets" / f".{batch}.crc").write_bytes(b"c")
+
+    def commit(self, batch: int, state_bytes: int = 100) -> None:
+        (self.state / f"{batch + 1}.changelog").write_bytes(os.urandom(state_bytes))
+        (self.path / "commits" / str(batch)).write_text("v1\n{}")
+
+    def run(self, batches: range) -> None:
+        for b in batches:
+            self.plan(b)
+            self.commit(b)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_copy_is_a_cut_at_the_last_commit(tmp_path: Path) -> None:
+    ck = FakeCheckpoint(tmp_path / "primary")
+    ck.run(range(3))
+    ck.plan(3)  # planned, not committed
+    (ck.state / "4.changelog").write_bytes(b"in flight")  # state of batch 3 being written
+    shipped = Shipper(ck.path, tmp_path / "standby").ship()
+    assert shipped is not None and shipped.batch == 2
+    manifest = latest_complete(tmp_path / "standby")
+    assert manifest is not None
+    names = set(manifest.files)
+    assert "q3/offsets/2" in names and "q3/offsets/3" not in names
+    assert "q3/commits/2" in names
+    assert "q3/state/0/0/default/3.changelog" in names
+    assert "q3/state/0/0/default/4.changelog" not in names
+    assert "q3/metadata" in names and "q3/state/0/0/default/_metadata/schema" in names
+    # The planned-but-uncommitted batch is in the tail, for the standby to follow.
+    assert (tmp_path / "standby" / "tail" / "3").exists()
+
+
+def test_shipping_is_incremental_and_links_unchanged_files(tmp_path: Path) -> None:
+    ck = FakeCheckpoint(tmp_path / "primary")
+    ck.run(range(5))
+    shipper = Shipper(ck.path, tmp_path / "standby")
+    first = shipper.ship()
+    assert first is not None and first.bytes_copied == first.bytes_total
+    assert shipper.ship() is None  # nothing new
+    ck.run(range(5, 6))
+    second = shipper.ship()
+    assert second is not None and second.batch == 5
+    new_bytes = (
+        sum((ck.path / rel).stat().st_size for rel in ("offsets/5", "commits/5", "offsets/.5.crc"))
+        + (ck.state / "6.changelog").stat().st_size
+    )
+    assert second.bytes_copied == new_bytes < second.bytes_total
+    a = tmp_path / "standby" / "copies" / f"{first.seq:08d}" / "tree" / "q3" / "offsets" / "0"
+    b = tmp_path / "standby" / "copies" / f"{second.seq:08d}" / "tree" / "q3" / "offsets" / "0"
+    assert a.stat().st_ino == b.stat().st_ino
+    lag = shipper.lag()
+    assert (lag.batches, lag.bytes) == (0, 0)
+    ck.run(range(6, 8))
+    lag = shipper.lag()
+    assert lag.batches == 2 and lag.bytes > 0
+
+
+def test_torn_copy_falls_back_to_the_previous_complete_one(tmp_path: Path) -> None:
+    ck = FakeCheckpoint(tmp_path / "primary")
+    ck.run(range(3))
+    shipper = Shipper(ck.path, tmp_path / "standby", keep=3)
+    good = shipper.ship()
+    ck.run(range(3, 5))
+    torn = shipper.ship()
+    assert good is not None and torn is not None
+    # Damage a file only the newer copy has (a bit flip in storage).
+    victim = Path(torn.path) / "tree" / "q3" / "state" / "0" / "0" / "default" / "5.changelog"
+    data = bytearray(victim.read_bytes())
+    data[0] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    assert any("5.changelog" in p for p in verify_copy(Path(torn.path)))
+    rejected: list = []
+    chosen = latest_complete(tmp_path / "standby", verify=True, rejected=rejected)
+    assert chosen is not None and chosen.seq == good.seq and chosen.batch == 2
+    assert rejected and rejected[0][0] == torn.seq
+    # An interrupted copy (no manifest) is never used either.
+    (Path(torn.path) / "MANIFEST.json").unlink()
+    assert latest_complete(tmp_path / "standby", verify=False).seq == good.seq
+
+
+def test_restore_gives_a_private_live_checkpoint(tmp_path: Path) -> None:
+    ck = FakeCheckpoint(tmp_path / "primary")
+    ck.run(range(2))
+    (tmp_path / "primary" / "q3.causal").mkdir()
+    (tmp_path / "primary" / "q3.causal" / "mark.json").write_text('{"batch": 1}')
+    shipper = Shipper(ck.path, tmp_path / "standby")
+    shipper.ship()
+    manifest = latest_complete(tmp_path / "standby")
+    live = restore(tmp_path / "standby", manifest, tmp_path / "live")
+    assert live == tmp_path / "live" / "q3"
+    assert _files(live) == {
+        k[len("q3/") :]: v for k, v in _files(ck.path.parent).items() if k.startswith("q3/")
+    }
+    # Spark replaces files by rename; the copy must not change when the live one does.
+    causal = tmp_path / "live" / "q3.causal" / "mark.json"
+    causal.write_text('{"batch": 9}')  # rewritten in place: restore gave a private copy
+    (live / "commits" / "1").unlink()
+    (live / "commits" / "1").write_text("new")
+    assert verify_copy(tmp_path / "standby" / "copies" / f"{manifest.seq:08d}") == []
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.integers(0, 2)), max_size=8),
+)
+def test_every_chosen_copy_is_intact_and_a_cut_of_the_primary(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[int, bool, int]]
+) -> None:
+    """Whatever the primary did between rounds and whichever copies were torn, the copy a
+    takeover uses verifies, and holds exactly the primary's files of its batch."""
+    root = tmp_path_factory.mktemp("ship")
+    ck = FakeCheckpoint(root / "primary")
+    shipper = Shipper(ck.path, root / "standby", keep=3)
+    next_batch = 0
+    snapshots: dict[int, dict[str, bytes]] = {}
+    for new_batches, do_ship, damage in steps:
+        ck.run(range(next_batch, next_batch + new_batches))
+        next_batch += new_batches
+        if do_ship:
+            shipped = shipper.ship()
+            if shipped is not None:
+                snapshots[shipped.seq] = {
+                    rel: (Path(shipped.path) / "tree" / rel).read_bytes()
+                    for rel in latest_complete(root / "standby", verify=False).files
+                }
+                if damage == 1:  # torn: a file lost
+                    victim = next((Path(shipped.path) / "tree" / "q3" / "commits").iterdir())
+                    victim.unlink()
+                elif damage == 2:  # torn: the manifest never written
+                    (Path(shipped.path) / "MANIFEST.json").unlink()
+    chosen = latest_complete(root / "standby", verify=True)
+    if chosen is None:
+        return
+    copy_dir = root / "standby" / "copies" / f"{chosen.seq:08d}"
+    assert verify_copy(copy_dir) == []
+    assert chosen.batch < next_batch
+    for rel, data in snapshots[chosen.seq].items():
+        assert (copy_dir / "tree" / rel).read_bytes() == data
+        assert (ck.path.parent / rel).read_bytes() == data  # write-once files of the primary
+
+
+# -- fencing -------------------------------------------------------------------------------------
+
+
+def test_epochs_advance_once_and_fence_older_writers(tmp_path: Path) -> None:
+    store = EpochStore(tmp_path / "epochs")
+    assert store.current() == 0
+    primary = store.advance("primary")
+    assert primary == 1
+    store.check(1)
+    standby = store.advance("standby", expected=primary)
+    assert standby == 2 and store.holder(2)["holder"] == "standby"
+    with pytest.raises(FencedError, match="epoch 2 was taken by standby"):
+        store.check(primary, "sink write")
+    with pytest.raises(FencedError, match="someone else took over"):
+        store.advance("second standby", expected=primary)  # saw the same expiry, lost the race
+    # Two takeovers racing for the same number (both read current() == 2): O_EXCL lets the
+    # first one win, the second is told.
+    EpochStore(tmp_path / "epochs").advance("fast standby")
+    stale = EpochStore(tmp_path / "epochs")
+    stale.current = lambda: 2  # type: ignore[method-assign]
+    with pytest.raises(FencedError, match="epoch 3 was taken by a concurrent takeover"):
+        stale.advance("slow standby")
+    assert store.current() == 3 and store.holder(3)["holder"] == "fast standby"
+
+
+def test_fence_filter_drops_older_epochs_after_the_fence_only() -> None:
+    fence = FenceFilter()
+    accept = fence.accept
+    assert accept("out", 0, 1, {})  # the primary's records before any fence
+    assert not accept("out", 0, None, {FENCE_HEADER: b"2"})  # the fence record itself
+    assert not accept("out", 0, 1, {})  # a zombie's record after the fence
+    assert accept("out", 1, 1, {})  # another partition, not fenced yet
+    assert accept("out", 0, 2, {})  # the new primary
+    assert accept("out", 0, None, {})  # records without an epoch are not ours to judge
+    assert fence.dropped == 1
+
+
+# -- following the primary's batches -------------------------------------------------------------
+
+
+def test_follow_replays_logged_boundaries_then_cuts_freely(tmp_path: Path) -> None:
+    tail = tmp_path / "tail"
+    tail.mkdir()
+    live = tmp_path / "live"
+    (live / "offsets").mkdir(parents=True)
+    (live / "offsets" / "4").write_text("restored copy ends at batch 4")
+    # Two sources: the primary's batch 5 moved only topic a, batch 6 only topic b.
+    (tail / "5").write_text(_offsets_entry(5, [{"a": {"0": 17}}, {"b": {"0": 3}}]))
+    (tail / "6").write_text(_offsets_entry(6, [{"a": {"0": 17}}, {"b": {"0": 9}}]))
+    policy_a = FollowLog({"followLog": str(tail), "followCheckpoint": str(live)})
+    policy_b = FollowLog({"followLog": str(tail), "followCheckpoint": str(live)})
+    available_a, available_b = {"a": {"0": 50}}, {"b": {"0": 50}}
+    assert policy_a.cut({"a": {"0": 12}}, available_a, None) == {"a": {"0": 17}}
+    assert policy_b.cut({"b": {"0": 3}}, available_b, None) == {"b": {"0": 3}}
+    (live / "offsets" / "5").write_text("batch 5 planned")
+    assert policy_a.cut({"a": {"0": 17}}, available_a, None) == {"a": {"0": 17}}  # no new data
+    assert policy_b.cut({"b": {"0": 3}}, available_b, None) == {"b": {"0": 9}}
+    (live / "offsets" / "6").write_text("batch 6 planned")
+    assert policy_a.cut({"a": {"0": 17}}, available_a, None) == {"a": {"0": 50}}  # past the tail
+    assert policy_a.followed == [5, 6] and policy_a.done
