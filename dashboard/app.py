@@ -236,6 +236,29 @@ def consistency(path: Path) -> None:
 
 
 def checkpoints(path: Path) -> None:
+    shipped = views.standby_shipments(path)
+    st.subheader("State shipping to standbys")
+    if shipped.empty:
+        st.info(
+            "No state shipped yet: jobs with `standby: true` ship continuously; the DAG "
+            "`state_shipping` (or `recovery standby ship <job>`) records each round here."
+        )
+    else:
+        st.altair_chart(
+            alt.Chart(shipped)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("ts:T", title="shipping round"),
+                y=alt.Y("lag_batches:Q", title="standby lag (batches)"),
+                color="job:N",
+                tooltip=["job", "batch", "bytes_copied", "bytes_total", "lag_bytes"],
+            )
+            .transform_calculate(ts="datum.ts_ms")
+            .properties(height=180),
+            width="stretch",
+        )
+        st.dataframe(shipped, hide_index=True, width="stretch")
+    st.subheader("Checkpoint GC")
     gc = views.gc_runs(path)
     if gc.empty:
         st.info("No checkpoint GC has run yet (DAG `checkpoint_gc`, or `recovery gc <job>`).")

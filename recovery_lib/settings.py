@@ -90,10 +90,11 @@ class Settings(BaseSettings):
     )
 
     state_store: str = Field(
-        default="rocksdb",
-        description="Spark state store: rocksdb (with changelog checkpointing: each batch "
-        "writes a small changelog file, so state shipping to a standby is incremental) | hdfs "
-        "(Spark's default, in-memory maps with delta files).",
+        default="hdfs",
+        description="Spark state store: hdfs (Spark's default: in-memory maps, a delta file per "
+        "batch) | rocksdb (with changelog checkpointing: a small changelog file per batch; "
+        "standby jobs use it, see docs/standby.md). On 2 cores RocksDB halves the MST of the "
+        "stream-stream joins (a RocksDB instance per store and partition).",
     )
 
     # Standby jobs (recovery_lib/standby).
@@ -109,6 +110,12 @@ class Settings(BaseSettings):
     )
     standby_keep_copies: int = Field(
         default=3, description="Complete shipped copies kept (the newest one is used)."
+    )
+    standby_replace_after_s: float = Field(
+        default=60.0,
+        description="After a takeover, start the new primary's standby this long after it is "
+        "ready (and after two batches): a JVM starting while the new primary works off its "
+        "backlog takes cores from it on a small machine.",
     )
     standby_warm_every_s: float = Field(
         default=20.0,

@@ -59,7 +59,14 @@ def populated_store(path: Path) -> Path:
             )  # fmt: skip
         store.add(
             "job_status",
-            [("q3_local", T0, "running", "r1", 11, 12, 1, T0 - 500, 41, None, None, "")],
+            [("q3_local", T0, "running", "r1", 11, 12, 1, T0 - 500, 41, 1, 2048, "")],
+        )
+        store.add(
+            "standby_shipments",
+            [
+                ("q3_local", T0 - 5000, 6, 40, 90_000, 3_000, 1, 2048, "{}"),
+                ("q3_local", T0, 7, 41, 93_000, 3_000, 0, 0, "{}"),
+            ],
         )
         store.add(
             "gc_runs",
@@ -99,10 +106,12 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     assert sorted(reports["verdict"]) == ["consistent", "inconsistent"]
     assert any("restart_time_s" in f.columns for f in frames)
     assert any("bytes_freed" in f.columns for f in frames)
+    shipped = next(f for f in frames if "bytes_copied" in f.columns)
+    assert shipped["lag_batches"].tolist() == [0, 1]  # newest first
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["inconsistent"] == "1"
     charts = at.get("vega_lite_chart")
-    assert len(charts) >= 6  # sparklines, timeline, state, recoveries, damage, GC
+    assert len(charts) >= 7  # sparklines, timeline, state, recoveries, damage, shipping, GC
 
 
 @pytest.mark.parametrize("state", ["missing", "empty"])

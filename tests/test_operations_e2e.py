@@ -26,7 +26,7 @@ from tests.helpers import wait_for
 EVENTS = 40_000
 
 
-def write_jobs(path: Path, prefix: str, name: str = "q3_ops") -> Path:
+def write_jobs(path: Path, prefix: str, name: str = "q3_ops", standby: bool = False) -> Path:
     path.write_text(
         f"""
 jobs:
@@ -39,6 +39,7 @@ jobs:
     heartbeat_timeout_s: 10
     max_restarts: 3
     keep_batches: 2
+    standby: {str(standby).lower()}
     extra_args: ["--max-records", "200"]
 """
     )
@@ -78,9 +79,13 @@ def test_every_dag_imports_cleanly(tmp_path, recovery_home):
     env = airflow_env(tmp_path, recovery_home, write_jobs(tmp_path / "jobs.yaml", "nx"))
     result = dag_test(env, "--import-errors")
     assert result["errors"] == {}, result["errors"]
-    assert {"checkpoint_gc", "consistency_report", "recovery_experiment", "stream_q3_ops"} <= set(
-        result["dags"]
-    )
+    assert {
+        "checkpoint_gc",
+        "consistency_report",
+        "recovery_experiment",
+        "state_shipping",
+        "stream_q3_ops",
+    } <= set(result["dags"])
 
 
 def test_the_watch_trigger_reports_health_then_failure(tmp_path, monkeypatch, jobs_env):
@@ -183,6 +188,80 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
         final = daemon.stop("q3_ops")
     assert final is not None and final.status == "stopped"
     assert not daemon.pid_alive(final.supervisor_pid) and not daemon.pid_alive(final.job_pid)
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+def test_daemon_with_a_standby_ships_state_and_takes_over(
+    tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env
+):
+    """A job with `standby: true`: the state_shipping DAG ships and records the lag; the
+    primary is killed; the standby takes over; GC and the oracle follow the new primary."""
+    from recovery_lib.io.sinks.dedup_reader import read_topic
+    from recovery_lib.ops import daemon
+    from recovery_lib.ops.config import get_job
+    from recovery_lib.runtime.checkpoint import committed_offsets, last_committed
+    from recovery_lib.verify.nexmark_check import judge_run
+
+    gen = GeneratorConfig(topic_prefix=f"sb{int(time.time())}", partitions=2)
+    ensure_topics(gen, admin)
+    produce_events(gen, count=EVENTS)
+    write_jobs(jobs_env, gen.topic_prefix, "q3_standby", standby=True)
+    job = get_job("q3_standby")
+    try:
+        daemon.start("q3_standby")
+        wait_for(
+            lambda: (
+                (job.standby_dir / "shipped.json").exists()
+                and (last_committed(job.checkpoint) or 0) >= 4
+            ),
+            300,
+            "4 committed batches and a shipped copy",
+        )
+        env = airflow_env(tmp_path, recovery_home, jobs_env)
+        env["KAFKA_BOOTSTRAP"] = kafka_bootstrap
+        airflow(env, "db", "migrate")
+        run = dag_test(env, "state_shipping")
+        assert run["tasks"]["ship[0]"] == "success", run["log"][-5000:]
+        shipped = read_frame(recovery_home / "metrics.duckdb", "SELECT * FROM standby_shipments")
+        assert "q3_standby" in shipped["job"].tolist()
+        assert shipped["lag_batches"].notna().all()
+        old_primary = job.checkpoint.resolve()
+        os.killpg(daemon.check("q3_standby").job_pid, signal.SIGKILL)
+        wait_for(
+            lambda: (
+                job.checkpoint.resolve() != old_primary
+                and daemon.check("q3_standby").status == "running"
+            ),
+            240,
+            "the standby to take over",
+        )
+
+        def drained() -> bool:
+            done = committed_offsets(job.checkpoint)
+            topics = [gen.persons_topic, gen.auctions_topic]
+            return all(
+                sum(done.get(t, {}).values()) >= expected
+                for t, expected in zip(topics, (EVENTS // 50, EVENTS * 3 // 50), strict=True)
+            )
+
+        wait_for(drained, 300, "the new primary to consume all input")
+        time.sleep(3)
+        report = judge_run("q3", list(read_topic(job.out_topic)), None, True, gen, EVENTS)
+        assert report.verdict == "consistent", report.to_dict()
+        lag = read_frame(
+            recovery_home / "metrics.duckdb",
+            "SELECT standby_lag_batches FROM job_status WHERE job = 'q3_standby'",
+        )
+        assert lag["standby_lag_batches"].notna().any()  # the daemon reported the lag
+    finally:
+        final = daemon.stop("q3_standby")
+    assert final is not None and final.status == "stopped"
+    assert not daemon.pid_alive(final.supervisor_pid) and not daemon.pid_alive(final.job_pid)
+    nodes = sorted((job.workdir / "supervisor").glob("node-*/heartbeat.json"))
+    assert len(nodes) >= 2
+    for beat in nodes:  # every node the pair started is gone
+        assert not daemon.pid_alive(json.loads(beat.read_text())["pid"])
 
 
 def _free_port() -> int:

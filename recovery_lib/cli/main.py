@@ -337,6 +337,13 @@ def bench_standby(
     ),
     duration: float = typer.Option(150, help="compare: seconds of input per run."),
     fail_at: float = typer.Option(20, help="compare/sizes: driver SIGKILL this far in."),
+    mst_search: bool = typer.Option(
+        False, help="compare: search the MSTs first (this state store) and run at 80 %."
+    ),
+    mst_start: float = typer.Option(8_000, help="MST search: first rate (ev/s), x1.5 steps."),
+    state_store: str = typer.Option(
+        "rocksdb", help="State store of every run, native and standby alike: rocksdb | hdfs."
+    ),
     size_query: str = typer.Option("q3", help="sizes: the query."),
     size_rate: float = typer.Option(5000, help="sizes: input rate."),
     warmups: str = typer.Option(
@@ -349,7 +356,7 @@ def bench_standby(
         "q3=5000,q8=5000,prices=1000", help="takeovers: input rate per query."
     ),
     repeat: int = typer.Option(4, help="takeovers: failures per query."),
-    every: float = typer.Option(50, help="takeovers: seconds between failures."),
+    every: float = typer.Option(60, help="takeovers: seconds between failures."),
     append: bool = typer.Option(False, help="Add to an existing report."),
     out: str = typer.Option("reports/bench_standby", help="Report prefix (.json and .png)."),
 ) -> None:
@@ -370,9 +377,21 @@ def bench_standby(
     except ValueError as exc:
         _fail(exc)
         return
+    import os
+
+    from recovery_lib.settings import STATE_STORES, reload_settings
+
+    if state_store not in STATE_STORES:
+        _fail(ValueError(f"--state-store must be one of {sorted(STATE_STORES)}"))
+        return
+    os.environ["RECOVERY_STATE_STORE"] = state_store  # the job processes inherit it
+    reload_settings()
     bench = StandbyBench(out, console, append=append)
+    bench.report["state_store"] = state_store
     try:
         if "compare" in part:
+            if mst_search:
+                rate_map.update(bench.search_rates([q.lower() for q in query], mst_start))
             bench.compare([q.lower() for q in query], rate_map, duration, fail_at)
         if "sizes" in part:
             sizes = [float(w) for w in warmups.split(",")]

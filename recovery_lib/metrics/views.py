@@ -168,6 +168,16 @@ def gc_runs(path: str | Path) -> pd.DataFrame:
     return read_frame(path, "SELECT * FROM gc_runs ORDER BY ts_ms DESC")
 
 
+def standby_shipments(path: str | Path) -> pd.DataFrame:
+    if not _has(path, "standby_shipments"):
+        return pd.DataFrame()
+    return read_frame(
+        path,
+        "SELECT job, ts_ms, copy_seq, batch, bytes_total, bytes_copied, lag_batches, lag_bytes "
+        "FROM standby_shipments ORDER BY ts_ms DESC",
+    )
+
+
 def expectation_results(path: str | Path) -> pd.DataFrame:
     if not _has(path, "expectation_results"):
         return pd.DataFrame()

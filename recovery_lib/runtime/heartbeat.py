@@ -62,6 +62,7 @@ class HeartbeatWriter(StreamingQueryListener):
         self.epoch = 0
         self.info: dict | None = None
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
 
     def start(self) -> HeartbeatWriter:
@@ -82,13 +83,17 @@ class HeartbeatWriter(StreamingQueryListener):
             self.epoch,
             self.info,
         )
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(beat)))
-        os.replace(tmp, self.path)
+        with self._lock:  # the timer thread, the listener and a takeover all beat
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(asdict(beat)))
+            os.replace(tmp, self.path)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.beat()
+            try:
+                self.beat()
+            except Exception as exc:  # noqa: BLE001 - a lost beat must not end the lease
+                print(f"heartbeat: {exc}", flush=True)
 
     def stop(self) -> None:
         self._stop.set()

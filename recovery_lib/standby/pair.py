@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from typing import Any
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.heartbeat import Heartbeat
 from recovery_lib.runtime.supervisor import JobSpec, Restart, Supervisor
+from recovery_lib.settings import get_settings
 
 
 def _with_arg(args: list[str], name: str, value: str) -> list[str]:
@@ -63,9 +65,11 @@ class StandbyPair:
         self.primary: Supervisor | None = None
         self.standby: Supervisor | None = None
         self._awaiting: Restart | None = None
+        self._native: Restart | None = None  # a native restart in progress (no standby)
         self._lag_logged = 0.0
         self._restandby_due = False
         self.restandby_after_batches = 2
+        self.restandby_after_s = get_settings().standby_replace_after_s
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -80,7 +84,12 @@ class StandbyPair:
             args = _with_arg(args, "--primary-checkpoint", str(self.checkpoint_of(primary)))
             args = _with_arg(args, "--primary-heartbeat", str(primary.heartbeat_path))
             args = _with_arg(args, "--standby-dir", str(node / "ship"))
-        spec = dataclasses.replace(self.spec, args=args, max_restarts=0)
+        # Standby jobs ship RocksDB changelog checkpoints (one small file per batch and
+        # partition) unless the state store was chosen explicitly.
+        env = {**self.spec.env}
+        if "RECOVERY_STATE_STORE" not in os.environ:
+            env.setdefault("RECOVERY_STATE_STORE", "rocksdb")
+        spec = dataclasses.replace(self.spec, args=args, env=env, max_restarts=0)
         return Supervisor(spec, node, self.store, self.run_id, self.on_event)
 
     def checkpoint_of(self, sup: Supervisor) -> Path:
@@ -164,6 +173,8 @@ class StandbyPair:
         """Not back yet: a takeover in progress, or no warm standby for the next failure."""
         if self._awaiting is not None:
             return self._awaiting
+        if self._native is not None:
+            return self._native
         if self.restandby and not self.standby_ready():
             self._maybe_restandby()
             return Restart("standby warming up", now_ms())
@@ -191,22 +202,45 @@ class StandbyPair:
             self._takeover_started(beat)
         if self._awaiting is not None and beat is not None and beat.query_active:
             self._takeover_done(beat)
-        if self._awaiting is None and self.primary.proc is not None:
+        if self._native is not None and self.primary.is_ready():
+            self._native.ready_ms = now_ms()
+            self.restarts.append(self._native)
+            self.event("ready", {"restart_time_s": self._native.restart_time_s, "native": True})
+            self._native = None
+        if self._awaiting is None and self._native is None and self.primary.proc is not None:
             cause = self.primary.check()
             if cause is not None and not self._standby_alive():
-                self.event("failure_detected", {"cause": cause, "standby": "none"})
-                raise RuntimeError(
-                    f"primary died ({cause}) and no standby is running; see "
-                    f"{self.primary.workdir / 'job.log'}"
-                )
+                self._restart_natively(cause)
         if self.standby is not None and self.standby.proc is not None:
             code = self.standby.proc.poll()
             if code is not None and self._awaiting is None and not taking_over:
-                raise RuntimeError(
-                    f"the standby exited with {code}; see {self.standby.workdir / 'job.log'}"
-                )
+                # A dead standby is replaced; the primary runs on meanwhile.
+                self.event("standby_failed", {"exit": code, "log": str(self.standby.workdir)})
+                self.standby = None
+                self._restandby_due = self.restandby
         self._maybe_restandby()
         self._record_lag(beat)
+
+    def _restart_natively(self, cause: str) -> None:
+        """No standby process to fail over to (not started yet after a takeover, or dead):
+        the policy falls back to native recovery, the same job on the same checkpoint."""
+        assert self.primary is not None
+        if len(self.restarts) >= self.spec.max_restarts + len(self.takeovers):
+            self.event("gave_up", {"cause": cause, "standby": "none"})
+            raise RuntimeError(
+                f"primary died ({cause}), no standby is running and the restart budget "
+                f"({self.spec.max_restarts}) is spent; see {self.primary.workdir / 'job.log'}"
+            )
+        detected = now_ms()
+        self.event(
+            "failure_detected", {"cause": cause, "standby": "none: native restart"}, detected
+        )
+        self.primary.kill_group(signal.SIGKILL)
+        self._native = Restart(f"{cause} (no standby running: native restart)", detected)
+        self.primary.start()
+        if self.standby is not None and not self._standby_alive():
+            self.standby = None
+        self._restandby_due = self.restandby
 
     def _standby_alive(self) -> bool:
         return (
@@ -249,6 +283,9 @@ class StandbyPair:
             return
         beat = self.primary.heartbeat()
         if beat is None or beat.batches < self.restandby_after_batches:
+            return
+        ready = self.restarts[-1].ready_ms if self.restarts else None
+        if ready is not None and now_ms() - ready < self.restandby_after_s * 1000:
             return
         self._restandby_due = False
         self.standby = self._node("standby", self.primary)

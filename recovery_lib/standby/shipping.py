@@ -216,7 +216,7 @@ class Shipper:
         tree = target / "tree"
         prev_tree = self.copies / f"{previous.seq:08d}" / "tree" if previous else None
         manifest = Manifest(seq, batch, str(self.checkpoint), int(time.time() * 1000))
-        copied = 0
+        copied = state_new = 0
         for rel, src in _selected(self.checkpoint, batch):
             try:
                 stat = src.stat()
@@ -244,6 +244,8 @@ class Shipper:
                 continue
             manifest.files[rel] = _Entry(size, stat.st_mtime_ns, crc)
             copied += size
+            if "/state/" in rel:
+                state_new += size
         tmp = target / f"{MANIFEST}.tmp"
         tmp.write_text(manifest.to_json())
         os.replace(tmp, target / MANIFEST)  # the copy is complete from here on
@@ -259,8 +261,34 @@ class Shipper:
             str(target),
         )
         _write_json(self.dir / SHIPPED, asdict(shipped))
+        self._log_round(shipped, manifest, state_new, previous)
         self._prune(seq)
         return shipped
+
+    def _log_round(
+        self, shipped: ShippedCopy, manifest: Manifest, state_new: int, previous: Manifest | None
+    ) -> None:
+        """One line per round (shipments.jsonl): shipped bytes against the state that changed
+        and the whole state, for the shipping benchmark and the dashboard."""
+        self._rounds = getattr(self, "_rounds", 0) + 1
+        row = {
+            "ts_ms": shipped.created_ms,
+            "seq": shipped.seq,
+            "seq_in_node": self._rounds,
+            "batch": shipped.batch,
+            "bytes_copied": shipped.bytes_copied,
+            "bytes_total": shipped.bytes_total,
+            "state_bytes_new": state_new,
+            "state_bytes_total": sum(
+                e.size for rel, e in manifest.files.items() if "/state/" in rel
+            ),
+            "interval_s": round((shipped.created_ms - previous.created_ms) / 1000, 2)
+            if previous is not None
+            else None,
+            "batches": shipped.batch - previous.batch if previous is not None else None,
+        }
+        with open(self.dir / "shipments.jsonl", "a") as handle:
+            handle.write(json.dumps(row) + "\n")
 
     def ship_tail(self) -> int:
         """Only the tail (at takeover, when the primary's storage is still readable)."""

@@ -92,6 +92,14 @@ def test_shipping_is_incremental_and_links_unchanged_files(tmp_path: Path) -> No
     a = tmp_path / "standby" / "copies" / f"{first.seq:08d}" / "tree" / "q3" / "offsets" / "0"
     b = tmp_path / "standby" / "copies" / f"{second.seq:08d}" / "tree" / "q3" / "offsets" / "0"
     assert a.stat().st_ino == b.stat().st_ino
+    rounds = [
+        json.loads(line)
+        for line in (tmp_path / "standby" / "shipments.jsonl").read_text().splitlines()
+    ]
+    assert [r["batch"] for r in rounds] == [4, 5]
+    changed = (ck.state / "6.changelog").stat().st_size
+    assert rounds[1]["state_bytes_new"] == changed < rounds[1]["state_bytes_total"]
+    assert rounds[1]["bytes_copied"] == second.bytes_copied and rounds[1]["batches"] == 1
     lag = shipper.lag()
     assert (lag.batches, lag.bytes) == (0, 0)
     ck.run(range(6, 8))
