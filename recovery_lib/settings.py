@@ -117,6 +117,12 @@ class Settings(BaseSettings):
         "ready (and after two batches): a JVM starting while the new primary works off its "
         "backlog takes cores from it on a small machine.",
     )
+    standby_rehearse: bool = Field(
+        default=True,
+        description="An idle standby runs its query once, one batch, on a scratch copy: the "
+        "first batch of a fresh query (code generation, worker imports, Kafka clients) is "
+        "what a takeover otherwise waits for. Not for causally logged jobs.",
+    )
     standby_warm_every_s: float = Field(
         default=20.0,
         description="An idle standby runs a tiny job this often: Spark stops Python workers "

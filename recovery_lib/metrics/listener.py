@@ -30,6 +30,8 @@ class MetricsListener(StreamingQueryListener):
 
     def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
         p = event.progress
+        if (p.name or "").startswith("rehearsal_"):  # a standby's rehearsal, not the job
+            return
         d = p.durationMs or {}
         state_rows = sum(op.numRowsTotal for op in p.stateOperators) if p.stateOperators else 0
         state_mem = sum(op.memoryUsedBytes for op in p.stateOperators) if p.stateOperators else 0

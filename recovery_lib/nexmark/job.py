@@ -136,6 +136,7 @@ def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
                 epoch_store=args.epoch_store,
             ),
             heartbeat,
+            build=build,
         )
     elif args.epoch_store:  # a primary under fencing: a new incarnation takes a new epoch
         from recovery_lib.standby.fencing import EpochStore

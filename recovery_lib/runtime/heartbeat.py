@@ -63,6 +63,7 @@ class HeartbeatWriter(StreamingQueryListener):
         self.info: dict | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._rehearsals: set[str] = set()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
 
     def start(self) -> HeartbeatWriter:
@@ -99,10 +100,15 @@ class HeartbeatWriter(StreamingQueryListener):
         self._stop.set()
 
     def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802
+        if (event.name or "").startswith("rehearsal_"):  # a standby's rehearsal (standby/)
+            self._rehearsals.add(str(event.runId))  # the id is the checkpoint's: shared
+            return
         self.query_active = True
         self.beat()
 
     def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
+        if str(event.progress.runId) in self._rehearsals:
+            return
         self.last_batch = event.progress.batchId
         self.batches += 1
         self.input_rows += int(event.progress.numInputRows)
@@ -112,5 +118,7 @@ class HeartbeatWriter(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
+        if str(event.runId) in self._rehearsals:
+            return
         self.query_active = False
         self.beat()

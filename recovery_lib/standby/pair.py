@@ -70,6 +70,7 @@ class StandbyPair:
         self._restandby_due = False
         self.restandby_after_batches = 2
         self.restandby_after_s = get_settings().standby_replace_after_s
+        self.lease_timeout_s = get_settings().standby_lease_timeout_s
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -164,7 +165,7 @@ class StandbyPair:
             beat is not None
             and beat.role == "standby"
             and beat.info
-            and beat.info.get("warm")
+            and beat.info.get("ready", beat.info.get("warm"))
             and beat.info.get("shipped_batch") is not None
         )
 
@@ -181,7 +182,17 @@ class StandbyPair:
         return None
 
     def is_ready(self) -> bool:
-        return self.primary is not None and self.primary.is_ready()
+        """The primary's query is active, its process alive and its lease fresh (a killed
+        primary's last heartbeat still says "active" until the standby notices)."""
+        if (
+            self.primary is None
+            or self.primary.proc is None
+            or self.primary.proc.poll() is not None
+        ):
+            return False
+        beat = self.primary.heartbeat()
+        fresh = beat is not None and now_ms() - beat.ts_ms < self.lease_timeout_s * 1000
+        return fresh and self.primary.is_ready()
 
     def heartbeat(self) -> Heartbeat | None:
         return self.primary.heartbeat() if self.primary is not None else None

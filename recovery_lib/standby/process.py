@@ -70,7 +70,9 @@ class StandbyJob:
         cfg: StandbyConfig,
         heartbeat: HeartbeatWriter | None,
         log: Callable[[str], None] = print,
+        build: Callable[[Any, Any], Any] | None = None,
     ) -> None:
+        self.build = build  # for the rehearsal (rehearsal.py)
         self.spark = spark
         self.opts = opts
         self.cfg = cfg
@@ -105,6 +107,14 @@ class StandbyJob:
         df.mapInArrow(identity, df.schema).count()
         _ = pa  # workers import pyarrow anyway; keep the driver's import warm too
 
+    def _warm_loop(self) -> None:
+        """Off the lease loop: a warm-up job can take seconds on a loaded machine."""
+        while not self._stop.wait(self.cfg.warm_every_s):
+            try:
+                self.warm()
+            except Exception as exc:  # noqa: BLE001 - warmth is best effort
+                self.info["warm_error"] = str(exc)[:200]
+
     def _ship_loop(self) -> None:
         while not self._stop.is_set():
             try:
@@ -128,13 +138,33 @@ class StandbyJob:
                 self.info["ship_error"] = str(exc)[:300]
             self._stop.wait(self.cfg.ship_interval_s)
 
+    def _rehearse_when_shipped(self) -> None:
+        """Once a copy exists, run the query once on a scratch copy (rehearsal.py)."""
+        from recovery_lib.standby.rehearsal import rehearse
+
+        while not self._stop.is_set() and latest_complete(self.dir, verify=False) is None:
+            self._stop.wait(0.5)
+        if self._stop.is_set():
+            return
+        try:
+            self.info["rehearsal"] = rehearse(self.spark, self.build, self.opts, self.dir)
+        except Exception as exc:  # noqa: BLE001 - a failed rehearsal costs only warmth
+            self.info["rehearsal"] = {"error": str(exc)[:300]}
+        self.info["ready"] = True
+
     def wait_for_takeover(self) -> str:
         """Block until the primary's lease expires; returns why."""
         self.warm()
         self.info["warm"] = True
         shipper = threading.Thread(target=self._ship_loop, name="shipper", daemon=True)
         shipper.start()
-        last_warm = time.monotonic()
+        if self.build is not None and get_settings().standby_rehearse:
+            threading.Thread(
+                target=self._rehearse_when_shipped, name="rehearsal", daemon=True
+            ).start()
+        else:
+            self.info["ready"] = True
+        threading.Thread(target=self._warm_loop, name="warmth", daemon=True).start()
         seen = False
         while True:
             beat = read_heartbeat(self.cfg.primary_heartbeat)
@@ -150,15 +180,14 @@ class StandbyJob:
                 self._stop.set()
                 shipper.join(timeout=30)
                 return "primary heartbeat file gone"
-            if time.monotonic() - last_warm > self.cfg.warm_every_s:
-                self.warm()
-                last_warm = time.monotonic()
             time.sleep(0.1)
 
     # -- takeover ----------------------------------------------------------------------------
 
     def take_over(self, cause: str) -> dict[str, Any]:
         detected = now_ms()
+        for query in self.spark.streams.active:  # a rehearsal still running gives way
+            query.stop()
         expected = self.info.get("primary_epoch")
         epoch = self.epochs.advance(f"standby {self.dir}", expected=expected)
         self.epoch_file.write_text(str(epoch))
