@@ -72,6 +72,17 @@ COLUMNS = {
         "determinant_low_water",
         "detail",
     ),
+    "standby_shipments": (
+        "job",
+        "ts_ms",
+        "copy_seq",
+        "batch",
+        "bytes_total",
+        "bytes_copied",
+        "lag_batches",
+        "lag_bytes",
+        "detail",
+    ),
     "expectation_results": (
         "run_id",
         "suite",

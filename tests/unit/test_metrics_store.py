@@ -23,6 +23,18 @@ def test_schema_has_the_documented_tables(tmp_path):
     assert set(TABLES) <= names
 
 
+def test_every_table_can_be_written_with_its_columns(tmp_path):
+    """The writer's column lists match the DDL, for every table written through add()."""
+    from recovery_lib.metrics.store import COLUMNS
+
+    store = MetricsStore(tmp_path / "m.duckdb")
+    assert set(TABLES) - set(COLUMNS) == {"runs"}  # runs: start_run / finish_run
+    with duckdb.connect(str(store.path), read_only=True) as con:
+        for table in COLUMNS:
+            ddl = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()]
+            assert list(COLUMNS[table]) == ddl, table
+
+
 def test_runs_events_and_rows_round_trip(tmp_path):
     store = MetricsStore(tmp_path / "m.duckdb")
     run = store.start_run("q1", "native", {"rate": 5})
