@@ -46,6 +46,18 @@ jobs:
     return path
 
 
+def consumed_all(job, gen: GeneratorConfig) -> bool:
+    """Q3 reads persons (1 in 50 events) and auctions (3 in 50): all of them committed."""
+    from recovery_lib.runtime.checkpoint import committed_offsets
+
+    done = committed_offsets(job.checkpoint)
+    topics = [gen.persons_topic, gen.auctions_topic]
+    return all(
+        sum(done.get(t, {}).values()) >= expected
+        for t, expected in zip(topics, (EVENTS // 50, EVENTS * 3 // 50), strict=True)
+    )
+
+
 @pytest.fixture()
 def jobs_env(tmp_path, monkeypatch, recovery_home):
     """A jobs file for this test, visible to this process and its children."""
@@ -130,7 +142,7 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
     from recovery_lib.ops import daemon
     from recovery_lib.ops.config import get_job
     from recovery_lib.ops.gc import gc_job
-    from recovery_lib.runtime.checkpoint import batch_ids, committed_offsets, last_committed
+    from recovery_lib.runtime.checkpoint import batch_ids, last_committed
     from recovery_lib.verify.nexmark_check import judge_run
 
     gen = GeneratorConfig(topic_prefix=f"ops{int(time.time())}", partitions=2)
@@ -155,15 +167,7 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
             "the daemon to restart the job",
         )
 
-        def drained() -> bool:
-            done = committed_offsets(job.checkpoint)
-            topics = [gen.persons_topic, gen.auctions_topic]
-            return all(
-                sum(done.get(t, {}).values()) >= expected
-                for t, expected in zip(topics, (EVENTS // 50, EVENTS * 3 // 50), strict=True)
-            )
-
-        wait_for(drained, 240, "the restarted job to consume all input")
+        wait_for(lambda: consumed_all(job, gen), 240, "the restarted job to consume all input")
         time.sleep(3)
         from recovery_lib.io.sinks.dedup_reader import read_topic
 
@@ -200,7 +204,7 @@ def test_daemon_with_a_standby_ships_state_and_takes_over(
     from recovery_lib.io.sinks.dedup_reader import read_topic
     from recovery_lib.ops import daemon
     from recovery_lib.ops.config import get_job
-    from recovery_lib.runtime.checkpoint import committed_offsets, last_committed
+    from recovery_lib.runtime.checkpoint import last_committed
     from recovery_lib.verify.nexmark_check import judge_run
 
     gen = GeneratorConfig(topic_prefix=f"sb{int(time.time())}", partitions=2)
@@ -237,15 +241,7 @@ def test_daemon_with_a_standby_ships_state_and_takes_over(
             "the standby to take over",
         )
 
-        def drained() -> bool:
-            done = committed_offsets(job.checkpoint)
-            topics = [gen.persons_topic, gen.auctions_topic]
-            return all(
-                sum(done.get(t, {}).values()) >= expected
-                for t, expected in zip(topics, (EVENTS // 50, EVENTS * 3 // 50), strict=True)
-            )
-
-        wait_for(drained, 300, "the new primary to consume all input")
+        wait_for(lambda: consumed_all(job, gen), 300, "the new primary to consume all input")
         time.sleep(3)
         report = judge_run("q3", list(read_topic(job.out_topic)), None, True, gen, EVENTS)
         assert report.verdict == "consistent", report.to_dict()

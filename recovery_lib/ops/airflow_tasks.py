@@ -114,19 +114,12 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
         json.dumps(snap["offsets"]),
     ]
     # The reference writes its own topic and checkpoint; the rest of the job's args stay.
-    args = _replace_arg(args, "--output-topic", reference_topic)
-    args = _replace_arg(args, "--checkpoints", str(ref_dir))
-    args = _replace_arg(args, "--mode", "native")  # failure-free: nothing to replay
+    from recovery_lib.runtime.supervisor import with_arg
+
+    args = with_arg(args, "--output-topic", reference_topic)
+    args = with_arg(args, "--checkpoints", str(ref_dir))
+    args = with_arg(args, "--mode", "native")  # failure-free: nothing to replay
     return {"snapshot": snap, "reference_topic": reference_topic, "args": args}
-
-
-def _replace_arg(args: list[str], flag: str, value: str) -> list[str]:
-    out = list(args)
-    if flag in out:
-        out[out.index(flag) + 1] = value
-    else:
-        out += [flag, value]
-    return out
 
 
 def application_path(job_name: str) -> str:

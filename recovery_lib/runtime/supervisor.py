@@ -244,6 +244,16 @@ class Supervisor:
             self._log = None
 
 
+def with_arg(args: list[str], flag: str, value: str) -> list[str]:
+    """``args`` with ``flag value`` set: replaced where the flag is, appended otherwise."""
+    out = list(args)
+    if flag in out:
+        out[out.index(flag) + 1] = value
+    else:
+        out += [flag, value]
+    return out
+
+
 def _module_path(module: str) -> str:
     import importlib.util
 

@@ -26,17 +26,8 @@ from typing import Any
 
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.heartbeat import Heartbeat
-from recovery_lib.runtime.supervisor import JobSpec, Restart, Supervisor
+from recovery_lib.runtime.supervisor import JobSpec, Restart, Supervisor, with_arg
 from recovery_lib.settings import get_settings
-
-
-def _with_arg(args: list[str], name: str, value: str) -> list[str]:
-    out = list(args)
-    if name in out:
-        out[out.index(name) + 1] = value
-    else:
-        out += [name, value]
-    return out
 
 
 class StandbyPair:
@@ -77,14 +68,14 @@ class StandbyPair:
     def _node(self, role: str, primary: Supervisor | None) -> Supervisor:
         node = self.workdir / f"node-{self._nodes}"
         self._nodes += 1
-        args = _with_arg(self.spec.args, "--checkpoints", str(node / "ck"))
-        args = _with_arg(args, "--epoch-store", str(self.epochs))
-        args = _with_arg(args, "--role", role)
+        args = with_arg(self.spec.args, "--checkpoints", str(node / "ck"))
+        args = with_arg(args, "--epoch-store", str(self.epochs))
+        args = with_arg(args, "--role", role)
         if role == "standby":
             assert primary is not None
-            args = _with_arg(args, "--primary-checkpoint", str(self.checkpoint_of(primary)))
-            args = _with_arg(args, "--primary-heartbeat", str(primary.heartbeat_path))
-            args = _with_arg(args, "--standby-dir", str(node / "ship"))
+            args = with_arg(args, "--primary-checkpoint", str(self.checkpoint_of(primary)))
+            args = with_arg(args, "--primary-heartbeat", str(primary.heartbeat_path))
+            args = with_arg(args, "--standby-dir", str(node / "ship"))
         # Standby jobs ship RocksDB changelog checkpoints (one small file per batch and
         # partition) unless the state store was chosen explicitly.
         env = {**self.spec.env}

@@ -98,14 +98,12 @@ class StandbyJob:
 
     def warm(self) -> None:
         """Run a tiny Python job so that the worker pool is up (and stays up)."""
-        import pyarrow as pa
 
         def identity(batches):  # noqa: ANN001, ANN202
             yield from batches
 
         df = self.spark.range(0, 8, numPartitions=2)
         df.mapInArrow(identity, df.schema).count()
-        _ = pa  # workers import pyarrow anyway; keep the driver's import warm too
 
     def _warm_loop(self) -> None:
         """Off the lease loop: a warm-up job can take seconds on a loaded machine."""

@@ -140,7 +140,7 @@ def _selected(checkpoint: Path, batch: int) -> Iterator[tuple[str, Path]]:
             m = _STATE_FILE.match(file)
             if m and int(m.group(1)) > batch + 1:
                 continue  # state of a batch after the cut
-            yield f"{name}/{rel_root / file}".replace("/./", "/"), Path(root) / file
+            yield f"{name}/{rel_root / file}", Path(root) / file
     causal = checkpoint.with_name(f"{name}.causal")
     if causal.is_dir():
         for root, _dirs, files in os.walk(causal):
