@@ -234,11 +234,15 @@ def run_daemon(name: str) -> int:
                 status.committed_batch = last_committed(job.checkpoint)
                 status.status = (
                     "running"
-                    if sup.is_ready() and sup._awaiting_ready is None
+                    if sup.is_ready() and not sup.recovering
                     else ("restarting" if sup.restarts else "starting")
                 )
                 status.message = sup.restarts[-1].cause if sup.restarts else ""
                 if job.standby:
+                    if not sup.standby_ready():  # the job serves; its next failure would not
+                        status.message = "; ".join(
+                            m for m in (status.message, "no warm standby yet") if m
+                        )
                     info = getattr(sup.standby_beat(), "info", None) or {}
                     status.standby_lag_batches = info.get("lag_batches")
                     status.standby_lag_bytes = info.get("lag_bytes")

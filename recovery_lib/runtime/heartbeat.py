@@ -32,6 +32,7 @@ class Heartbeat:
     role: str = "primary"
     epoch: int = 0
     info: dict | None = None
+    idle: bool = False  # the query ran out of input (caught up): Spark reported it idle
 
     def belongs_to(self, leader_pid: int) -> bool:
         """True if written by the job whose process-group leader is ``leader_pid``."""
@@ -61,6 +62,7 @@ class HeartbeatWriter(StreamingQueryListener):
         self.role = role
         self.epoch = 0
         self.info: dict | None = None
+        self.idle = False
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._rehearsals: set[str] = set()
@@ -83,6 +85,7 @@ class HeartbeatWriter(StreamingQueryListener):
             self.role,
             self.epoch,
             self.info,
+            self.idle,
         )
         with self._lock:  # the timer thread, the listener and a takeover all beat
             tmp = self.path.with_suffix(".tmp")
@@ -104,6 +107,7 @@ class HeartbeatWriter(StreamingQueryListener):
             self._rehearsals.add(str(event.runId))  # the id is the checkpoint's: shared
             return
         self.query_active = True
+        self.idle = False
         self.beat()
 
     def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
@@ -112,10 +116,13 @@ class HeartbeatWriter(StreamingQueryListener):
         self.last_batch = event.progress.batchId
         self.batches += 1
         self.input_rows += int(event.progress.numInputRows)
+        self.idle = False
         self.beat()
 
     def onQueryIdle(self, event) -> None:  # noqa: ANN001, N802
-        pass
+        if str(event.runId) in self._rehearsals:
+            return
+        self.idle = True
 
     def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
         if str(event.runId) in self._rehearsals:

@@ -134,6 +134,11 @@ class Supervisor:
     def heartbeat(self) -> Heartbeat | None:
         return read_heartbeat(self.heartbeat_path)
 
+    @property
+    def recovering(self) -> bool:
+        """A restart is in progress (the job is not back yet)."""
+        return self._awaiting_ready is not None
+
     def is_ready(self) -> bool:
         beat = self.heartbeat()
         return (

@@ -172,6 +172,12 @@ class StandbyPair:
             return Restart("standby warming up", now_ms())
         return None
 
+    @property
+    def recovering(self) -> bool:
+        """A takeover or a native restart is in progress (a standby still warming is not
+        recovery: the primary serves meanwhile)."""
+        return self._awaiting is not None or self._native is not None
+
     def is_ready(self) -> bool:
         """The primary's query is active, its process alive and its lease fresh (a killed
         primary's last heartbeat still says "active" until the standby notices)."""
@@ -284,7 +290,9 @@ class StandbyPair:
         if not (self.restandby and self._restandby_due and self.primary is not None):
             return
         beat = self.primary.heartbeat()
-        if beat is None or beat.batches < self.restandby_after_batches:
+        # Caught up: a few batches done, or nothing left to read (an idle query never
+        # reaches the batch count).
+        if beat is None or (beat.batches < self.restandby_after_batches and not beat.idle):
             return
         ready = self.restarts[-1].ready_ms if self.restarts else None
         if ready is not None and now_ms() - ready < self.restandby_after_s * 1000:
