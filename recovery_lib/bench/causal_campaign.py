@@ -58,8 +58,13 @@ def run_campaign(
     every_s: float = 30.0,
     jitter_s: float = 8.0,
     seed: int = 7,
+    merge: bool = False,
 ) -> dict[str, Any]:
+    """Run ``cases`` x ``modes``; with ``merge`` the results of cases not run now are kept
+    from an existing report of the same prefix (a long campaign in several invocations)."""
     out = Path(out_prefix)
+    if not cases:
+        raise ValueError(f"no such case; cases are {', '.join(c.name for c in CASES)}")
     out.parent.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "fail_at_s": fail_at_s,
@@ -121,12 +126,33 @@ def run_campaign(
     finally:
         if started_cluster:
             cluster_mod.stop_cluster()
+    if merge and Path(f"{out}.json").exists():
+        # Cases run earlier (another invocation) stay in the report unless run again now.
+        ran = {(r["case"], r["mode"]) for r in report["results"]}
+        earlier = json.loads(Path(f"{out}.json").read_text()).get("results", [])
+        report["results"] = [r for r in earlier if (r["case"], r["mode"]) not in ran] + report[
+            "results"
+        ]
+        report["note"] = "cases merged from several invocations (--case)"
     report["summary"] = summarize(report["results"])
     Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
     _chart(report, Path(f"{out}.png"))
     console.print_json(json.dumps(report["summary"]))
     console.print(f"report: {out}.json, chart: {out}.png")
     return report
+
+
+def select_cases(names: list[str]) -> tuple[Case, ...]:
+    """The cases named (``prices-local``, ``lastbids-cluster`` ...); all when none."""
+    if not names:
+        return CASES
+    unknown = set(names) - {c.name for c in CASES}
+    if unknown:
+        raise ValueError(
+            f"unknown case(s) {', '.join(sorted(unknown))}; cases are "
+            f"{', '.join(c.name for c in CASES)}"
+        )
+    return tuple(c for c in CASES if c.name in names)
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:

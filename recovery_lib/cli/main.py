@@ -407,13 +407,19 @@ def bench_standby(
 def bench_campaign(
     mode: list[str] = typer.Option(["causal", "native"], help="causal | native (repeatable)."),
     out: str = typer.Option("reports/causal_campaign", help="Report prefix (.json and .png)."),
+    case: list[str] = typer.Option(
+        [], help="Run only these cases (e.g. lastbids-cluster; repeatable); default all."
+    ),
+    merge: bool = typer.Option(
+        False, help="Keep the other cases' results from an existing report with this prefix."
+    ),
 ) -> None:
     """20 injected failures of every kind per mode on the nondeterministic pipelines, judged by
     the oracle: causal logging against native Spark."""
-    from recovery_lib.bench.causal_campaign import run_campaign
+    from recovery_lib.bench.causal_campaign import run_campaign, select_cases
 
     try:
-        run_campaign(out, console, modes=tuple(mode))
+        run_campaign(out, console, cases=select_cases(case), modes=tuple(mode), merge=merge)
     except (ValueError, KafkaLayerError) as exc:
         _fail(exc)
 
@@ -422,7 +428,7 @@ def bench_campaign(
 def bench_causal(
     pipeline: list[str] = typer.Option(["q12", "prices"], help="q12 | prices (repeatable)."),
     events: int = typer.Option(200_000, help="Backlog size for the capacity runs."),
-    rounds: int = typer.Option(2, help="Capacity runs per variant (alternating off/on)."),
+    rounds: int = typer.Option(3, help="Capacity runs per variant (alternating off/on)."),
     duration: float = typer.Option(30, help="Seconds of each paced latency run."),
     out: str = typer.Option("reports/bench_causal", help="Report prefix (.json and .png)."),
 ) -> None:
