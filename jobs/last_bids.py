@@ -1,9 +1,12 @@
-"""A non-commutative stateful operator: for each auction, the last five bidders in bid order.
+"""A non-commutative stateful operator: for each bidder, the last five auctions they bid on,
+in bid order.
 
-Every micro-batch emits, per auction that got bids, the running list of its last five bidders.
-The result depends on the order in which a key's rows arrive: after a shuffle that order is
-the block fetch order, which differs between executions on a cluster (remote fetches are
-randomised), so a re-executed batch can emit another list under the same output id. With
+Every micro-batch emits, per bidder who bid, the running list of their last five auctions.
+The result depends on the order in which a key's rows arrive. Bids are partitioned by auction
+in Kafka, so one bidder's bids come from every source partition and meet only after the
+shuffle, in block fetch order: that order depends on which executor ran which map task and on
+when remote fetches complete, so a re-executed batch on a cluster can emit another list under
+the same output id. With
 ``--mode causal`` each key's rows are put in lineage order (topic, partition, offset) first
 (recovery_lib.causal.order), and the re-execution emits what the first run did.
 
@@ -24,25 +27,25 @@ from recovery_lib.causal.order import ordered
 from recovery_lib.nexmark.streams import QueryOptions, output, read_events
 
 KEEP = 5
-OUTPUT_SCHEMA = "auction long, last_bidders string, bids long, ingest_ms long"
-STATE_SCHEMA = "last_bidders string, bids long"
+OUTPUT_SCHEMA = "bidder long, last_auctions string, bids long, ingest_ms long"
+STATE_SCHEMA = "last_auctions string, bids long"
 
 
-def last_bidders(key: tuple, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-    (auction,) = key
+def last_auctions(key: tuple, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+    (bidder,) = key
     last, count = ("", 0) if not state.exists else state.get
-    bidders = [b for b in last.split(",") if b]
+    auctions = [a for a in last.split(",") if a]
     ingest = 0
     for frame in frames:
-        bidders.extend(str(b) for b in frame["bidder"].tolist())
+        auctions.extend(str(a) for a in frame["auction"].tolist())
         count += len(frame)
         ingest = max(ingest, int(frame["ingest_ms"].max()))
-    bidders = bidders[-KEEP:]
-    state.update((",".join(bidders), count))
+    auctions = auctions[-KEEP:]
+    state.update((",".join(auctions), count))
     yield pd.DataFrame(
         {
-            "auction": [auction],
-            "last_bidders": [",".join(bidders)],
+            "bidder": [bidder],
+            "last_auctions": [",".join(auctions)],
             "bids": [count],
             "ingest_ms": [ingest],
         }
@@ -53,14 +56,14 @@ def build(spark: SparkSession, opts: QueryOptions) -> DataFrame:
     bids = read_events(spark, "bids", opts).select(
         "auction", "bidder", "topic", "partition", "offset", "ingest_ms"
     )
-    fn = last_bidders if opts.causal is None else ordered(last_bidders)
-    result = bids.groupBy("auction").applyInPandasWithState(
+    fn = last_auctions if opts.causal is None else ordered(last_auctions)
+    result = bids.groupBy("bidder").applyInPandasWithState(
         fn, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
     return result.select(
         *output(
-            F.col("auction"),
-            [F.col("auction"), F.col("last_bidders"), F.col("bids")],
+            F.col("bidder"),
+            [F.col("bidder"), F.col("last_auctions"), F.col("bids")],
             F.col("ingest_ms"),
         )
     )

@@ -100,9 +100,10 @@ def current(scope: str, config: CausalConfig) -> CausalContext:
     return ctx
 
 
-def _flushing(ctx: CausalContext, outputs: Iterator[Any]) -> Iterator[Any]:
+def flushing(ctx: CausalContext, outputs: Iterator[Any]) -> Iterator[Any]:
     from recovery_lib.runtime.faults import maybe_kill_after_log
 
+    """``outputs`` with ``ctx``'s determinants made durable before each one leaves."""
     carrier = ctx.log if isinstance(ctx.log, OutputCarriedLog) else None
     for out in outputs:
         ctx.flush()  # determinants first, then the output that depends on them
@@ -161,7 +162,7 @@ def _per_partition(
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         ctx = open_context(scope, config)
-        yield from _flushing(ctx, fn(ctx, batches))
+        yield from flushing(ctx, fn(ctx, batches))
 
     return run
 
@@ -202,7 +203,7 @@ def pandas_udf(fn: Callable[..., Any], return_type: Any, scope: str, config: Cau
                 cols = batch if isinstance(batch, tuple) else (batch,)
                 yield fn(ctx, *cols)
 
-        yield from _flushing(ctx, outputs())
+        yield from flushing(ctx, outputs())
 
     udf = spark_pandas_udf(run, return_type)  # type: ignore[call-overload]
     return udf.asNondeterministic()

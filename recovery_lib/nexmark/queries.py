@@ -152,15 +152,12 @@ def q12(spark: SparkSession, opts: QueryOptions) -> DataFrame:
     """Bids per bidder in processing-time tumbling windows (nondeterministic by design).
 
     Native: Spark's ``current_timestamp()``, the micro-batch's timestamp (which Spark keeps in
-    its offset log). Causal mode: the wall clock when rows reach the operator, read through the
-    causal clock and replayed on re-execution."""
-    bids = read_events(spark, "bids", opts)
+    its offset log). Causal mode: the wall clock when rows leave the source's Python stage, read
+    through the causal clock and replayed on re-execution."""
     if opts.causal is None:
-        bids = bids.withColumn("proc_time", F.current_timestamp())
-    else:
-        from recovery_lib.causal.operators import with_processing_time
-
-        bids = with_processing_time(bids, "proc_time", "q12-proctime", opts.causal)
+        bids = read_events(spark, "bids", opts).withColumn("proc_time", F.current_timestamp())
+    else:  # stamped where the rows already pass through Python (no extra operator)
+        bids = read_events(spark, "bids", opts, clock_column=("proc_time", "q12-proctime"))
     counts = (
         bids.withWatermark("proc_time", "0 seconds")
         .groupBy("bidder", F.window("proc_time", f"{opts.q12_window_s} seconds"))

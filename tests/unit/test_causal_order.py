@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.last_bids import last_bidders
+from jobs.last_bids import last_auctions
 from recovery_lib.causal.order import ordered
 
 
-class State:  # the GroupState surface last_bidders uses
+class State:  # the GroupState surface last_auctions uses
     def __init__(self) -> None:
         self.value = None
 
@@ -30,8 +30,8 @@ class State:  # the GroupState surface last_bidders uses
 
 ROWS = pd.DataFrame(
     {
-        "auction": [7] * 12,
-        "bidder": list(range(1000, 1012)),
+        "bidder": [7] * 12,
+        "auction": list(range(1000, 1012)),
         "topic": ["bids"] * 12,
         "partition": [i % 2 for i in range(12)],
         "offset": [i // 2 for i in range(12)],
@@ -45,23 +45,23 @@ def run(fn, permutation: list[int], cuts: list[int]) -> str:
     bounds = sorted({0, *cuts, len(shuffled)})
     frames = [shuffled.iloc[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
     (out,) = list(fn((7,), iter(frames), State()))
-    return out["last_bidders"].iloc[0]
+    return out["last_auctions"].iloc[0]
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.permutations(list(range(12))), st.lists(st.integers(1, 11), max_size=4))
 def test_ordered_output_does_not_depend_on_arrival_order_or_framing(permutation, cuts):
-    assert run(ordered(last_bidders), permutation, cuts) == run(
-        ordered(last_bidders), list(range(12)), []
+    assert run(ordered(last_auctions), permutation, cuts) == run(
+        ordered(last_auctions), list(range(12)), []
     )
 
 
 def test_without_ordering_arrival_order_changes_the_output():
-    forward = run(last_bidders, list(range(12)), [])
-    backward = run(last_bidders, list(reversed(range(12))), [])
+    forward = run(last_auctions, list(range(12)), [])
+    backward = run(last_auctions, list(reversed(range(12))), [])
     assert forward != backward
 
 
 def test_missing_lineage_columns_are_named():
     with pytest.raises(ValueError, match="lineage columns"):
-        list(ordered(last_bidders)((7,), iter([ROWS.drop(columns=["offset"])]), State()))
+        list(ordered(last_auctions)((7,), iter([ROWS.drop(columns=["offset"])]), State()))

@@ -21,7 +21,7 @@ from recovery_lib.causal.determinants import (
     encode_runs,
 )
 from recovery_lib.causal.log import CausalConfig, OutputCarriedLog
-from recovery_lib.causal.operators import _flushing
+from recovery_lib.causal.operators import flushing
 from recovery_lib.causal.services import CausalContext
 from recovery_lib.io.exceptions import InvalidSinkOption
 from recovery_lib.io.sinks.ids import DET_COLUMN
@@ -83,7 +83,7 @@ def test_each_output_batch_carries_what_was_logged_before_it_and_empty_ones_carr
         yield frame(1)
         ctx.call(lambda: 4)  # logged after the last output: no output depends on it
 
-    outs = list(_flushing(ctx, fn()))
+    outs = list(flushing(ctx, fn()))
     columns = [
         o.column(DET_COLUMN).to_pylist() if kind == "arrow" else list(o[DET_COLUMN]) for o in outs
     ]
