@@ -117,7 +117,7 @@ def test_mid_write_kill_on_the_cluster_kills_the_driver_and_spares_the_cluster(c
 
 
 def test_ordered_input_keeps_a_non_commutative_operator_consistent_on_the_cluster(cluster):
-    """Last five bidders per auction on two one-core executors (remote shuffle fetches arrive
+    """Last five auctions per bidder on two one-core executors (remote shuffle fetches arrive
     in random order), a driver kill: with causal mode (lineage order) no output id diverges."""
     common = dict(
         query="lastbids",

@@ -14,7 +14,9 @@ the epoch store: a task refuses to write, and drops what it queued, once a newer
 see recovery_lib/standby/fencing.py), sinkId (id prefix when
 several queries share a topic), brokerSupportsTransactions, causalCarrier (``required``: the
 job piggybacks determinants on its outputs, refuse to start without their column),
-kafka.<property>.
+stableOrder (``true``: sort a task's rows by key and value before numbering them, so that a
+re-executed batch gives each output the id it had; not with piggybacked determinants, whose
+carrier must stay first), kafka.<property>.
 Input columns: value (string or binary, required), key (string or binary), partition (int),
 headers (array<struct<key:string,value:binary>>), rl_determinants (binary: piggybacked
 determinants, written as header ``rl.det``; a task's records then all go to one partition, in
@@ -76,6 +78,7 @@ class SinkOptions:
     sink_id: str = ""
     carrier_required: bool = False
     epoch_store: str = ""
+    stable_order: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -109,6 +112,7 @@ class SinkOptions:
             sink_id=opts.get("sinkid", ""),
             carrier_required=opts.get("causalcarrier", "") == "required",
             epoch_store=opts.get("epochstore", ""),
+            stable_order=opts.get("stableorder", "false") == "true",
         )
 
 
@@ -150,6 +154,19 @@ def validate_sink_schema(schema: StructType, carrier_required: bool = False) -> 
             )
 
 
+def stable_order(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A task's rows sorted by (key, value): output ids (batch, partition, seq) then depend on
+    which rows the task writes, not on the order the operator before the sink emitted them in.
+    A stateful operator's output order follows its state store's iteration order, which
+    differs after the store is reloaded from its checkpoint (a re-executed batch)."""
+    whole = list(batches)
+    if not whole:
+        return iter(())
+    table = pa.Table.from_batches(whole)
+    keys = [(name, "ascending") for name in ("key", "value") if name in table.column_names]
+    return iter(table.sort_by(keys).combine_chunks().to_batches())
+
+
 @dataclass
 class SinkCommit(WriterCommitMessage):
     batch_id: int
@@ -167,6 +184,8 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         task = task_info()
         batch_id, partition = int(task["batch_id"]), int(task["partition"])
+        if self.options.stable_order and DET_COLUMN not in self.columns:
+            iterator = stable_order(iterator)
         if self.options.mode == "transactional":
             rows = self._write_transactional(iterator, batch_id, partition)
         else:
