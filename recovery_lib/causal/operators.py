@@ -213,20 +213,24 @@ def with_processing_time(df: Any, column: str, scope: str, config: CausalConfig)
     """Add ``column``: the wall-clock time at which each Arrow batch of rows reached this
     operator, read through the causal clock, so a re-executed batch gets the same times (and
     processing-time windows the same contents)."""
-    import pyarrow as pa
     from pyspark.sql.types import StructField, StructType, TimestampType
 
     schema = StructType([*df.schema.fields, StructField(column, TimestampType(), True)])
 
     def stamp(ctx: CausalContext, batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
-            now_us = ctx.clock.now_ms() * 1000
-            times = pa.array([now_us] * batch.num_rows, pa.timestamp("us", tz="UTC"))
-            yield pa.RecordBatch.from_arrays(
-                [*batch.columns, times], names=[*batch.schema.names, column]
-            )
+            yield stamped(batch, column, ctx)
 
     return map_in_arrow(df, stamp, schema, scope, config)
+
+
+def stamped(batch: Any, column: str, ctx: CausalContext) -> Any:
+    """``batch`` (Arrow) with ``column``: the causal clock's time now, for every row."""
+    import pyarrow as pa
+
+    now_us = ctx.clock.now_ms() * 1000
+    times = pa.array([now_us] * batch.num_rows, pa.timestamp("us", tz="UTC"))
+    return pa.RecordBatch.from_arrays([*batch.columns, times], names=[*batch.schema.names, column])
 
 
 @contextlib.contextmanager

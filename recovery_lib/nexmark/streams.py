@@ -194,19 +194,11 @@ def route_dead_letters(
         if clock_column is None:
             yield from _route(batches)
             return
-        from recovery_lib.causal.operators import flushing, open_context
+        from recovery_lib.causal.operators import flushing, open_context, stamped
 
         ctx = open_context(clock_column[1], causal)
-
-        def stamped() -> Iterator[pa.RecordBatch]:
-            for batch in _route(batches):
-                now_us = ctx.clock.now_ms() * 1000
-                times = pa.array([now_us] * batch.num_rows, pa.timestamp("us", tz="UTC"))
-                yield pa.RecordBatch.from_arrays(
-                    [*batch.columns, times], names=[*batch.schema.names, clock_column[0]]
-                )
-
-        yield from flushing(ctx, stamped())  # determinants durable before rows leave
+        rows = (stamped(batch, clock_column[0], ctx) for batch in _route(batches))
+        yield from flushing(ctx, rows)  # determinants durable before rows leave
 
     def _route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
