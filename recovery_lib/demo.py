@@ -194,8 +194,12 @@ def run_recovery_demo(
 
 def print_recovery_result(rows: list[RecoveryDemoRow], console: Console) -> None:
     table = Table(title="prices pipeline (rand + HTTP price service), SIGKILL mid-write")
-    for name in ("mode", "failures", "restarts", "outputs", "re-written", "divergent", "oracle"):
-        table.add_column(name, justify="left" if name in ("mode", "oracle") else "right")
+    for name in ("mode", "kills", "restarts", "outputs", "re-written", "divergent", "oracle"):
+        table.add_column(
+            name,
+            justify="left" if name in ("mode", "oracle") else "right",
+            no_wrap=True,  # fits an 80-column terminal; "inconsistent" must stay readable
+        )
     for row in rows:
         colour = "green" if row.verdict == "consistent" else "red"
         table.add_row(
