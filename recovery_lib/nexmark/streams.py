@@ -275,9 +275,10 @@ def write_output(df: DataFrame, opts: QueryOptions):  # noqa: ANN201 - Streaming
         writer = writer.option("epochStore", opts.epoch_store)
     if opts.causal is not None and opts.causal.storage == "output":
         writer = writer.option("causalCarrier", "required")
-    elif opts.causal is not None:
+    if opts.causal is not None:
         # Causal mode covers Spark's own nondeterminism too: a stateful operator emits its rows
-        # in state-store order, which changes when a re-executed batch reloads the store.
+        # in state-store order, which changes when a re-executed batch reloads the store. (The
+        # sink keeps the order of rows that carry determinants.)
         writer = writer.option("stableOrder", "true")
     if opts.available_now:
         writer = writer.trigger(availableNow=True)
