@@ -75,6 +75,8 @@ def run_query(spark, admin, config, query, tmp_path, store=None, **extra):
         streaming = write_output(QUERIES[query](spark, opts), opts)
         streaming.awaitTermination(300)
         assert streaming.exception() is None, streaming.exception()
+        if listener is not None:  # its last progress events may still be on their way
+            assert listener.wait_terminated(streaming.id), "the listener never saw the query end"
     finally:
         if listener is not None:
             spark.streams.removeListener(listener)

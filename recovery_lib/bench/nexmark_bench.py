@@ -208,6 +208,7 @@ class NexmarkBench:
             streaming.stop()
             collector.stop()
             if listener:
+                listener.wait_terminated(streaming.id)
                 self.spark.streams.removeListener(listener)
             self.store.finish_run(run_id)
         result.produced = produced[0]
@@ -266,6 +267,7 @@ class NexmarkBench:
             streaming = write_output(get_query("q1")(self.spark, opts), opts)
             streaming.awaitTermination()
             if listener:
+                listener.wait_terminated(streaming.id)
                 self.spark.streams.removeListener(listener)
             if collector:
                 collector.stop()

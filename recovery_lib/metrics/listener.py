@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -24,6 +25,18 @@ class MetricsListener(StreamingQueryListener):
     def __init__(self, store: MetricsStore, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
+        self._terminated: set[str] = set()
+        self._terminated_changed = threading.Condition()
+
+    def wait_terminated(self, query_id: object, timeout_s: float = 30.0) -> bool:
+        """Wait until this listener has seen ``query_id`` terminate. Spark delivers listener
+        events asynchronously and in order, so a query's last progress events may still be
+        on their way after ``awaitTermination`` returns; wait for this before removing the
+        listener, or the last batches go unrecorded."""
+        with self._terminated_changed:
+            return self._terminated_changed.wait_for(
+                lambda: str(query_id) in self._terminated, timeout_s
+            )
 
     def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802 - Spark's names
         self.store.event(self.run_id, "query_started", {"name": event.name, "id": str(event.id)})
@@ -75,6 +88,9 @@ class MetricsListener(StreamingQueryListener):
         self.store.event(
             self.run_id, "query_failed" if event.exception else "query_stopped", detail
         )
+        with self._terminated_changed:
+            self._terminated.add(str(event.id))
+            self._terminated_changed.notify_all()
 
 
 def _num(value: float | None) -> float | None:
