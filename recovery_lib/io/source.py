@@ -193,10 +193,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         return self._admin, self._probe
 
-    def _available(self) -> Offsets:
+    def _available(self, exact: bool = True) -> Offsets:
         admin, probe = self._clients()
         parts = admin.wait_for(self.options.topics)
-        ends = probe.ends((t, p) for t, ps in parts.items() for p in ps)
+        ends = probe.ends([(t, p) for t, ps in parts.items() for p in ps], exact=exact)
         bound = self.options.ending or {}
         return {
             t: {str(p): min(ends[(t, p)], bound.get(t, {}).get(str(p), ends[(t, p)])) for p in ps}
@@ -234,7 +234,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._available()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        available = self._target if self._target is not None else self._available()
+        # A live batch takes what the probe sees in time; the available-now target is exact.
+        available = self._target if self._target is not None else self._available(exact=False)
         # Partitions that appeared since the last batch start at their beginning.
         start_full: Offsets = {
             t: {p: start.get(t, {}).get(p, 0) for p in parts} for t, parts in available.items()

@@ -16,7 +16,13 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 
 class TailProbe:
-    def __init__(self, config: Mapping[str, str], request_timeout_s: float, cap_s: float) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, str],
+        request_timeout_s: float,
+        cap_s: float,
+        exact_wait_s: float | None = None,
+    ) -> None:
         self._consumer = Consumer(
             {
                 **config,
@@ -28,6 +34,8 @@ class TailProbe:
         )
         self._timeout_s = request_timeout_s
         self._cap_s = cap_s
+        # How long an exact answer may take: by default a request timeout, at least the cap.
+        self._exact_wait_s = max(cap_s, request_timeout_s) if exact_wait_s is None else exact_wait_s
         self._cache: dict[tuple[str, int], tuple[int, int]] = {}  # (topic, part) -> (high, end)
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
@@ -35,7 +43,14 @@ class TailProbe:
             TopicPartition(topic, partition), timeout=self._timeout_s, cached=False
         )
 
-    def ends(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def ends(
+        self, partitions: Iterable[tuple[str, int]], exact: bool = True
+    ) -> dict[tuple[str, int], int]:
+        """End offset per partition. ``exact``: wait up to ``exact_wait_s`` for every
+        partition's answer and raise if one does not come (readers that must see every
+        record, the available-now target); otherwise give up after the probe cap with the
+        high watermark, a lower bound (a streaming batch that must not stall: the next
+        batch picks up the rest)."""
         result: dict[tuple[str, int], int] = {}
         to_probe: dict[tuple[str, int], int] = {}
         for tp in partitions:
@@ -48,14 +63,15 @@ class TailProbe:
             else:
                 to_probe[tp] = high
         if to_probe:
-            result.update(self._probe(to_probe))
+            result.update(self._probe(to_probe, exact))
         return result
 
-    def _probe(self, highs: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    def _probe(self, highs: dict[tuple[str, int], int], exact: bool) -> dict[tuple[str, int], int]:
         ends = dict(highs)  # a safe lower bound if a partition does not answer in time
         pending = set(highs)
         self._consumer.assign([TopicPartition(t, p, high - 1) for (t, p), high in highs.items()])
-        deadline = time.monotonic() + self._cap_s
+        wait_s = self._exact_wait_s if exact else self._cap_s
+        deadline = time.monotonic() + wait_s
         try:
             answered: set[tuple[str, int]] = set()
             while pending and time.monotonic() < deadline:
@@ -80,6 +96,13 @@ class TailProbe:
                 answered.add(tp)
         finally:
             self._consumer.unassign()
+        if exact and pending:
+            names = ", ".join(f"{t}/{p}" for t, p in sorted(pending))
+            raise TimeoutError(
+                f"no answer within {wait_s:.0f} s when reading the end of {names}: the broker "
+                "is overloaded or unreachable (raise RECOVERY_KAFKA_REQUEST_TIMEOUT_S if it "
+                "is only slow)"
+            )
         for tp, high in highs.items():
             if tp not in pending:
                 self._cache[tp] = (high, ends[tp])
