@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQueryListener
 from rich.console import Console
 
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.metrics.latency import LatencyCollector
-from recovery_lib.metrics.listener import MetricsListener
+from recovery_lib.metrics.listener import MetricsListener, TerminationAwareListener
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.nexmark.config import GeneratorConfig
@@ -207,6 +206,7 @@ class NexmarkBench:
             producer.join()
             streaming.stop()
             collector.stop()
+            self.counter.wait_terminated(streaming.id)  # its last batches' rows count too
             if listener:
                 listener.wait_terminated(streaming.id)
                 self.spark.streams.removeListener(listener)
@@ -331,10 +331,11 @@ def input_share(query: str) -> float:
     return sum(sizes[k] for k in QUERY_INPUTS.get(query, ("bids",))) / TOTAL_PROPORTION
 
 
-class RowCounter(StreamingQueryListener):
+class RowCounter(TerminationAwareListener):
     """Input rows processed per query id, for the lag; cheaper than polling recentProgress."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.rows: dict[str, int] = {}
 
     def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802
@@ -348,7 +349,7 @@ class RowCounter(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
-        pass
+        self._mark_terminated(event.id)
 
 
 def run_nexmark_bench(

@@ -21,22 +21,32 @@ def _ts_ms(timestamp: str | None) -> int:
         return now_ms()
 
 
-class MetricsListener(StreamingQueryListener):
-    def __init__(self, store: MetricsStore, run_id: str) -> None:
-        self.store = store
-        self.run_id = run_id
+class TerminationAwareListener(StreamingQueryListener):
+    """A listener one can wait on. Spark delivers listener events asynchronously and in order,
+    so a query's last progress events may still be on their way after ``awaitTermination`` or
+    ``stop`` returns; ``wait_terminated`` returns once they have arrived."""
+
+    def __init__(self) -> None:
         self._terminated: set[str] = set()
         self._terminated_changed = threading.Condition()
 
     def wait_terminated(self, query_id: object, timeout_s: float = 30.0) -> bool:
-        """Wait until this listener has seen ``query_id`` terminate. Spark delivers listener
-        events asynchronously and in order, so a query's last progress events may still be
-        on their way after ``awaitTermination`` returns; wait for this before removing the
-        listener, or the last batches go unrecorded."""
         with self._terminated_changed:
             return self._terminated_changed.wait_for(
                 lambda: str(query_id) in self._terminated, timeout_s
             )
+
+    def _mark_terminated(self, query_id: object) -> None:
+        with self._terminated_changed:
+            self._terminated.add(str(query_id))
+            self._terminated_changed.notify_all()
+
+
+class MetricsListener(TerminationAwareListener):
+    def __init__(self, store: MetricsStore, run_id: str) -> None:
+        super().__init__()
+        self.store = store
+        self.run_id = run_id
 
     def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802 - Spark's names
         self.store.event(self.run_id, "query_started", {"name": event.name, "id": str(event.id)})
@@ -88,9 +98,7 @@ class MetricsListener(StreamingQueryListener):
         self.store.event(
             self.run_id, "query_failed" if event.exception else "query_stopped", detail
         )
-        with self._terminated_changed:
-            self._terminated.add(str(event.id))
-            self._terminated_changed.notify_all()
+        self._mark_terminated(event.id)
 
 
 def _num(value: float | None) -> float | None:

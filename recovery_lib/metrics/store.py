@@ -158,6 +158,9 @@ class MetricsStore:
         self.path = Path(path)
         init_store(self.path)
         self._lock = threading.Lock()
+        # One flush at a time: an explicit flush returns only once rows taken by a background
+        # flush are written too, and statements reach the file in the order they were made.
+        self._flush_lock = threading.Lock()
         self._pending: dict[str, list[tuple]] = {name: [] for name in COLUMNS}
         self._statements: list[tuple[str, list[Any]]] = []
         self._flush_interval_s = flush_interval_s
@@ -239,6 +242,10 @@ class MetricsStore:
             self._pending[table].extend(rows)
 
     def flush(self) -> None:
+        with self._flush_lock:
+            self._flush()
+
+    def _flush(self) -> None:
         with self._lock:
             pending = {name: rows for name, rows in self._pending.items() if rows}
             statements = self._statements

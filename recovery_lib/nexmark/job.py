@@ -120,7 +120,8 @@ def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
         store = MetricsStore(args.metrics).start_background_flush()
         if run_id is None:
             run_id = store.start_run(query, args.mode, {"argv": argv})
-        spark.streams.addListener(MetricsListener(store, run_id))
+        metrics_listener = MetricsListener(store, run_id)
+        spark.streams.addListener(metrics_listener)
     status = "failed"
     standby = None
     if args.role == "standby":
@@ -170,6 +171,8 @@ def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
         streaming = write_output(df, opts)
         streaming.awaitTermination()
         status = "finished"
+        if store is not None:  # the last batches' progress events may still be on their way
+            metrics_listener.wait_terminated(streaming.id)
     finally:
         if heartbeat is not None:
             heartbeat.stop()
