@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+# Property tests check behaviour, not speed: a 2-core machine running Spark beside them can
+# stall any example past hypothesis' default 200 ms deadline.
+hypothesis_settings.register_profile(
+    "recovery", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("recovery")
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +53,22 @@ def kafka_bootstrap(recovery_home: Path) -> Iterator[str]:
         os.environ.pop("KAFKA_BOOTSTRAP", None)
         broker.stop()
         reload_settings()
+
+
+@pytest.fixture()
+def settings_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """Set environment variables for one test, with the cached settings reloaded now and
+    again after the test (a monkeypatched variable alone would leave stale settings behind)."""
+    from recovery_lib.settings import reload_settings
+
+    def set_env(**values: object) -> None:
+        for name, value in values.items():
+            monkeypatch.setenv(name, str(value))
+        reload_settings()
+
+    yield set_env
+    monkeypatch.undo()
+    reload_settings()
 
 
 @pytest.fixture()

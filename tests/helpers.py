@@ -80,6 +80,13 @@ class JobProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
 
+    def freeze(self) -> None:
+        """SIGSTOP the driver's process group (its JVM included): nothing commits meanwhile."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
     def wait(self, timeout_s: float) -> int:
         try:
             return self.proc.wait(timeout=timeout_s)

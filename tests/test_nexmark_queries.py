@@ -44,7 +44,7 @@ def nexmark_input(admin):
     producer = Producer(client_config())
     for value in BAD_BIDS:
         producer.produce(config.bids_topic, value=value, partition=1)
-    producer.flush(10)
+    assert producer.flush(30) == 0, "the bad bids were not delivered"
     return config, load_events(config, EVENTS)
 
 
@@ -73,7 +73,10 @@ def run_query(spark, admin, config, query, tmp_path, store=None, **extra):
         spark.streams.addListener(listener)
     try:
         streaming = write_output(QUERIES[query](spark, opts), opts)
-        streaming.awaitTermination(300)
+        try:
+            assert streaming.awaitTermination(300), f"{query} did not finish in 300 s"
+        finally:
+            streaming.stop()  # a query left running would load every later test
         assert streaming.exception() is None, streaming.exception()
         if listener is not None:  # its last progress events may still be on their way
             assert listener.wait_terminated(streaming.id), "the listener never saw the query end"
@@ -134,7 +137,7 @@ def test_q12_counts_every_bid_exactly_once_across_processing_time_windows(
                 ).encode(),
                 partition=0,
             )
-            sentinel.flush(10)
+            assert sentinel.flush(30) == 0, "the tick bid was not delivered"
             counted = sum(
                 json.loads(r.value)["num"]
                 for r in read_topic(opts.out_topic)

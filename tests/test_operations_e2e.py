@@ -59,16 +59,11 @@ def consumed_all(job, gen: GeneratorConfig) -> bool:
 
 
 @pytest.fixture()
-def jobs_env(tmp_path, monkeypatch, recovery_home):
+def jobs_env(tmp_path, settings_env, recovery_home):
     """A jobs file for this test, visible to this process and its children."""
-    from recovery_lib.settings import reload_settings
-
     jobs = tmp_path / "jobs.yaml"
-    monkeypatch.setenv("RECOVERY_JOBS_FILE", str(jobs))
-    reload_settings()
-    yield jobs
-    monkeypatch.delenv("RECOVERY_JOBS_FILE")
-    reload_settings()
+    settings_env(RECOVERY_JOBS_FILE=jobs)
+    return jobs
 
 
 def test_jobs_file_errors_say_what_to_fix(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import duckdb
@@ -84,12 +85,19 @@ def test_replay_reads_same_offsets_after_driver_kill(admin, tmp_path, topic_name
             planned = offset_log(tmp_path / "ck") if (tmp_path / "ck" / "offsets").exists() else {}
             return len(committed) >= 3 and max(planned) > max(committed)
 
-        wait_for(
-            batch_in_flight,
-            180,
-            f"a batch in flight after 3 commits; log: {first.tail()}",
-            interval_s=0.02,
-        )
+        deadline = time.monotonic() + 180
+        while True:
+            wait_for(
+                batch_in_flight,
+                max(deadline - time.monotonic(), 1),
+                f"a batch in flight after 3 commits; log: {first.tail()}",
+                interval_s=0.02,
+            )
+            # Frozen, the batch cannot commit between the check and the kill.
+            first.freeze()
+            if batch_in_flight():
+                break
+            first.thaw()
         first.kill()  # SIGKILL of the driver's process group, mid-run
     finally:
         first.stop()

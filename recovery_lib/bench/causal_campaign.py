@@ -64,7 +64,7 @@ def run_campaign(
     from an existing report of the same prefix (a long campaign in several invocations)."""
     out = Path(out_prefix)
     if not cases:
-        raise ValueError(f"no such case; cases are {', '.join(c.name for c in CASES)}")
+        raise ValueError(f"no cases given; cases are {', '.join(c.name for c in CASES)}")
     out.parent.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "fail_at_s": fail_at_s,

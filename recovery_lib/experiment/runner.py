@@ -265,6 +265,7 @@ class Experiment:
         sup.wait_ready()
         collector = LatencyCollector(out_topic, run_id, self.store).start()
         failures: list[dict[str, Any]] = []
+        not_injected: list[dict[str, Any]] = []
         t0 = time.monotonic()
         t0_ms = now_ms()
         try:
@@ -308,6 +309,12 @@ class Experiment:
                     time.sleep(0.5)
                 gen_thread.join()
                 self.events = produced[0]
+                not_injected = [{"at_s": round(at, 1), "kind": kind} for at, kind in due]
+                if not_injected:  # the job was not back from the previous failure in time
+                    self.progress(
+                        f"[{name}] {len(due)} failure(s) not injected before the input ended "
+                        "(the job was still recovering): raise --duration"
+                    )
             self._drain(sup, collector, name)
             if cfg.query == "q12":  # processing-time windows need ticks to close
                 self._tick_and_drain(sup, collector, name)
@@ -323,6 +330,7 @@ class Experiment:
             "out_topic": out_topic,
             "t0_ms": t0_ms,
             "failures": failures,
+            "not_injected": not_injected,
             "samples": [s for s in collector.samples if s[0] >= t0_ms],  # after warm-up
             "restarts": [asdict(r) | {"restart_time_s": r.restart_time_s} for r in sup.restarts],
             "takeovers": list(getattr(sup, "takeovers", [])),
@@ -333,7 +341,7 @@ class Experiment:
     def _recovered(kind: str, sup: Supervisor, arm_dir: Path) -> bool:
         """The next failure waits until the job is back from the previous one (and an armed
         hook has fired), so each failure hits a running job."""
-        if not sup.is_ready() or sup._awaiting_ready is not None:
+        if not sup.ready_for_next_failure():
             return False
         for armed, fired in ((MIDWRITE_ARM, "midwrite.fired"), (TASKFAIL_ARM, "taskfail.fired")):
             if (arm_dir / armed).exists() and not (arm_dir / fired).exists():
@@ -438,7 +446,10 @@ class Experiment:
         committed = committed_offsets(checkpoint)
         if not committed:
             return False
-        ends = self._probe.ends((t, int(p)) for t, parts in committed.items() for p in parts)
+        try:
+            ends = self._probe.ends((t, int(p)) for t, parts in committed.items() for p in parts)
+        except TimeoutError:
+            return False  # the broker did not say where the ends are: ask again
         return all(committed[t][str(p)] >= end for (t, p), end in ends.items())
 
     def _tick_and_drain(self, sup: Supervisor, collector: LatencyCollector, name: str) -> None:
@@ -491,6 +502,7 @@ class Experiment:
             "sink": cfg.sink,
             "cluster": cfg.cluster,
             "failures": [{k: v for k, v in f.items() if not k.startswith("_")} for f in failures],
+            "not_injected": faulty["not_injected"],
             "events": self.events,
             "throughput_eps": round(self.events / max(faulty["elapsed_s"], 1e-9), 1),
             "output_records": len(samples),

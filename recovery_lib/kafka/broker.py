@@ -275,6 +275,10 @@ def stop_pid(
         os.kill(pid, signal.SIGKILL)
     if process is not None:
         process.wait(timeout=timeout_s)
+        return
+    deadline = time.monotonic() + timeout_s  # not our child: wait until the kernel is done
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def stop_recorded(settings: Settings | None = None) -> BrokerState | None:

@@ -149,7 +149,9 @@ def check(name: str) -> DaemonStatus:
     return status
 
 
-def stop(name: str, timeout_s: float = 60.0) -> DaemonStatus | None:
+def stop(name: str, timeout_s: float = 150.0) -> DaemonStatus | None:
+    """SIGTERM the daemon and wait: it stops its nodes one after the other (up to 30 s each,
+    primary, standby and any fenced zombie), so a shorter wait would orphan them."""
     job = get_job(name)
     status = read_status(job)
     if status is None or not status.alive:

@@ -160,17 +160,15 @@ class StandbyPair:
             and beat.info.get("shipped_batch") is not None
         )
 
-    @property
-    def _awaiting_ready(self) -> Restart | None:
-        """Not back yet: a takeover in progress, or no warm standby for the next failure."""
-        if self._awaiting is not None:
-            return self._awaiting
-        if self._native is not None:
-            return self._native
+    def ready_for_next_failure(self) -> bool:
+        """Back from the last failure: the primary serves, no takeover or restart is in
+        progress, and (when the pair replaces standbys) a warm standby waits."""
+        if self.recovering or not self.is_ready():
+            return False
         if self.restandby and not self.standby_ready():
             self._maybe_restandby()
-            return Restart("standby warming up", now_ms())
-        return None
+            return False
+        return True
 
     @property
     def recovering(self) -> bool:
