@@ -139,3 +139,30 @@ def test_stop_ends_master_worker_and_executors(cluster):
     stop_cluster()
     assert not any(pid_alive(p) for p in pids)
     assert cluster_state() is None
+
+
+def test_an_interrupted_start_stops_what_it_started(recovery_home, monkeypatch):
+    """A start cut short while the worker registers (SIGTERM raised as an exception by a
+    daemon's handler) leaves neither master nor worker running."""
+    import recovery_lib.runtime.cluster as cluster_mod
+
+    assert cluster_state() is None, "runs after the module's cluster was stopped"
+    launched: list[subprocess.Popen[bytes]] = []
+    real_launch, real_wait = cluster_mod._launch, cluster_mod._wait
+
+    def launch(args, log_path):  # noqa: ANN001, ANN202
+        launched.append(real_launch(args, log_path))
+        return launched[-1]
+
+    def wait(cond, timeout_s, what, proc, log):  # noqa: ANN001, ANN202
+        if "worker" in what:
+            raise KeyboardInterrupt("terminated while the worker registers")
+        real_wait(cond, timeout_s, what, proc, log)
+
+    monkeypatch.setattr(cluster_mod, "_launch", launch)
+    monkeypatch.setattr(cluster_mod, "_wait", wait)
+    with pytest.raises(KeyboardInterrupt):
+        start_cluster(memory="1g")
+    assert len(launched) == 2  # the master came up and the worker was started
+    assert not any(pid_alive(p.pid) for p in launched)
+    assert cluster_state() is None

@@ -86,33 +86,29 @@ def start_cluster(
     work_dir.mkdir(parents=True, exist_ok=True)
     spark_class = str(spark_home() / "bin" / "spark-class")
     master_port, master_ui, worker_ui = free_port(), free_port(), free_port()
-    with open(log_dir / "master.log", "ab") as log:
-        master = subprocess.Popen(
-            [
-                spark_class,
-                "org.apache.spark.deploy.master.Master",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(master_port),
-                "--webui-port",
-                str(master_ui),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=_env(),
-            start_new_session=True,
-        )
-    _wait(
-        lambda: port_answers("127.0.0.1", master_port),
-        timeout_s,
-        "the Spark master",
-        master,
+    master = _launch(
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(master_port),
+            "--webui-port",
+            str(master_ui),
+        ],
         log_dir / "master.log",
     )
-    with open(log_dir / "worker.log", "ab") as log:
-        worker = subprocess.Popen(
+    started = [master]
+    try:  # whatever stops the start (a timeout, SIGTERM as an exception) stops what it started
+        _wait(
+            lambda: port_answers("127.0.0.1", master_port),
+            timeout_s,
+            "the Spark master",
+            master,
+            log_dir / "master.log",
+        )
+        worker = _launch(
             [
                 spark_class,
                 "org.apache.spark.deploy.worker.Worker",
@@ -128,16 +124,9 @@ def start_cluster(
                 "--work-dir",
                 str(work_dir),
             ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=_env(),
-            start_new_session=True,
+            log_dir / "worker.log",
         )
-    state = ClusterState(
-        master.pid, worker.pid, master_port, master_ui, worker_ui, str(work_dir), str(log_dir)
-    )
-    try:
+        started.append(worker)
         _wait(
             lambda: "Successfully registered with master" in (log_dir / "worker.log").read_text(),
             timeout_s,
@@ -146,11 +135,27 @@ def start_cluster(
             log_dir / "worker.log",
         )
     except BaseException:
-        stop_pid(worker.pid)
-        stop_pid(master.pid)
+        for proc in reversed(started):
+            stop_pid(proc.pid, process=proc)
         raise
+    state = ClusterState(
+        master.pid, worker.pid, master_port, master_ui, worker_ui, str(work_dir), str(log_dir)
+    )
     _state_file(settings).write_text(json.dumps(asdict(state)))
     return state
+
+
+def _launch(args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """A Spark daemon in its own session (our SIGKILLs of a job's group must not reach it)."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=_env(),
+            start_new_session=True,
+        )
 
 
 def _wait(cond, timeout_s: float, what: str, proc: subprocess.Popen, log: Path) -> None:  # noqa: ANN001
