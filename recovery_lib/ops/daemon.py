@@ -235,9 +235,7 @@ def run_daemon(name: str) -> int:
                 status.heartbeat_ms = beat.ts_ms if beat is not None else None
                 status.committed_batch = last_committed(job.checkpoint)
                 status.status = (
-                    "running"
-                    if sup.is_ready() and not sup.recovering
-                    else ("restarting" if sup.restarts else "starting")
+                    "running" if sup.serving() else ("restarting" if sup.restarts else "starting")
                 )
                 status.message = sup.restarts[-1].cause if sup.restarts else ""
                 if job.standby:

@@ -139,9 +139,13 @@ class Supervisor:
         """A restart is in progress (the job is not back yet)."""
         return self._awaiting_ready is not None
 
-    def ready_for_next_failure(self) -> bool:
+    def serving(self) -> bool:
         """The job serves and no restart is in progress."""
         return self.is_ready() and not self.recovering
+
+    def ready_for_next_failure(self) -> bool:
+        """Back from the last failure: a plain job has nothing else to wait for."""
+        return self.serving()
 
     def is_ready(self) -> bool:
         beat = self.heartbeat()

@@ -163,7 +163,7 @@ class StandbyPair:
     def ready_for_next_failure(self) -> bool:
         """Back from the last failure: the primary serves, no takeover or restart is in
         progress, and (when the pair replaces standbys) a warm standby waits."""
-        if self.recovering or not self.is_ready():
+        if not self.serving():
             return False
         if self.restandby and not self.standby_ready():
             self._maybe_restandby()
@@ -175,6 +175,10 @@ class StandbyPair:
         """A takeover or a native restart is in progress (a standby still warming is not
         recovery: the primary serves meanwhile)."""
         return self._awaiting is not None or self._native is not None
+
+    def serving(self) -> bool:
+        """The primary serves and no takeover or native restart is in progress."""
+        return self.is_ready() and not self.recovering
 
     def is_ready(self) -> bool:
         """The primary's query is active, its process alive and its lease fresh (a killed
