@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import duckdb
@@ -85,19 +84,21 @@ def test_replay_reads_same_offsets_after_driver_kill(admin, tmp_path, topic_name
             planned = offset_log(tmp_path / "ck") if (tmp_path / "ck" / "offsets").exists() else {}
             return len(committed) >= 3 and max(planned) > max(committed)
 
-        deadline = time.monotonic() + 180
-        while True:
-            wait_for(
-                batch_in_flight,
-                max(deadline - time.monotonic(), 1),
-                f"a batch in flight after 3 commits; log: {first.tail()}",
-                interval_s=0.02,
-            )
-            # Frozen, the batch cannot commit between the check and the kill.
-            first.freeze()
+        def frozen_with_a_batch_in_flight() -> bool:
+            if not batch_in_flight():
+                return False
+            first.freeze()  # frozen, the batch cannot commit between the check and the kill
             if batch_in_flight():
-                break
+                return True
             first.thaw()
+            return False
+
+        wait_for(
+            frozen_with_a_batch_in_flight,
+            180,
+            f"a batch in flight after 3 commits; log: {first.tail()}",
+            interval_s=0.02,
+        )
         first.kill()  # SIGKILL of the driver's process group, mid-run
     finally:
         first.stop()

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.kafka.clients import client_config
-from tests.helpers import produce
+from tests.helpers import produce, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -137,10 +137,15 @@ def test_value_not_valid_for_declared_format_goes_to_dead_letter_topic(spark, ad
     consumer = Consumer({**client_config(), "group.id": "t", "enable.auto.commit": "false"})
     consumer.assign([TopicPartition("src-utf-dlq", 0, 0)])
     msgs: list = []
-    deadline = time.monotonic() + 30  # a fresh consumer's first fetch can be slow
-    while not msgs and time.monotonic() < deadline:
-        msgs = [m for m in consumer.consume(10, timeout=2) if m.error() is None]
-    consumer.close()
+
+    def delivered() -> bool:  # a fresh consumer's first fetch can be slow
+        msgs.extend(m for m in consumer.consume(10, timeout=2) if m.error() is None)
+        return bool(msgs)
+
+    try:
+        wait_for(delivered, 30, "the dead letter", interval_s=0)
+    finally:
+        consumer.close()
     assert len(msgs) == 1 and msgs[0].value() == b"\xff\xfe-bad"
     headers = dict(msgs[0].headers())
     assert headers["rl.source"] == b"src-utf/0@1" and b"valueFormat=string" in headers["rl.reason"]
