@@ -78,7 +78,7 @@ with DAG(
                 job_ = get_job(name)
                 with MetricsStore(SETTINGS.home / "metrics.duckdb") as store:
                     report = consistency_report(
-                        job_.query,
+                        job_.job,
                         job_.out_topic,
                         info["reference_topic"],
                         snap=info["snapshot"],
@@ -89,7 +89,7 @@ with DAG(
                     raise AirflowFailException(
                         f"{name}: verdict {report['verdict']} (lost {report['lost']}, "
                         f"duplicated {report['duplicated']}, divergent {report['divergent']}, "
-                        f"unexpected {report['unexpected']}); expectations "
+                        f"extra {report['extra']}, guarantee {report['guarantee']}); expectations "
                         f"{report.get('expectations', {}).get('failures')}"
                     )
                 return {k: report[k] for k in ("verdict", "outputs", "reference_outputs")}

@@ -127,11 +127,11 @@ def prices_job(
 ):  # noqa: ANN201 - a Supervisor
     """The nondeterministic prices pipeline, supervised, fault hooks armed from tmp_path/arm."""
     from recovery_lib.runtime.faults import ARM_DIR_ENV
-    from recovery_lib.runtime.supervisor import JobSpec, Supervisor
+    from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
 
     args = [
-        "--price-url",
-        price_url,
+        "--param",
+        f"price_url={price_url}",
         "--prefix",
         prefix,
         "--checkpoints",
@@ -146,4 +146,5 @@ def prices_job(
         mode,
     ]
     env = {ARM_DIR_ENV: str(tmp_path / "arm"), **(env or {})}
-    return Supervisor(JobSpec("jobs.nondeterministic_prices", args, env=env), tmp_path / "sup")
+    spec = ProcessSpec.for_job("jobs.prices:JOB", "prices", args, env=env)
+    return Supervisor(spec, tmp_path / "sup")

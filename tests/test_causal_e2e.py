@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from jobs.prices import JOB as PRICES
 from recovery_lib.causal.determinants import DeterminantRun, StreamKey, decode_runs
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.ids import DET_HEADER
@@ -21,7 +22,7 @@ from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.runtime.faults import AFTERLOG_ARM, MIDWRITE_ARM, arm
 from recovery_lib.runtime.price_service import PriceService
 from recovery_lib.runtime.supervisor import Supervisor
-from recovery_lib.verify.oracle import check
+from recovery_lib.verify.oracle import judge
 from tests import helpers
 from tests.helpers import wait_for
 
@@ -68,7 +69,7 @@ def test_causal_pipeline_stays_consistent_after_a_mid_write_kill(
         finally:
             sup.stop()
     records = list(read_topic(out))
-    report = check("prices", records, None, dedup=True, deterministic=False)
+    report = judge("prices", PRICES.contract, records, None, dedup=True)
     assert report.duplicates_dropped > 0  # the replayed batch re-wrote what was released
     assert report.divergent == 0, report  # ... with the values of the first run
     assert report.verdict == "consistent"
@@ -104,7 +105,7 @@ def test_a_kill_after_the_determinants_are_durable_and_before_the_output_replays
             sup.stop()
     assert (tmp_path / "arm" / "afterlog.fired").exists()
     records = list(read_topic(out))
-    report = check("prices", records, None, dedup=True, deterministic=False)
+    report = judge("prices", PRICES.contract, records, None, dedup=True)
     assert report.verdict == "consistent" and len({r.id for r in records}) == BIDS
     runs = [DeterminantRun.decode(r.key, r.value) for r in read_topic(f"{out}.determinants")]
     starts: dict[StreamKey, int] = {}

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Producer
 
 from recovery_lib.io.sinks.dedup_reader import DedupReader, read_topic
+from recovery_lib.job import JobOptions, write_output
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.listener import MetricsListener
 from recovery_lib.metrics.store import MetricsStore
@@ -25,7 +26,6 @@ from recovery_lib.nexmark.reference import (
     load_events,
     reference_rows,
 )
-from recovery_lib.nexmark.streams import QueryOptions, write_output
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.spark
@@ -56,7 +56,7 @@ def metrics(tmp_path_factory):
 
 
 def run_query(spark, admin, config, query, tmp_path, store=None, **extra):
-    opts = QueryOptions(
+    opts = JobOptions(
         query=query,
         generator=config,
         checkpoint_dir=str(tmp_path / "ck"),
@@ -101,7 +101,7 @@ def test_q12_counts_every_bid_exactly_once_across_processing_time_windows(
     spark, admin, nexmark_input, tmp_path
 ):
     config, con = nexmark_input
-    opts = QueryOptions(
+    opts = JobOptions(
         query="q12",
         generator=config,
         checkpoint_dir=str(tmp_path / "ck"),

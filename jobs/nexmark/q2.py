@@ -1,19 +1,23 @@
 """NexMark Q2: see recovery_lib.nexmark.queries.q2. Run: python -m jobs.nexmark.q2 --help"""
 
-from pyspark.sql import DataFrame, SparkSession
-
-from recovery_lib.nexmark.job import run
+from recovery_lib.job import JobSpec
+from recovery_lib.job.runner import run
+from recovery_lib.nexmark.contracts import contract
 from recovery_lib.nexmark.queries import q2
-from recovery_lib.nexmark.streams import QueryOptions
+from recovery_lib.nexmark.streams import NEXMARK_PREFIX
 
-
-def build(spark: SparkSession, opts: QueryOptions) -> DataFrame:
-    """The query's output DataFrame (key, value, ingest_ms), built in-process."""
-    return q2(spark, opts)
+JOB = JobSpec(
+    name="q2",
+    build=q2,
+    inputs=("bids",),
+    contract=contract("q2"),
+    default_prefix=NEXMARK_PREFIX,
+    description="NexMark Q2 on Spark Structured Streaming",
+)
 
 
 def main(argv: list[str] | None = None) -> None:
-    run("q2", argv)
+    run(JOB, argv)
 
 
 if __name__ == "__main__":

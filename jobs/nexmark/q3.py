@@ -1,19 +1,23 @@
 """NexMark Q3: see recovery_lib.nexmark.queries.q3. Run: python -m jobs.nexmark.q3 --help"""
 
-from pyspark.sql import DataFrame, SparkSession
-
-from recovery_lib.nexmark.job import run
+from recovery_lib.job import JobSpec
+from recovery_lib.job.runner import run
+from recovery_lib.nexmark.contracts import contract
 from recovery_lib.nexmark.queries import q3
-from recovery_lib.nexmark.streams import QueryOptions
+from recovery_lib.nexmark.streams import NEXMARK_PREFIX
 
-
-def build(spark: SparkSession, opts: QueryOptions) -> DataFrame:
-    """The query's output DataFrame (key, value, ingest_ms), built in-process."""
-    return q3(spark, opts)
+JOB = JobSpec(
+    name="q3",
+    build=q3,
+    inputs=("persons", "auctions"),
+    contract=contract("q3"),
+    default_prefix=NEXMARK_PREFIX,
+    description="NexMark Q3 on Spark Structured Streaming",
+)
 
 
 def main(argv: list[str] | None = None) -> None:
-    run("q3", argv)
+    run(JOB, argv)
 
 
 if __name__ == "__main__":

@@ -30,11 +30,11 @@ from typing import Any
 from rich.console import Console
 
 from recovery_lib.bench.nexmark_bench import NexmarkBench, input_share
+from recovery_lib.job import JobOptions, write_output
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
-from recovery_lib.nexmark.streams import QueryOptions, write_output
 from recovery_lib.settings import get_settings
 
 PIPELINES = ("q12", "prices")
@@ -47,13 +47,16 @@ def variants_for(pipeline: str) -> tuple[str, ...]:
 
 
 def _builder(pipeline: str, price_url: str | None) -> Any:
-    if pipeline == "prices":
-        from jobs.nondeterministic_prices import build
+    from recovery_lib.job.spec import resolve_job
 
-        return lambda spark, opts: build(spark, opts, price_url)
-    from recovery_lib.nexmark.queries import get_query
+    build = resolve_job(pipeline).build
 
-    return get_query(pipeline)
+    def with_params(spark: Any, opts: JobOptions) -> Any:
+        if price_url is not None:
+            opts.params.setdefault("price_url", price_url)
+        return build(spark, opts)
+
+    return with_params
 
 
 def capacity(
@@ -69,7 +72,7 @@ def capacity(
     """Input rows per busy second over the whole backlog (available-now, fixed batch size)."""
     from recovery_lib.causal.driver import enable
 
-    opts = QueryOptions(
+    opts = JobOptions(
         query=pipeline,
         generator=gen,
         available_now=True,

@@ -23,6 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.job import JobOptions, write_output
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.listener import MetricsListener, TerminationAwareListener
@@ -31,7 +32,6 @@ from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.nexmark.queries import get_query
-from recovery_lib.nexmark.streams import QueryOptions, write_output
 
 BOUNDED_SLOPE = 0.10  # lag growth per second, as a fraction of the rate
 MAX_BOUNDED_DRAIN_S = 10.0  # after the input stops, the query must catch up within this
@@ -144,7 +144,7 @@ class NexmarkBench:
             partitions=self.partitions,
         )
         ensure_topics(gen, self.admin)
-        opts = QueryOptions(query=query, generator=gen, checkpoint_dir=str(self.workdir / prefix))
+        opts = JobOptions(query=query, generator=gen, checkpoint_dir=str(self.workdir / prefix))
         self.admin.create(opts.out_topic, gen.partitions)
         self.admin.create(opts.dlq_topic, 1)
         if causal:
@@ -249,7 +249,7 @@ class NexmarkBench:
         rates: dict[str, list[float]] = {"off": [], "on": []}
         for i in range(rounds * 2):
             mode = "on" if i % 2 else "off"
-            opts = QueryOptions(
+            opts = JobOptions(
                 query="q1",
                 generator=gen,
                 available_now=True,

@@ -1,10 +1,13 @@
-"""``recovery experiment run``: a faulty run and a failure-free reference run of one NexMark
-query on the same generated input, the oracle's verdict, recovery metrics, a JSON report and a
-PNG timeline.
+"""``recovery experiment run``: a faulty run and a failure-free reference run of one job on the
+same input, the oracle's verdict, recovery metrics, a JSON report and a PNG timeline.
 
-Phases: generate input (paced, during the faulty run) -> faulty run (supervised job process,
-failure injected at --fail-at) -> reference run (same job, fresh checkpoint, same topics,
-no failure) -> oracle. Every process started is stopped, also on Ctrl-C.
+The job is any ``JobSpec`` (recovery_lib.job): a job of this repository by name, or a user's
+``module:attr``. Input: the NexMark generator, or recorded records of existing topics replayed
+into fresh ones (experiment/inputs.py).
+
+Phases: input (paced, during the faulty run) -> faulty run (supervised job process, failures
+injected from --fail-at) -> reference run (same job, fresh checkpoint, same topics, no failure)
+-> oracle (the job's consistency contract). Every process started is stopped, also on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -23,35 +26,31 @@ from typing import Any
 from confluent_kafka import Producer
 from rich.console import Console
 
+from recovery_lib.experiment.inputs import ExperimentInput, GeneratedInput, RecordedInput
 from recovery_lib.experiment.recovery_metrics import output_gap_s, recovery_time_s
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.tail_probe import TailProbe
+from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.nexmark.config import GeneratorConfig
-from recovery_lib.nexmark.producer import ensure_topics, produce_events
-from recovery_lib.nexmark.queries import get_query
 from recovery_lib.runtime import cluster as cluster_mod
 from recovery_lib.runtime.checkpoint import committed_offsets
 from recovery_lib.runtime.faults import ARM_DIR_ENV, MIDWRITE_ARM, TASKFAIL_ARM, arm
-from recovery_lib.runtime.supervisor import JobSpec, Supervisor
+from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
 from recovery_lib.settings import get_settings
-from recovery_lib.verify.nexmark_check import TICK_BIDDER
+from recovery_lib.verify.oracle import judge
 
-# Pipelines beyond the NexMark queries: name -> job module. "prices" has two nondeterministic
-# steps (random noise, a changing HTTP price service started by the experiment); "lastbids" is
-# a non-commutative stateful operator (last five bidders per auction, in arrival order).
-PIPELINES = {"prices": "jobs.nondeterministic_prices", "lastbids": "jobs.last_bids"}
-NONDETERMINISTIC = ("prices", "q12")
 FAILURE_KINDS = ("driver-kill", "mid-write", "executor-kill", "task-retry", "pause")
 SINKS = {"at-least-once": "at_least_once", "dedup": "dedup"}
 
 
 @dataclass
 class ExperimentConfig:
+    # The job: a job of this repository's jobs/ by name (q3, prices) or a JobSpec's module:attr.
     query: str = "q3"
     mode: str = "native"
     fail: str | None = "driver-kill"
@@ -76,6 +75,16 @@ class ExperimentConfig:
     # The input topics are deleted when the experiment ends: the embedded broker keeps every
     # record in memory (150 s at 100k ev/s is ~5 GB). Output topics stay for `recovery verify`.
     keep_input: bool = False
+    # Recorded input instead of the generator: the job's input name -> an existing topic, and
+    # the offset range to replay ({topic: {partition: offset}}; default: everything present).
+    replay: dict[str, str] | None = None
+    replay_start: dict[str, dict[int, int]] | None = None
+    replay_end: dict[str, dict[int, int]] | None = None
+    params: dict[str, str] | None = None  # the job's --param name=value (besides its services)
+
+    @property
+    def job(self) -> JobSpec:
+        return resolve_job(self.query)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -84,8 +93,11 @@ class ExperimentConfig:
         return tuple(k.strip() for k in self.fail.split(",")) if self.fail else ()
 
     def validate(self) -> None:
-        if self.query not in PIPELINES:
-            get_query(self.query)
+        job = self.job  # raises saying how to name a job
+        if self.replay:
+            unknown = sorted(set(self.replay) - set(job.inputs))
+            if unknown:
+                raise ValueError(f"--replay {unknown}: job {job.name} has inputs {job.inputs}")
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}; available: {', '.join(MODES)}")
         for kind in self.kinds:
@@ -121,10 +133,12 @@ class ExperimentConfig:
 
     @property
     def job_mode(self) -> str:
-        """What the job itself runs in: standby jobs log their nondeterminism causally where the
-        pipeline has any (a takeover re-executes batches)."""
+        """What the job itself runs in: standby jobs log their nondeterminism (and order their
+        records) causally where the job's contract says it has any: a takeover re-executes
+        batches."""
         if self.mode == "standby":
-            return "causal" if self.query in NONDETERMINISTIC else "native"
+            contract = self.job.contract
+            return "causal" if not contract.deterministic or contract.ordered else "native"
         return self.mode
 
 
@@ -137,10 +151,11 @@ class Experiment:
     ) -> None:
         cfg.validate()
         self.cfg = cfg
+        self.job = cfg.job
         self.console = console or Console()
         self.progress = progress or (lambda msg: self.console.log(msg))
         settings = get_settings()
-        self.id = f"{cfg.query}-{cfg.mode}-{uuid.uuid4().hex[:6]}"
+        self.id = f"{self.job.name}-{cfg.mode}-{uuid.uuid4().hex[:6]}"
         self.workdir = settings.home / "experiments" / self.id
         self.store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
         self.gen = GeneratorConfig(
@@ -151,7 +166,15 @@ class Experiment:
         self._cluster_url: str | None = None
         self._supervisors: list[Supervisor] = []
         self._stop = threading.Event()
-        self._price_service: Any = None
+        self.input: ExperimentInput
+        if cfg.replay:
+            self.input = RecordedInput(
+                cfg.replay, f"exp.{self.id}", cfg.replay_start, cfg.replay_end
+            )
+        else:
+            self.input = GeneratedInput(self.gen, self.job.inputs)
+        self.params: dict[str, str] = dict(cfg.params or {})
+        self.events = 0
         settings_ = get_settings()
         self._probe = TailProbe(
             client_config(), settings_.kafka_request_timeout_s, settings_.source_end_probe_cap_s
@@ -176,13 +199,11 @@ class Experiment:
         try:
             if self.cfg.cluster:
                 self._ensure_cluster()
-            if self.cfg.query == "prices":
-                from recovery_lib.runtime.price_service import PriceService
-
-                self._price_service = PriceService().__enter__()
-            ensure_topics(self.gen, self.admin)
-            faulty = self._run("faulty", inject=self.cfg.fail)
-            reference = self._run("reference", inject=None)
+            with self.job.services() as service_params:  # e.g. a local HTTP service
+                self.params = {**service_params, **self.params}
+                self._prepare_input()
+                faulty = self._run("faulty", inject=self.cfg.fail)
+                reference = self._run("reference", inject=None)
             report = self._report(faulty, reference)
         finally:
             self._stop.set()
@@ -190,8 +211,6 @@ class Experiment:
                 sup.stop()
             if self._started_cluster:
                 cluster_mod.stop_cluster()
-            if self._price_service is not None:
-                self._price_service.__exit__(None, None, None)
             self._probe.close()
             self.store.close()
             if not self.cfg.keep_input:
@@ -199,8 +218,19 @@ class Experiment:
         report["elapsed_s"] = round(time.monotonic() - started, 1)
         return report
 
+    def _prepare_input(self) -> None:
+        if isinstance(self.input, RecordedInput):
+            count = self.input.load()
+            self.progress(
+                f"recorded input: {count:,} records of {', '.join(self.input.sources.values())}"
+            )
+            # The replay lasts as long as its records take at the rate.
+            self.cfg.duration_s = max(self.cfg.duration_s, count / self.cfg.rate)
+        self.input.create_topics(self.admin)
+
     def _delete_input(self) -> None:
-        for topic in self.gen.topics:
+        topics = self.gen.topics if isinstance(self.input, GeneratedInput) else []
+        for topic in [*topics, *(() if topics else self.input.topics.values())]:
             try:
                 self.admin.delete(topic)
             except Exception as exc:  # noqa: BLE001 - cleanup must not mask the run's error
@@ -221,14 +251,22 @@ class Experiment:
         out_topic = f"{self.gen.topic_prefix}.out.{name}"
         self.admin.create(out_topic, self.gen.partitions)
         run_id = self.store.start_run(
-            cfg.query,
+            self.job.name,
             cfg.mode if name == "faulty" else "reference",
             {**asdict(cfg), "run": name, "experiment": self.id},
         )
         arm_dir = self.workdir / name / "arm"
         args = [
-            "--prefix",
+            *[
+                a
+                for n, t in self.input.topics.items()
+                if n in self.job.inputs
+                for a in ("--input", f"{n}={t}")
+            ],
+            "--prefix",  # the output and dead-letter topics are the experiment's
             self.gen.topic_prefix,
+            "--partitions",
+            str(self.gen.partitions),
             "--checkpoints",
             str(self.workdir / name / "ck"),
             "--output-topic",
@@ -244,10 +282,10 @@ class Experiment:
         ]
         if inject is not None and "task-retry" in cfg.kinds:
             args += ["--task-retries", "4"]
-        if self._price_service is not None:
-            args += ["--price-url", self._price_service.url]
-        spec = JobSpec(
-            PIPELINES.get(cfg.query, f"jobs.nexmark.{cfg.query}"),
+        args += [a for k, v in self.params.items() for a in ("--param", f"{k}={v}")]
+        spec = ProcessSpec.for_job(
+            self.job.ref,
+            self.job.name,
             args,
             cluster_url=self._cluster_url,
             env={ARM_DIR_ENV: str(arm_dir)},
@@ -258,7 +296,7 @@ class Experiment:
         sup = mode(spec, self.workdir / name, self.store, run_id)
         self._supervisors.append(sup)
         self.progress(
-            f"[{name}] starting the {cfg.query} job "
+            f"[{name}] starting the {self.job.name} job "
             f"({'cluster' if self._cluster_url else 'local'}) ..."
         )
         sup.start()
@@ -275,11 +313,10 @@ class Experiment:
                 t0_ms = now_ms()
                 produced = [warmup]
                 gen_thread = threading.Thread(
-                    target=lambda: produce_events(
-                        self.gen,
-                        duration_s=cfg.duration_s,
-                        rate=cfg.rate,
-                        first_event_id=warmup,
+                    target=lambda: self.input.produce(
+                        warmup,
+                        cfg.rate,
+                        cfg.duration_s,
                         on_progress=lambda n: produced.__setitem__(0, warmup + n),
                         stop=self._stop.is_set,
                     )
@@ -303,7 +340,7 @@ class Experiment:
                         failures.append(self._inject(due[0][1], sup, arm_dir, elapsed, run_id))
                         due.pop(0)
                     self.progress(
-                        f"[{name}] {elapsed:5.1f} s, {produced[0]:,} events generated, "
+                        f"[{name}] {elapsed:5.1f} s, {produced[0]:,} input records, "
                         f"{len(collector.samples):,} outputs, restarts {len(sup.restarts)}"
                     )
                     time.sleep(0.5)
@@ -313,10 +350,11 @@ class Experiment:
                 if not_injected:  # the job was not back from the previous failure in time
                     self.progress(
                         f"[{name}] {len(due)} failure(s) not injected before the input ended "
-                        "(the job was still recovering): raise --duration"
+                        "(the job was still recovering): the verdict will be inconclusive; "
+                        "raise --duration or lower --repeat"
                     )
             self._drain(sup, collector, name)
-            if cfg.query == "q12":  # processing-time windows need ticks to close
+            if self.job.closing_ticks is not None:  # processing-time windows need ticks
                 self._tick_and_drain(sup, collector, name)
         finally:
             sup.stop()
@@ -324,6 +362,13 @@ class Experiment:
             self.store.finish_run(run_id)
         if failures:
             self._record_fired(failures[-1], arm_dir, t0_ms, rearm=False)
+            for failure in failures:
+                if failure.get("fired") is False:
+                    self.progress(
+                        f"[{name}] the {failure['kind']} failure armed at {failure['at_s']} s "
+                        "never fired (no batch reached the armed point): the verdict will be "
+                        "inconclusive; use more input per batch or another failure kind"
+                    )
         return {
             "name": name,
             "run_id": run_id,
@@ -361,6 +406,7 @@ class Experiment:
             return
         marker = arm_dir / name
         if marker.exists():
+            failure["fired"] = True
             failure["fired_ms"] = int(marker.stat().st_mtime * 1000)
             failure["at_s"] = round((failure["fired_ms"] - t0_ms) / 1000, 2)
             if rearm:
@@ -369,21 +415,32 @@ class Experiment:
                     (arm_dir / armed).unlink(missing_ok=True)
         else:
             failure["fired"] = False
+            failure.pop("fired_ms", None)
 
     def _inject(
         self, kind: str, sup: Supervisor, arm_dir: Path, elapsed: float, run_id: str
     ) -> dict[str, Any]:
         at_ms = now_ms()
-        failure: dict[str, Any] = {"kind": kind, "at_s": round(elapsed, 2), "fired_ms": at_ms}
+        # Signals fire when sent; armed hooks (mid-write, task-retry) when a task reaches them.
+        failure: dict[str, Any] = {
+            "kind": kind,
+            "at_s": round(elapsed, 2),
+            "fired": True,
+            "fired_ms": at_ms,
+        }
         self.progress(f"injecting {kind} at {elapsed:.1f} s")
         if kind == "driver-kill":
+            if not sup.is_ready():  # nothing to kill: the job is not up
+                failure["fired"] = False
             sup.kill_group(signal.SIGKILL)
         elif kind == "mid-write":
             arm(arm_dir, MIDWRITE_ARM, f"rows={self.cfg.midwrite_rows}")
             failure["_marker"], failure["_arm"] = "midwrite.fired", MIDWRITE_ARM
+            failure["fired"] = None  # known once the hook fires (or not)
         elif kind == "task-retry":
             arm(arm_dir, TASKFAIL_ARM)
             failure["_marker"], failure["_arm"] = "taskfail.fired", TASKFAIL_ARM
+            failure["fired"] = None
         elif kind == "executor-kill":
             state = cluster_mod.cluster_state()
             pids = cluster_mod.executor_pids(state) if state else []
@@ -402,11 +459,10 @@ class Experiment:
 
     def _warm_up(self, sup: Supervisor, name: str) -> int:
         """Produce ``warmup_s`` worth of events unpaced and wait until they are committed."""
-        count = int(self.cfg.warmup_s * self.cfg.rate)
+        count = self.input.warm_up(int(self.cfg.warmup_s * self.cfg.rate))
         if count <= 0:
             return 0
-        self.progress(f"[{name}] warm-up: {count:,} events ...")
-        produce_events(self.gen, count=count)
+        self.progress(f"[{name}] warm-up: {count:,} input records ...")
         deadline = time.monotonic() + 300
         while not self._drained(self._checkpoint(sup, name)):
             sup.tick()
@@ -440,7 +496,7 @@ class Experiment:
     def _checkpoint(self, sup: Supervisor, name: str) -> Path:
         """The live checkpoint of the query (after a takeover, the new primary's)."""
         root = getattr(sup, "live_checkpoints", None) or self.workdir / name / "ck"
-        return Path(root) / self.cfg.query
+        return Path(root) / self.job.name
 
     def _drained(self, checkpoint: Path) -> bool:
         committed = committed_offsets(checkpoint)
@@ -454,38 +510,34 @@ class Experiment:
 
     def _tick_and_drain(self, sup: Supervisor, collector: LatencyCollector, name: str) -> None:
         """Processing-time windows close only when later input arrives: send ticks."""
+        ticks = self.job.closing_ticks
+        assert ticks is not None
         producer = Producer(client_config())
-        tick = json.dumps(
-            {
-                "auction": 1000,
-                "bidder": TICK_BIDDER,
-                "price": 1,
-                "channel": "tick",
-                "url": "tick",
-                "dateTime": self.gen.base_time_ms,
-            }
-        ).encode()
-        for _ in range(2):
-            time.sleep(self.cfg.q12_window_s + 1)
-            producer.produce(self.gen.bids_topic, value=tick, partition=0)
+        for _ in range(ticks.count):
+            time.sleep(ticks.every_s)
+            producer.produce(self.input.topics[ticks.input], value=ticks.value, partition=0)
             producer.flush(10)
             self._drain(sup, collector, name)
 
     # -- judging -----------------------------------------------------------------------------
 
     def _report(self, faulty: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
-        from recovery_lib.verify.nexmark_check import judge_run
-
         cfg = self.cfg
-        report = judge_run(
-            cfg.query,
+        not_fired = len(faulty["not_injected"]) + sum(
+            1 for f in faulty["failures"] if f.get("fired") is False
+        )
+        report = judge(
+            self.job.name,
+            self.job.contract,
             list(read_topic(faulty["out_topic"])),
             list(read_topic(reference["out_topic"])),
             dedup=cfg.sink == "dedup",
-            generator=self.gen,
-            events=self.events,
+            inputs=self.input.view(self.events),
+            failures_not_fired=not_fired,
         )
         consistency = report.to_dict()
+        if report.inconclusive_because:
+            self.progress(f"verdict inconclusive: {report.inconclusive_because}")
         self.store.add_consistency(faulty["run_id"], reference["run_id"], consistency)
 
         samples = faulty["samples"]
@@ -495,7 +547,9 @@ class Experiment:
         restarts = faulty["restarts"]
         result = {
             "experiment": self.id,
-            "query": cfg.query,
+            "query": self.job.name,
+            "job": self.job.ref,
+            "contract": self.job.contract.describe(),
             "mode": cfg.mode,
             "rate": cfg.rate,
             "duration_s": cfg.duration_s,
@@ -564,7 +618,8 @@ def timeline_chart(report: dict[str, Any], timeline: dict[str, Any], path: Path)
     c = report["consistency"]
     fig.suptitle(
         f"{report['query']} {report['mode']} @ {report['rate']:,.0f} ev/s: {c['verdict']} "
-        f"(lost {c['lost']}, duplicated {c['duplicated']}, divergent {c['divergent']})"
+        f"{c.get('guarantee', '')} (lost {c['lost']}, duplicated {c['duplicated']}, "
+        f"divergent {c['divergent']})"
     )
     ax2.legend()
     fig.tight_layout()
@@ -572,18 +627,18 @@ def timeline_chart(report: dict[str, Any], timeline: dict[str, Any], path: Path)
     plt.close(fig)
 
 
-def native_mode(spec: JobSpec, workdir: Path, store: MetricsStore, run_id: str) -> Supervisor:
+def native_mode(spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str) -> Supervisor:
     """Native Spark recovery: restart the same job on the same checkpoint."""
     return Supervisor(spec, workdir, store, run_id)
 
 
-def causal_mode(spec: JobSpec, workdir: Path, store: MetricsStore, run_id: str) -> Supervisor:
+def causal_mode(spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str) -> Supervisor:
     """Causal logging (recovery_lib.causal): the job logs its nondeterminism (``--mode causal``,
     passed by the runner) and a restart replays it; the restart policy is native."""
     return Supervisor(spec, workdir, store, run_id)
 
 
-def standby_mode(spec: JobSpec, workdir: Path, store: MetricsStore, run_id: str) -> Any:
+def standby_mode(spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str) -> Any:
     """A warm standby fed by shipped checkpoints takes over when the primary's lease expires;
     the old primary is fenced (recovery_lib/standby). Nondeterministic pipelines run causal."""
     from recovery_lib.standby.pair import StandbyPair
@@ -592,7 +647,7 @@ def standby_mode(spec: JobSpec, workdir: Path, store: MetricsStore, run_id: str)
 
 
 # The extension point: later issues add "active".
-MODES: dict[str, Callable[[JobSpec, Path, MetricsStore, str], Any]] = {
+MODES: dict[str, Callable[[ProcessSpec, Path, MetricsStore, str], Any]] = {
     "native": native_mode,
     "causal": causal_mode,
     "standby": standby_mode,

@@ -1,6 +1,6 @@
 """The NexMark queries as Spark streaming DataFrames (Beam's definitions, Spark's operators).
 
-Each function takes the SparkSession and QueryOptions and returns the output DataFrame
+Each function takes the SparkSession and JobOptions and returns the output DataFrame
 (key, value JSON, ingest_ms). Deviations from Beam, chosen so that the output is a
 deterministic function of the input (the reference in reference.py computes the same):
   Q5  one hot auction per sliding window: the highest count, ties to the highest auction id
@@ -15,14 +15,16 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from recovery_lib.nexmark.streams import QueryOptions, output, read_events, with_event_watermark
+from recovery_lib.job.frames import output
+from recovery_lib.job.options import JobOptions
+from recovery_lib.nexmark.streams import read_events, with_event_watermark
 
 Q3_STATES = ("OR", "ID", "CA")
 Q3_CATEGORY = 10
 Q2_AUCTION_SKIP = 123
 
 
-def q1(spark: SparkSession, opts: QueryOptions) -> DataFrame:
+def q1(spark: SparkSession, opts: JobOptions) -> DataFrame:
     """Currency conversion: bid prices from dollars to euros."""
     bids = read_events(spark, "bids", opts)
     return bids.select(
@@ -39,7 +41,7 @@ def q1(spark: SparkSession, opts: QueryOptions) -> DataFrame:
     )
 
 
-def q2(spark: SparkSession, opts: QueryOptions) -> DataFrame:
+def q2(spark: SparkSession, opts: JobOptions) -> DataFrame:
     """Selection: bids on every 123rd auction."""
     bids = read_events(spark, "bids", opts).where(F.col("auction") % Q2_AUCTION_SKIP == 0)
     return bids.select(
@@ -47,7 +49,7 @@ def q2(spark: SparkSession, opts: QueryOptions) -> DataFrame:
     )
 
 
-def q3(spark: SparkSession, opts: QueryOptions) -> DataFrame:
+def q3(spark: SparkSession, opts: JobOptions) -> DataFrame:
     """Local item suggestion: incremental join of sellers in OR/ID/CA with category-10 auctions."""
     persons = (
         read_events(spark, "persons", opts)
@@ -71,7 +73,7 @@ def q3(spark: SparkSession, opts: QueryOptions) -> DataFrame:
     )
 
 
-def q5(spark: SparkSession, opts: QueryOptions) -> DataFrame:
+def q5(spark: SparkSession, opts: JobOptions) -> DataFrame:
     """Hot items: the auction with the most bids in each sliding window."""
     bids = with_event_watermark(read_events(spark, "bids", opts), opts)
     counts = bids.groupBy(
@@ -94,7 +96,7 @@ def q5(spark: SparkSession, opts: QueryOptions) -> DataFrame:
     )
 
 
-def q7(spark: SparkSession, opts: QueryOptions) -> DataFrame:
+def q7(spark: SparkSession, opts: JobOptions) -> DataFrame:
     """Highest bid in each tumbling window."""
     bids = with_event_watermark(read_events(spark, "bids", opts), opts)
     top = bids.groupBy(F.window("event_time", f"{opts.window_s} seconds")).agg(
@@ -116,7 +118,7 @@ def q7(spark: SparkSession, opts: QueryOptions) -> DataFrame:
     )
 
 
-def q8(spark: SparkSession, opts: QueryOptions) -> DataFrame:
+def q8(spark: SparkSession, opts: JobOptions) -> DataFrame:
     """New users: persons who opened an auction in the tumbling window they registered in."""
     size = f"{opts.window_s} seconds"
     persons = with_event_watermark(read_events(spark, "persons", opts), opts).select(
@@ -148,7 +150,7 @@ def q8(spark: SparkSession, opts: QueryOptions) -> DataFrame:
     )
 
 
-def q12(spark: SparkSession, opts: QueryOptions) -> DataFrame:
+def q12(spark: SparkSession, opts: JobOptions) -> DataFrame:
     """Bids per bidder in processing-time tumbling windows (nondeterministic by design).
 
     Native: Spark's ``current_timestamp()``, the micro-batch's timestamp (which Spark keeps in
@@ -172,7 +174,7 @@ def q12(spark: SparkSession, opts: QueryOptions) -> DataFrame:
     )
 
 
-QUERIES: dict[str, Callable[[SparkSession, QueryOptions], DataFrame]] = {
+QUERIES: dict[str, Callable[[SparkSession, JobOptions], DataFrame]] = {
     "q1": q1,
     "q2": q2,
     "q3": q3,
@@ -183,7 +185,7 @@ QUERIES: dict[str, Callable[[SparkSession, QueryOptions], DataFrame]] = {
 }
 
 
-def get_query(name: str) -> Callable[[SparkSession, QueryOptions], DataFrame]:
+def get_query(name: str) -> Callable[[SparkSession, JobOptions], DataFrame]:
     try:
         return QUERIES[name.lower()]
     except KeyError:

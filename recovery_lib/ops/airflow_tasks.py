@@ -108,6 +108,8 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
     TopicAdmin().create(reference_topic, 2)
     ref_dir = job.workdir / "reference" / run_tag
     args = [
+        "--job",
+        job.job_ref,
         *job.job_args(),
         "--available-now",
         "--ending-offsets",
@@ -123,12 +125,8 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
 
 
 def application_path(job_name: str) -> str:
-    """The job's module file, for spark-submit."""
-    import importlib.util
+    """The file spark-submit runs for a job: the generic launcher (its args name the job)."""
+    import recovery_lib.job.__main__ as launcher
 
-    from recovery_lib.ops.config import get_job
-
-    spec = importlib.util.find_spec(get_job(job_name).module)
-    if spec is None or spec.origin is None:
-        raise ValueError(f"cannot find the module of job {job_name}")
-    return spec.origin
+    del job_name  # every job runs through the launcher; kept for the DAG's call
+    return str(launcher.__file__)

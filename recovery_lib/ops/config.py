@@ -10,14 +10,15 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.settings import get_settings
-
-PIPELINE_MODULES = {"prices": "jobs.nondeterministic_prices", "lastbids": "jobs.last_bids"}
 
 
 class StreamJob(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_]+$")
-    query: str
+    # The job: module:attr of its JobSpec (its directory on PYTHONPATH), or the name of a job
+    # of this repository (q3, prices).
+    job: str
     input_prefix: str = "nexmark"
     placement: Literal["local", "cluster"] = "local"
     mode: Literal["native", "causal"] = "native"
@@ -33,23 +34,28 @@ class StreamJob(BaseModel):
     # restart (the next DAG run starts a fresh daemon).
     on_exhausted: Literal["alert", "restart"] = "alert"
     watch_minutes: float = Field(default=10.0, gt=0)
-    price_url: str | None = None  # prices pipeline only
+    params: dict[str, str] = Field(default_factory=dict)  # the job's --param name=value
+    inputs: dict[str, str] = Field(default_factory=dict)  # input name -> topic (overrides)
     extra_args: list[str] = Field(default_factory=list)
 
-    @field_validator("query")
+    @field_validator("job")
     @classmethod
-    def _known_query(cls, value: str) -> str:
-        value = value.lower()
-        if value in PIPELINE_MODULES:
-            return value
-        from recovery_lib.nexmark.queries import get_query
-
-        get_query(value)  # raises with the list of queries
+    def _known_job(cls, value: str) -> str:
+        resolve_job(value)  # raises saying how to name a job
         return value
 
     @property
-    def module(self) -> str:
-        return PIPELINE_MODULES.get(self.query, f"jobs.nexmark.{self.query}")
+    def spec(self) -> JobSpec:
+        return resolve_job(self.job)
+
+    @property
+    def query(self) -> str:
+        """The job's name (its checkpoint subdirectory and metrics name)."""
+        return self.spec.name
+
+    @property
+    def job_ref(self) -> str:
+        return self.spec.ref
 
     @property
     def workdir(self) -> Path:
@@ -68,7 +74,7 @@ class StreamJob(BaseModel):
 
     @property
     def checkpoint(self) -> Path:
-        """The Spark checkpoint of the query (``<checkpoints>/<query>``, see QueryOptions)."""
+        """The Spark checkpoint of the query (``<checkpoints>/<query>``, see JobOptions)."""
         return self.checkpoint_dir / self.query
 
     @property
@@ -102,10 +108,11 @@ class StreamJob(BaseModel):
             "--mode",
             self.mode,
         ]
-        if self.query == "prices":
-            if not self.price_url:
-                raise ValueError(f"job {self.name}: the prices pipeline needs price_url")
-            args += ["--price-url", self.price_url]
+        missing = [p for p in self.spec.params if p not in self.params]
+        if missing:
+            raise ValueError(f"job {self.name} ({self.job}) needs params: {missing}")
+        args += [arg for k, v in self.params.items() for arg in ("--param", f"{k}={v}")]
+        args += [arg for k, v in self.inputs.items() for arg in ("--input", f"{k}={v}")]
         return [*args, *self.extra_args]
 
 

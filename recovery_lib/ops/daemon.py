@@ -173,7 +173,7 @@ def stop(name: str, timeout_s: float = 150.0) -> DaemonStatus | None:
 def run_daemon(name: str) -> int:
     from recovery_lib.runtime import cluster as cluster_mod
     from recovery_lib.runtime.checkpoint import last_committed
-    from recovery_lib.runtime.supervisor import JobSpec, Supervisor
+    from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
 
     job = get_job(name)
     settings = get_settings()
@@ -203,8 +203,9 @@ def run_daemon(name: str) -> int:
             store.close()
             return 1
         cluster_url = state.url if state is not None else external
-    spec = JobSpec(
-        job.module,
+    spec = ProcessSpec.for_job(
+        job.job_ref,
+        job.query,
         [*job.job_args(), "--metrics", str(store.path), "--run-id", run_id],
         cluster_url=cluster_url,
         heartbeat_timeout_s=job.heartbeat_timeout_s,

@@ -23,20 +23,9 @@ from typing import Any
 
 from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
 from recovery_lib.io.sinks.ids import parse_output_id
-from recovery_lib.nexmark.streams import QueryOptions
+from recovery_lib.job.spec import resolve_job
 from recovery_lib.runtime.checkpoint import last_committed, source_offsets
-
-_WINDOW_S = QueryOptions(query="q").window_s
-
-
-def _window_end(query: str) -> Callable[[dict], int] | None:
-    """The end (ms) of the event-time window an output belongs to, for windowed queries."""
-    size_ms = _WINDOW_S * 1000
-    if query == "q5":
-        return lambda row: int(row["window_end"])
-    if query in ("q7", "q8"):
-        return lambda row: int(row["window_start"]) + size_ms
-    return None
+from recovery_lib.verify.oracle import judge
 
 
 def snapshot(checkpoint: str | Path) -> dict[str, Any]:
@@ -61,7 +50,7 @@ def _batch_of(record: SinkRecord) -> int | None:
 
 
 def restrict(
-    query: str,
+    window_end: Callable[[dict], int] | None,
     run: list[SinkRecord],
     reference: list[SinkRecord],
     batch: int,
@@ -70,7 +59,7 @@ def restrict(
     """The comparable part of both sides (see the module docstring)."""
     run_part = [r for r in run if (b := _batch_of(r)) is None or b <= batch]
     dropped = {"run_after_snapshot": len(run) - len(run_part)}
-    end_of = _window_end(query)
+    end_of = window_end
     if end_of is not None:
 
         def closed(record: SinkRecord) -> bool:
@@ -96,24 +85,24 @@ def consistency_report(
     expectations: bool = True,
     store: Any = None,
 ) -> dict[str, Any]:
-    """The oracle (and GX) on the job's output; ``snap`` restricts to a snapshot."""
-    from recovery_lib.verify.nexmark_check import judge_run
-
+    """The oracle (and GX) on the job's output; ``snap`` restricts to a snapshot. ``query`` is
+    the job (module:attr or a name of jobs/)."""
+    spec = resolve_job(query)
     run = list(read_topic(run_topic))
     reference = list(read_topic(reference_topic))
     restricted: dict[str, int] = {}
     if snap is not None:
         run, reference, restricted = restrict(
-            query, run, reference, snap["batch"], snap["watermark_ms"]
+            spec.contract.window_end, run, reference, snap["batch"], snap["watermark_ms"]
         )
-    report = judge_run(query, run, reference, dedup).to_dict()
+    report = judge(spec.name, spec.contract, run, reference, dedup).to_dict()
     report["snapshot"] = snap
     report["left_out"] = restricted
     gx = None
     if expectations:
         from recovery_lib.verify.expectations import validate_output
 
-        gx = validate_output(query, run, dedup, run_topic)
+        gx = validate_output(spec.name, run, dedup, run_topic)
         report["expectations"] = gx.to_dict()
     report["ok"] = report["verdict"] == "consistent" and (gx is None or gx.success)
     if store is not None:

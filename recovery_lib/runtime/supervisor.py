@@ -24,15 +24,25 @@ from recovery_lib.runtime.heartbeat import Heartbeat, read_heartbeat
 
 
 @dataclass
-class JobSpec:
-    module: str  # e.g. "jobs.nexmark.q3"
+class ProcessSpec:
+    """How to run one job process (``python -m <module> <args>``, or spark-submit of the
+    module's file on a cluster). ``name`` is the job's name: its checkpoint subdirectory."""
+
+    module: str  # e.g. "recovery_lib.job.__main__" (with --job in args) or "jobs.nexmark.q3"
     args: list[str] = field(default_factory=list)
+    name: str = ""
     cluster_url: str | None = None  # spark-submit --master <url> when set, else local mode
     env: dict[str, str] = field(default_factory=dict)
     spark_conf: dict[str, str] = field(default_factory=dict)  # spark-submit --conf (cluster)
     heartbeat_timeout_s: float = 10.0
     startup_timeout_s: float = 180.0  # until the first heartbeat of a new driver
     max_restarts: int = 3
+
+
+    @classmethod
+    def for_job(cls, job_ref: str, name: str, args: list[str], **kw: Any) -> ProcessSpec:
+        """A process of the job ``job_ref`` (module:attr) through the generic launcher."""
+        return cls("recovery_lib.job.__main__", ["--job", job_ref, *args], name=name, **kw)
 
 
 @dataclass
@@ -49,7 +59,7 @@ class Restart:
 class Supervisor:
     def __init__(
         self,
-        spec: JobSpec,
+        spec: ProcessSpec,
         workdir: str | os.PathLike[str],
         store: MetricsStore | None = None,
         run_id: str | None = None,

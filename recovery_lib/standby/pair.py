@@ -15,10 +15,10 @@ shipped copies, ``ck/`` its live checkpoint root once it is primary).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,14 +26,14 @@ from typing import Any
 
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.heartbeat import Heartbeat
-from recovery_lib.runtime.supervisor import JobSpec, Restart, Supervisor, with_arg
+from recovery_lib.runtime.supervisor import ProcessSpec, Restart, Supervisor, with_arg
 from recovery_lib.settings import get_settings
 
 
 class StandbyPair:
     def __init__(
         self,
-        spec: JobSpec,
+        spec: ProcessSpec,
         workdir: str | Path,
         store: MetricsStore | None = None,
         run_id: str | None = None,
@@ -328,15 +328,37 @@ class StandbyPair:
         if self.primary is not None:
             self.primary.pause(seconds)
 
-    def stop(self, timeout_s: float = 30.0) -> None:
+    def stop(self, timeout_s: float = 30.0) -> list[str]:
+        """Stop every node (zombies, the standby, the primary) and return what went wrong.
+
+        A node whose stop raises, or whose process is still alive afterwards, does not keep
+        the others running; each such failure is printed to stderr and recorded as a
+        ``stop_failed`` event. It is not raised: the callers stop the pair in their
+        ``finally``, where raising would skip the rest of their cleanup and could mask the
+        run's own error.
+        """
+        failures: list[str] = []
         for sup in [*self.zombies, self.standby, self.primary]:
-            if sup is not None:
-                with contextlib.suppress(Exception):
-                    sup.stop(timeout_s)
+            if sup is None:
+                continue
+            try:
+                sup.stop(timeout_s)
+            except Exception as exc:  # noqa: BLE001 - reported below, after the other nodes
+                failures.append(f"{sup.workdir.name}: stop failed: {exc!r}")
+            if sup.proc is not None and sup.proc.poll() is None:
+                failures.append(
+                    f"{sup.workdir.name}: pid {sup.proc.pid} is still running after stop; "
+                    f"see {sup.workdir / 'job.log'}"
+                )
+        for failure in failures:
+            print(f"standby pair: {failure}", file=sys.stderr, flush=True)
+        for failure in failures:
+            self.event("stop_failed", {"detail": failure})
+        return failures
 
 
-def _query_name(spec: JobSpec) -> str:
-    """The checkpoint subdirectory the job uses: NexMark modules are named after their query;
-    the pipelines name theirs (prices, lastbids)."""
-    tail = spec.module.rsplit(".", 1)[-1]
-    return {"nondeterministic_prices": "prices", "last_bids": "lastbids"}.get(tail, tail)
+def _query_name(spec: ProcessSpec) -> str:
+    """The checkpoint subdirectory the job uses: its name."""
+    if not spec.name:
+        raise ValueError(f"process spec of {spec.module} has no job name")
+    return spec.name

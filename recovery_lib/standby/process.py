@@ -66,7 +66,7 @@ class StandbyJob:
     def __init__(
         self,
         spark: Any,
-        opts: Any,  # QueryOptions, with checkpoint_dir = this standby's live root
+        opts: Any,  # JobOptions, with checkpoint_dir = this standby's live root
         cfg: StandbyConfig,
         heartbeat: HeartbeatWriter | None,
         log: Callable[[str], None] = print,

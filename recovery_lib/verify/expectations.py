@@ -22,11 +22,7 @@ import pandas as pd
 
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
 
-SUITE_FOR_QUERY = {
-    **{f"q{n}": f"nexmark_q{n}" for n in (1, 2, 3, 5, 7, 8, 12)},
-    "prices": "prices",
-    "lastbids": "lastbids",
-}
+GENERIC_OUTPUT_SUITE = "job_output"  # for jobs without a suite of their own
 METRICS_SUITES = {
     "runs": "metrics_runs",
     "micro_batches": "metrics_micro_batches",
@@ -144,12 +140,17 @@ def output_frame(records: Iterable[SinkRecord], dedup: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def validate_output(query: str, records: Iterable[SinkRecord], dedup: bool, target: str):  # noqa: ANN201
-    suite = SUITE_FOR_QUERY.get(query.lower())
-    if suite is None:
-        known = list(SUITE_FOR_QUERY)
-        raise ValueError(f"no expectation suite for query {query!r}; known: {known}")
-    return validate_frame(output_frame(records, dedup), suite, target, dedup)
+def output_suite(job: str) -> str:
+    """The suite of a job's output: ``<suites dir>/<job name>.json``, else the generic one
+    (ids present, unique in dedup modes)."""
+    return job if (suites_dir() / f"{job}.json").exists() else GENERIC_OUTPUT_SUITE
+
+
+def validate_output(  # noqa: ANN201 - SuiteResult
+    job: str, records: Iterable[SinkRecord], dedup: bool, target: str
+):
+    """The job's output suite (``output_suite``) on the consumer's view of ``records``."""
+    return validate_frame(output_frame(records, dedup), output_suite(job), target, dedup)
 
 
 def validate_metrics(store_path: str | Path) -> list[SuiteResult]:

@@ -1,153 +1,226 @@
-"""Compare a (faulty) run's sink output with a failure-free reference run and reference results.
+"""Judge a (faulty) run's sink output by paper 004's delivery guarantees (definitions 6-8).
 
-Two views, because they answer different questions:
+The judgement reads the job's consistency contract (contract.py) and nothing else about it:
 
-* **By output id, within the run.** Ids are (batch, partition, seq): a re-executed batch
-  reuses them. ``duplicated`` = copies beyond the first that the consumer sees (0 when it reads
-  through the dedup reader; the raw count is ``duplicates_dropped``); ``divergent`` = ids whose
-  copies differ in content: the replay computed something else, which no single failure-free
-  run would produce.
-* **By content, against the reference.** Batch boundaries differ between two runs, so ids do
-  not match across runs; content does for deterministic queries. ``lost`` = outputs of the
-  reference missing from the run; ``unexpected`` = outputs the reference never produced.
+1. **By output id, within the run.** Ids come from lineage, so a re-executed batch reuses them.
+   ``divergent`` = ids whose copies differ: the run released two versions of one output, which
+   no failure-free run does. What the consumer sees is the first copy of each id (``dedup``
+   sink) or every copy; ``duplicates_dropped`` counts what the dedup reader dropped.
+2. **By the contract's agreement, against a failure-free reference run** on the same input.
+   Ids do not match across runs (batch boundaries differ); the agreement does. Units of the
+   reference missing from the run are ``lost``; surplus units of known items ``duplicated``;
+   items the reference never has ``extra`` (an output no failure-free run produces).
+3. **Invariants** of the contract, each violation tagged with the input flaw that explains it.
 
-Nondeterministic queries (Q12) are instead checked against their invariants (paper 004: every
-output must be producible by some failure-free run), which the caller passes in.
-
-Verdict: consistent iff nothing is lost, duplicated, divergent or unexpected and the invariants
-hold.
+Guarantee: ``exactly-once`` when nothing is lost, duplicated, extra or divergent and every
+invariant holds; ``at-most-once`` when only missing input explains the differences;
+``at-least-once`` when only duplicated input does; ``none`` otherwise. The verdict is
+``consistent`` only for exactly-once, and ``inconclusive`` when a requested failure did not
+fire or when neither run produced anything (nothing was shown).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
+from recovery_lib.verify.contract import (
+    ConsistencyContract,
+    Flaw,
+    InvariantResult,
+    Output,
+)
+from recovery_lib.verify.inputs import InputView
+
+
+class Guarantee(StrEnum):
+    EXACTLY_ONCE = "exactly-once"
+    AT_LEAST_ONCE = "at-least-once"
+    AT_MOST_ONCE = "at-most-once"
+    NONE = "none"
+
+
+class Verdict(StrEnum):
+    CONSISTENT = "consistent"
+    INCONSISTENT = "inconsistent"
+    INCONCLUSIVE = "inconclusive"
 
 
 @dataclass
 class ConsistencyReport:
-    query: str
+    """The oracle's judgement of one run. ``lost``/``duplicated``/``extra`` are in units of the
+    contract's agreement (outputs for ``Exact``/``Fields``, totals for ``KeyTotals``); None
+    without a reference run."""
+
+    query: str  # the job's name
     outputs: int
-    reference_outputs: int
-    lost: int
+    reference_outputs: int | None
+    lost: int | None
     duplicated: int
     divergent: int
-    unexpected: int
+    extra: int | None
     duplicates_dropped: int = 0
-    reference_results_mismatch: int | None = None
-    invariants: dict[str, Any] | None = None
+    agreement: str | None = None
+    invariants: list[InvariantResult] = field(default_factory=list)
+    failures_not_fired: int = 0
     examples: dict[str, list[str]] = field(default_factory=dict)
 
     @property
-    def verdict(self) -> str:
-        invariant_ok = self.invariants is None or bool(self.invariants.get("ok"))
-        clean = not (self.lost or self.duplicated or self.divergent or self.unexpected)
-        results_ok = not self.reference_results_mismatch
-        return "consistent" if clean and invariant_ok and results_ok else "inconsistent"
+    def guarantee(self) -> Guarantee:
+        flaws: Counter[Flaw] = Counter()
+        for result in self.invariants:
+            flaws.update(result.violations)
+        if self.divergent or self.extra or flaws[Flaw.INCONSISTENT]:
+            return Guarantee.NONE
+        missing = bool(self.lost) or bool(flaws[Flaw.MISSING_INPUT])
+        repeated = bool(self.duplicated) or bool(flaws[Flaw.DUPLICATED_INPUT])
+        if missing and repeated:
+            return Guarantee.NONE
+        if missing:
+            return Guarantee.AT_MOST_ONCE
+        if repeated:
+            return Guarantee.AT_LEAST_ONCE
+        return Guarantee.EXACTLY_ONCE
+
+    @property
+    def inconclusive_because(self) -> str | None:
+        if self.failures_not_fired:
+            return (
+                f"{self.failures_not_fired} requested failure(s) did not fire: the run shows "
+                "nothing about recovery"
+            )
+        if self.outputs == 0 and not self.reference_outputs:
+            return "neither run produced an output: nothing was shown"
+        unchecked = [r.name for r in self.invariants if not r.checked]
+        if unchecked and self.guarantee is Guarantee.EXACTLY_ONCE:
+            return f"invariants not checked: {', '.join(unchecked)}"
+        return None
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.inconclusive_because is not None:
+            return Verdict.INCONCLUSIVE
+        if self.guarantee is Guarantee.EXACTLY_ONCE:
+            return Verdict.CONSISTENT
+        return Verdict.INCONSISTENT
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict": self.verdict}
+        return {
+            "query": self.query,
+            "verdict": str(self.verdict),
+            "guarantee": str(self.guarantee),
+            "inconclusive_because": self.inconclusive_because,
+            "outputs": self.outputs,
+            "reference_outputs": self.reference_outputs,
+            "lost": self.lost,
+            "duplicated": self.duplicated,
+            "divergent": self.divergent,
+            "extra": self.extra,
+            "unexpected": self.extra,  # the metrics store's column name
+            "duplicates_dropped": self.duplicates_dropped,
+            "agreement": self.agreement,
+            "invariants": [r.to_dict() for r in self.invariants],
+            "failures_not_fired": self.failures_not_fired,
+            "examples": self.examples,
+        }
 
 
-def _content(record: SinkRecord) -> bytes:
-    return (record.key or b"") + b"\x00" + (record.value or b"")
+def consumer_view(raw: Iterable[SinkRecord], dedup: bool) -> list[Output]:
+    """What a consumer sees: the first copy of each id (dedup reader) or every record."""
+    seen: set[str] = set()
+    outputs = []
+    for record in raw:
+        if dedup and record.id is not None:
+            if record.id in seen:
+                continue
+            seen.add(record.id)
+        outputs.append(Output.decode(record.id, record.key, record.value))
+    return outputs
 
 
-def check(
-    query: str,
+def judge(
+    job: str,
+    contract: ConsistencyContract,
     run_output: Iterable[SinkRecord],
     reference_output: Iterable[SinkRecord] | None,
     dedup: bool,
-    deterministic: bool = True,
-    reference_results: Iterable[bytes] | None = None,
-    invariants: dict[str, Any] | None = None,
+    inputs: InputView | None = None,
+    failures_not_fired: int = 0,
     max_examples: int = 5,
 ) -> ConsistencyReport:
-    """``run_output`` is the raw topic content (every copy); ``dedup`` says whether the
-    consumer reads through the dedup reader (first copy of an id wins)."""
+    """Judge ``run_output`` (every record of the sink topic, all copies) by the contract."""
+    raw = list(run_output)
+    # Step 1: copies of one id within the run.
     copies: dict[str, list[bytes]] = defaultdict(list)
-    seen: list[bytes] = []  # what the consumer sees, in order
-    dropped = 0
-    for record in run_output:
-        content = _content(record)
+    for record in raw:
         if record.id is not None:
-            copies[record.id].append(content)
-            if dedup and len(copies[record.id]) > 1:
-                dropped += 1
-                continue
-        seen.append(content)
-    duplicated = 0 if dedup else sum(len(c) - 1 for c in copies.values())
+            copies[record.id].append((record.key or b"") + b"\x00" + (record.value or b""))
     divergent_ids = [rid for rid, c in copies.items() if len(set(c)) > 1]
+    same_id_copies = sum(len(c) - 1 for c in copies.values())
+    seen = consumer_view(raw, dedup)
     examples: dict[str, list[str]] = {"divergent_ids": divergent_ids[:max_examples]}
+    duplicated = 0 if dedup else same_id_copies
     if not dedup:
-        examples["duplicated_ids"] = [rid for rid, c in copies.items() if len(c) > 1][:max_examples]
+        examples["duplicated_ids"] = [r for r, c in copies.items() if len(c) > 1][:max_examples]
 
-    lost = unexpected = 0
-    reference_count = 0
+    # Step 2: the agreement against the reference run.
+    view = contract.view
+    lost = extra = None
+    reference_count = None
     if reference_output is not None:
-        ref_seen: list[bytes] = []
-        ref_ids: set[str] = set()
-        for record in reference_output:
-            if record.id is not None:
-                if record.id in ref_ids:
-                    continue  # the reference is read deduplicated
-                ref_ids.add(record.id)
-            ref_seen.append(_content(record))
-        reference_count = len(ref_seen)
-        if deterministic:
-            got, want = Counter(seen), Counter(ref_seen)
-            # Extra copies of a correct output are duplicates, not unexpected outputs.
-            extra = got - want
-            dup_content = sum(n for c, n in extra.items() if c in want)
-            lost = sum((want - got).values())
-            unexpected = sum(extra.values()) - dup_content
-            duplicated = max(duplicated, dup_content)
-            examples["lost"] = [_show(c) for c in list(want - got)[:max_examples]]
-            examples["unexpected"] = [_show(c) for c in extra if c not in want][:max_examples]
-    mismatch = None
-    if reference_results is not None and deterministic:
-        values = Counter(c.split(b"\x00", 1)[1] for c in seen)
-        expected = Counter(reference_results)
-        mismatch = sum((expected - values).values()) + sum((values - expected).values())
+        reference = consumer_view(reference_output, dedup=True)  # read deduplicated
+        reference_count = len(reference)
+        if view is not None:
+            got, want = view.units(seen), view.units(reference)
+            missing = want - got
+            surplus = got - want
+            lost = sum(missing.values())
+            extra_items = [item for item in surplus if item not in want]
+            extra = sum(surplus[item] for item in extra_items)
+            duplicated = max(duplicated, sum(surplus.values()) - extra)
+            examples["lost"] = [_show(item) for item in list(missing)[:max_examples]]
+            examples["extra"] = [_show(item) for item in extra_items[:max_examples]]
+
+    # Step 3: the invariants.
+    results = [inv.check(seen, inputs) for inv in contract.invariants]
     return ConsistencyReport(
-        query=query,
+        query=job,
         outputs=len(seen),
         reference_outputs=reference_count,
         lost=lost,
         duplicated=duplicated,
         divergent=len(divergent_ids),
-        unexpected=unexpected,
-        duplicates_dropped=dropped,
-        reference_results_mismatch=mismatch,
-        invariants=invariants,
+        extra=extra,
+        duplicates_dropped=len(raw) - len(seen) if dedup else 0,
+        agreement=view.describe() if view is not None else None,
+        invariants=results,
+        failures_not_fired=failures_not_fired,
         examples=examples,
     )
 
 
-def _show(content: bytes) -> str:
-    key, _, value = content.partition(b"\x00")
-    return f"{key.decode(errors='replace')}: {value.decode(errors='replace')[:160]}"
+def _show(item: Hashable) -> str:
+    if isinstance(item, tuple) and len(item) == 2:
+        return f"{item[0]}: {str(item[1])[:160]}"
+    return str(item)[:160]
 
 
-def check_running_values(outputs: Iterable[tuple[str, int, int]]) -> dict[str, Any]:
-    """Per-key running results ``(key, inputs_seen, running_value)`` in output order: each key's
-    ``inputs_seen`` must step by exactly one (no input skipped or repeated)."""
-    last: dict[str, int] = {}
-    skipped = repeated = 0
-    for key, count, _value in outputs:
-        previous = last.get(key, 0)
-        if count <= previous:
-            repeated += 1
-        elif count > previous + 1:
-            skipped += 1
-        last[key] = max(previous, count)
-    return {
-        "keys": len(last),
-        "skipped": skipped,
-        "repeated": repeated,
-        "ok": skipped == 0 and repeated == 0,
-    }
+def running_counts(
+    outputs: Sequence[Output], key: str, count: str
+) -> tuple[Counter[Flaw], list[str]]:
+    """Per key, a running count that must step by at least one with every output of the key and
+    never go back (outputs in topic order). A repeat is duplicated input, a step back too."""
+    last: dict[Any, int] = {}
+    flaws: Counter[Flaw] = Counter()
+    examples: list[str] = []
+    for o in outputs:
+        k, n = o.value.get(key), int(o.value.get(count) or 0)
+        if n <= last.get(k, 0):
+            flaws[Flaw.DUPLICATED_INPUT] += 1
+            examples.append(f"{key}={k}: {count} {n} after {last.get(k, 0)}")
+        last[k] = max(last.get(k, 0), n)
+    return flaws, examples[:5]

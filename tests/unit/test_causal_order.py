@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.last_bids import last_auctions
+from jobs.lastbids import last_auctions
 from recovery_lib.causal.order import ordered
 
 

@@ -1,4 +1,8 @@
-"""What every NexMark job module shares: options from the command line, the run with metrics."""
+"""The generic job runtime: a job's options from the command line, and its supervised run
+(topics, metrics, heartbeats, causal logging, standby role, fencing epoch).
+
+Every job process runs ``run(spec, argv)``: ``python -m recovery_lib.job --job mod:attr ...``
+(what the supervisor launches), or a job module's own ``main()``."""
 
 from __future__ import annotations
 
@@ -7,18 +11,44 @@ import dataclasses
 import os
 from typing import Any
 
+from recovery_lib.job.options import JobOptions
+from recovery_lib.job.spec import JobSpec
 from recovery_lib.nexmark.config import GeneratorConfig
-from recovery_lib.nexmark.streams import QueryOptions
+
+
+def _pairs(values: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--{what} takes name=value, got {item!r}")
+        out[name] = value
+    return out
 
 
 def parse_options(
-    query: str, argv: list[str] | None = None
-) -> tuple[QueryOptions, argparse.Namespace]:
+    spec: JobSpec, argv: list[str] | None = None
+) -> tuple[JobOptions, argparse.Namespace]:
     parser = argparse.ArgumentParser(
-        description=f"NexMark {query.upper()} on Spark Structured Streaming"
+        description=spec.description or f"job {spec.name} on Spark Structured Streaming"
     )
-    parser.add_argument("--prefix", default="nexmark", help="topic prefix of the generated events")
-    parser.add_argument("--checkpoints", default=".recovery/nexmark/checkpoints")
+    parser.add_argument("--job", default=None, help="module:attr of the job (the launcher's)")
+    parser.add_argument(
+        "--prefix",
+        default=spec.default_prefix,
+        help=f"topic prefix: input x is read from <prefix>.x (inputs: {', '.join(spec.inputs)})",
+    )
+    parser.add_argument(
+        "--input", action="append", default=[], help="input=topic: read an input from a topic"
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        help=f"name=value for the job ({', '.join(spec.params) or 'none needed'})",
+    )
+    parser.add_argument("--partitions", type=int, default=None, help="output topic partitions")
+    parser.add_argument("--checkpoints", default=".recovery/jobs/checkpoints")
     parser.add_argument("--output-topic", default=None)
     parser.add_argument(
         "--sink-mode", default="dedup", choices=["at_least_once", "dedup", "transactional"]
@@ -60,9 +90,22 @@ def parse_options(
             "--role standby needs --primary-checkpoint, --primary-heartbeat, --standby-dir "
             "and --epoch-store"
         )
-    opts = QueryOptions(
-        query=query,
-        generator=GeneratorConfig(topic_prefix=args.prefix),
+    inputs = _pairs(args.input, "input")
+    unknown = sorted(set(inputs) - set(spec.inputs))
+    if unknown:
+        parser.error(f"--input {unknown}: job {spec.name} has inputs {list(spec.inputs)}")
+    params = _pairs(args.param, "param")
+    missing = [p for p in spec.params if p not in params]
+    if missing:
+        parser.error(f"job {spec.name} needs --param {'=... --param '.join(missing)}=...")
+    generator = GeneratorConfig(topic_prefix=args.prefix)
+    if args.partitions:
+        generator = generator.model_copy(update={"partitions": args.partitions})
+    opts = JobOptions(
+        query=spec.name,
+        generator=generator,
+        inputs=inputs,
+        params=params,
         checkpoint_dir=args.checkpoints,
         output_topic=args.output_topic,
         sink_mode=args.sink_mode,
@@ -78,25 +121,21 @@ def parse_options(
     return opts, args
 
 
-def run(query: str, argv: list[str] | None = None) -> None:
-    """Entry point of jobs/nexmark/<query>.py (works under spark-submit and python -m)."""
-    from recovery_lib.nexmark.queries import get_query
-
-    run_with(query, get_query(query), argv)
-
-
-def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
-    """Run ``build(spark, opts)`` as a supervised streaming job: topics, metrics, heartbeats."""
+def run(spec: JobSpec, argv: list[str] | None = None) -> None:
+    """Run ``spec.build(spark, opts)`` as a supervised streaming job: topics, metrics,
+    heartbeats (works under spark-submit and python -m)."""
+    from recovery_lib.job.frames import write_output
     from recovery_lib.kafka.admin import TopicAdmin
     from recovery_lib.metrics.listener import MetricsListener
     from recovery_lib.metrics.store import MetricsStore
-    from recovery_lib.nexmark.streams import write_output
     from recovery_lib.runtime.faults import mark_driver_process_group
     from recovery_lib.runtime.heartbeat import HeartbeatWriter
     from recovery_lib.settings import get_settings
     from recovery_lib.spark.session import build_session
 
-    opts, args = parse_options(query, argv)
+    opts, args = parse_options(spec, argv)
+    query = spec.name
+    build = spec.build
     mark_driver_process_group()
     heartbeat = (
         HeartbeatWriter(
@@ -111,7 +150,7 @@ def run_with(query: str, build: Any, argv: list[str] | None = None) -> None:
     master = None
     if args.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         master = f"local[2,{args.task_retries}]"
-    spark = build_session(f"nexmark_{query}", master=master)
+    spark = build_session(f"job_{query}", master=master)
     if heartbeat is not None:
         spark.streams.addListener(heartbeat)
     store: Any = None

@@ -5,15 +5,15 @@ an HTTP price service whose answers change over time. Output ids are determinist
 ``--mode causal`` the same two steps go through the causal services (``ctx.random`` and a
 logged service call), and a re-execution repeats the first run's values.
 
-    python -m jobs.nondeterministic_prices --prefix nx --price-url http://127.0.0.1:8000 ...
+    python -m jobs.prices --prefix nx --param price_url=http://127.0.0.1:8000 ...
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
@@ -21,7 +21,10 @@ from pyspark.sql import functions as F
 
 from recovery_lib import causal
 from recovery_lib.causal import CausalContext
-from recovery_lib.nexmark.streams import QueryOptions, output, read_events
+from recovery_lib.job import JobOptions, JobSpec, output
+from recovery_lib.job.runner import run
+from recovery_lib.nexmark.streams import NEXMARK_PREFIX, read_events
+from recovery_lib.verify.contract import ConsistencyContract, Fields
 
 
 def fetch_rate(price_url: str, auction: int) -> float:
@@ -35,7 +38,8 @@ SCHEMA = (
 )
 
 
-def build(spark: SparkSession, opts: QueryOptions, price_url: str) -> DataFrame:
+def build(spark: SparkSession, opts: JobOptions) -> DataFrame:
+    price_url = opts.param("price_url")
     bids = read_events(spark, "bids", opts).select(
         "auction", "bidder", "price", "dateTime", "ingest_ms"
     )
@@ -75,20 +79,39 @@ def build(spark: SparkSession, opts: QueryOptions, price_url: str) -> DataFrame:
     return converted.select(
         *output(
             F.col("auction"),
-            [F.col("auction"), F.col("bidder"), F.col("dateTime"), F.col("euro")],
+            [F.col("auction"), F.col("bidder"), F.col("dateTime"), F.col("price"), F.col("euro")],
             F.col("ingest_ms"),
         ),
         *causal.carried(converted),  # piggybacked determinants (causal storage "output")
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    from recovery_lib.nexmark.job import run_with
+@contextmanager
+def price_service() -> Iterator[dict[str, str]]:
+    """A local HTTP price service for the job's runs (its rates change over time)."""
+    from recovery_lib.runtime.price_service import PriceService
 
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--price-url", required=True)
-    known, rest = parser.parse_known_args(argv)
-    run_with("prices", lambda s, opts: build(s, opts, known.price_url), rest)
+    with PriceService() as service:
+        yield {"price_url": service.url}
+
+
+JOB = JobSpec(
+    name="prices",
+    build=build,
+    inputs=("bids",),
+    # The noise and the service's rate are free; which bid an output prices is not.
+    contract=ConsistencyContract(
+        deterministic=False, agreement=Fields(("auction", "bidder", "dateTime", "price"))
+    ),
+    default_prefix=NEXMARK_PREFIX,
+    params=("price_url",),
+    services=price_service,
+    description="NexMark bids priced with random noise and a live HTTP price service",
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(JOB, argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,202 @@
+"""Library pieces every job is built from: reading a Kafka input of JSON records through our
+source with a dead-letter path, and writing a job's output through the Kafka sink with its
+ingest time.
+
+A job's output DataFrame has columns ``key`` (string), ``value`` (JSON string) and
+``ingest_ms`` (ingest time of the newest input the output depends on). ``write_output`` puts
+``ingest_ms`` into the ``rl.ingest_ms`` header, where the latency collector finds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from recovery_lib.io.sinks.ids import DET_COLUMN
+from recovery_lib.io.source import SOURCE_NAME
+from recovery_lib.job.options import JobOptions
+from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
+
+INGEST_HEADER = "rl.ingest_ms"
+
+
+def read_json_input(
+    spark: SparkSession,
+    opts: JobOptions,
+    name: str,
+    schema: str,
+    required: Sequence[str],
+    clock_column: tuple[str, str] | None = None,
+) -> DataFrame:
+    """Input ``name`` parsed as JSON records of ``schema``: columns ``key``, ``topic``,
+    ``partition``, ``offset``, ``ingest_ms`` and the schema's fields. A record that is not JSON
+    or lacks a ``required`` field goes to the dead-letter topic (reason + source position)
+    and is counted in the progress metrics.
+
+    ``clock_column=(name, scope)`` (causal mode) adds ``name``: the processing time at which
+    rows passed the dead-letter router, read through the causal clock of ``scope``. The rows
+    pass through Python there anyway, so the clock costs no extra Python operator (Q12)."""
+    reader = spark.readStream.format(SOURCE_NAME).options(**opts.kafka_options())
+    reader = reader.option("subscribe", opts.topic_for(name))
+    if opts.max_records_per_batch:
+        reader = reader.option("maxOffsetsPerTrigger", str(opts.max_records_per_batch))
+    if opts.ending_offsets:
+        reader = reader.option("endingOffsets", opts.ending_offsets)
+    if opts.follow_log:
+        reader = (
+            reader.option("cutPolicy", "follow")
+            .option("followLog", opts.follow_log)
+            .option("followCheckpoint", opts.checkpoint_path)
+        )
+    raw = reader.load()
+    parsed = raw.select(
+        F.col("key").cast("string").alias("key"),
+        F.col("value"),
+        F.col("topic"),
+        F.col("partition"),
+        F.col("offset"),
+        F.unix_millis("timestamp").alias("ingest_ms"),
+        F.from_json(F.col("value").cast("string"), schema).alias("e"),
+    )
+    missing = [F.when(F.col(f"e.{field}").isNull(), F.lit(field)) for field in required]
+    # from_json yields a struct of nulls for text that is not JSON at all.
+    all_null = F.lit(True)
+    for field in required:
+        all_null = all_null & F.col(f"e.{field}").isNull()
+    reason: Column = F.when(
+        F.col("e").isNull() | all_null, F.lit(f"value is not a JSON {name} record ({schema})")
+    ).otherwise(
+        F.when(
+            F.concat_ws(",", *missing) != "",
+            F.concat(F.lit("missing required fields: "), F.concat_ws(",", *missing)),
+        )
+    )
+    flagged = parsed.select("*", reason.alias("_reason")).observe(
+        f"{DEAD_LETTER_METRIC}_{name}", F.sum(F.when(F.col("_reason").isNotNull(), 1).otherwise(0))
+    )
+    routed = route_dead_letters(flagged, opts, clock_column)
+    return routed.select(
+        "key",
+        "topic",
+        "partition",
+        "offset",
+        "ingest_ms",
+        "e.*",
+        *([clock_column[0]] if clock_column else []),
+    )
+
+
+def route_dead_letters(
+    df: DataFrame, opts: JobOptions, clock_column: tuple[str, str] | None = None
+) -> DataFrame:
+    """Rows with a ``_reason`` are produced to the dead-letter topic (flushed before the task
+    ends, id = source position, so a re-run dedups); the others continue without ``value``
+    (and with the causal processing-time column, see ``read_events``)."""
+    kafka = dict(opts.kafka)
+    topic = opts.dlq_topic
+    out_fields = [f for f in df.schema.fields if f.name not in ("value", "_reason")]
+    from pyspark.sql.types import StructField, StructType, TimestampType
+
+    keep = [f.name for f in out_fields]
+    causal = opts.causal
+    if clock_column is not None:
+        if causal is None:
+            raise ValueError("clock_column needs causal mode (opts.causal)")
+        out_fields.append(StructField(clock_column[0], TimestampType(), True))
+    out_schema = StructType(out_fields)
+
+    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if clock_column is None:
+            yield from _route(batches)
+            return
+        from recovery_lib.causal.operators import flushing, open_context, stamped
+
+        ctx = open_context(clock_column[1], causal)
+        rows = (stamped(batch, clock_column[0], ctx) for batch in _route(batches))
+        yield from flushing(ctx, rows)  # determinants durable before rows leave
+
+    def _route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        from recovery_lib.io.client_cache import cached
+        from recovery_lib.io.sinks.ids import ID_HEADER
+        from recovery_lib.io.task import task_info
+        from recovery_lib.runtime.faults import maybe_fail_task
+
+        maybe_fail_task(task_info()["attempt"])
+        producer: Any = None
+        for batch in batches:
+            bad = pc.is_valid(batch.column("_reason"))
+            if pc.any(bad).as_py():
+                if producer is None:
+                    from confluent_kafka import Producer
+
+                    producer = cached("producer:deadletter", kafka, lambda c: Producer(c))
+                rows = batch.filter(bad).to_pylist()
+                for row in rows:
+                    position = f"{row['topic']}/{row['partition']}@{row['offset']}"
+                    producer.produce(
+                        topic,
+                        row["value"],
+                        row["key"],
+                        headers=[
+                            (ID_HEADER, f"dlq:{position}".encode()),
+                            ("rl.reason", row["_reason"].encode()),
+                            ("rl.source", position.encode()),
+                        ],
+                    )
+                batch = batch.filter(pc.invert(bad))
+            yield batch.select(keep)
+        if producer is not None and producer.flush(60):
+            raise RuntimeError(f"dead letters were not acknowledged by the broker ({topic})")
+
+    return df.mapInArrow(route, out_schema)
+
+
+def output(key: Column, value_fields: list[Column], ingest_ms: Column) -> list[Column]:
+    return [
+        key.cast("string").alias("key"),
+        F.to_json(F.struct(*value_fields)).alias("value"),
+        ingest_ms.alias("ingest_ms"),
+    ]
+
+
+def write_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQuery
+    out = df.select(
+        "key",
+        "value",
+        F.array(
+            F.struct(
+                F.lit(INGEST_HEADER).alias("key"),
+                F.col("ingest_ms").cast("string").cast("binary").alias("value"),
+            )
+        ).alias("headers"),
+        *([F.col(DET_COLUMN)] if DET_COLUMN in df.columns else []),
+    )
+    writer = (
+        out.writeStream.format(SOURCE_NAME)
+        .options(**opts.kafka_options())
+        .option("topic", opts.out_topic)
+        .option("mode", opts.sink_mode)
+        .option("checkpointLocation", opts.checkpoint_path)
+        .option("epoch", str(opts.epoch))
+        .queryName(opts.query)
+    )
+    if opts.epoch_store:
+        writer = writer.option("epochStore", opts.epoch_store)
+    if opts.causal is not None and opts.causal.storage == "output":
+        writer = writer.option("causalCarrier", "required")
+    if opts.causal is not None:
+        # Causal mode covers Spark's own nondeterminism too: a stateful operator emits its rows
+        # in state-store order, which changes when a re-executed batch reloads the store. (The
+        # sink keeps the order of rows that carry determinants.)
+        writer = writer.option("stableOrder", "true")
+    if opts.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=opts.trigger_interval)
+    return writer.start()

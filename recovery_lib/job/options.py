@@ -1,0 +1,97 @@
+"""What a running job is told: where its inputs and output are, its checkpoint, its sink mode,
+its mode (native or causal) and the fencing epoch. Built from the command line by
+``recovery_lib.job.runner``; defaults run on the embedded broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from recovery_lib.causal.log import CausalConfig
+from recovery_lib.kafka.clients import client_config
+from recovery_lib.nexmark.config import GeneratorConfig
+
+
+@dataclass
+class JobOptions:
+    """``query`` is the job's name: the checkpoint subdirectory and the query name in Spark.
+    Input ``x`` is read from ``inputs[x]`` if given, else ``<prefix>.x`` (``x`` without a
+    prefix); the prefix and partition count live in ``generator`` (NexMark's topics follow
+    the same rule)."""
+
+    query: str = "q1"
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    checkpoint_dir: str = ".recovery/nexmark/checkpoints"
+    output_topic: str | None = None
+    dead_letter_topic: str | None = None
+    sink_mode: str = "dedup"
+    available_now: bool = False
+    trigger_interval: str = "0 seconds"
+    max_records_per_batch: int | None = None
+    ending_offsets: str | None = None  # JSON {topic: {partition: offset}}: a bounded run
+    watermark_delay: str = "5 seconds"
+    window_s: int = 10
+    slide_s: int = 2
+    q12_window_s: int = 10
+    kafka: dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)  # input name -> topic (overrides)
+    params: dict[str, str] = field(default_factory=dict)  # the job's own --param name=value
+    causal: CausalConfig | None = None  # set in mode "causal": nondeterminism is logged
+    # Standby jobs (recovery_lib/standby): the fencing epoch the sink writes with and the epoch
+    # store it checks; a standby replays its primary's batches from this shipped offset-log tail.
+    epoch: int = 0
+    epoch_store: str | None = None
+    follow_log: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.kafka:
+            self.kafka = client_config()
+
+    @property
+    def prefix(self) -> str:
+        return self.generator.topic_prefix
+
+    @property
+    def checkpoint_path(self) -> str:
+        return f"{self.checkpoint_dir}/{self.query}"
+
+    def enable_causal(self, on_missing: str = "fail", storage: str = "kafka") -> CausalConfig:
+        """Causal logging for this job: determinants in ``<output topic>.determinants`` (or
+        piggybacked on the output records), the causal state next to the Spark checkpoint."""
+        self.causal = CausalConfig(
+            job=self.out_topic,
+            state_dir=f"{self.checkpoint_path}.causal",
+            kafka=dict(self.kafka),
+            on_missing=on_missing,
+            storage=storage,
+            output_topic=self.out_topic,
+        )
+        return self.causal
+
+    @property
+    def out_topic(self) -> str:
+        if self.output_topic:
+            return self.output_topic
+        return f"{self.prefix}.out.{self.query}" if self.prefix else f"{self.query}.out"
+
+    @property
+    def dlq_topic(self) -> str:
+        if self.dead_letter_topic:
+            return self.dead_letter_topic
+        return f"{self.prefix}.deadletter" if self.prefix else "recovery.deadletter"
+
+    def topic_for(self, name: str) -> str:
+        """The topic input ``name`` is read from."""
+        if name in self.inputs:
+            return self.inputs[name]
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def param(self, name: str) -> str:
+        try:
+            return self.params[name]
+        except KeyError:
+            raise ValueError(
+                f"job {self.query} needs --param {name}=<value> (given: {sorted(self.params)})"
+            ) from None
+
+    def kafka_options(self) -> dict[str, str]:
+        return {f"kafka.{k}": v for k, v in self.kafka.items()}

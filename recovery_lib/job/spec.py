@@ -1,0 +1,125 @@
+"""The public job API: one ``JobSpec`` per job, the only thing every part of the toolkit reads
+(experiments, the job daemon and its jobs file, the DAGs, standby pairs, GC, the oracle, the
+GX suites, the dashboard).
+
+A user's job is an ordinary Python module anywhere on ``PYTHONPATH``::
+
+    # mycompany/fraud.py
+    from recovery_lib.job import JobSpec, JobOptions, output, read_json_input
+    from recovery_lib.verify.contract import ConsistencyContract, Fields
+
+    def build(spark, opts: JobOptions):
+        tx = read_json_input(spark, opts, "transactions", "id long, amount double", ["id"])
+        ...                      # its logic, with recovery_lib.causal where nondeterministic
+        return tx.select(*output(F.col("id"), [F.col("id"), F.col("score")], F.col("ingest_ms")))
+
+    JOB = JobSpec(name="fraud", build=build, inputs=("transactions",),
+                  contract=ConsistencyContract(deterministic=False, agreement=Fields(("id",))))
+
+and is named ``mycompany.fraud:JOB`` (or ``mycompany.fraud``, whose ``JOB`` is taken).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from recovery_lib.verify.contract import ConsistencyContract
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from recovery_lib.job.options import JobOptions
+
+
+@dataclass(frozen=True)
+class ClosingTicks:
+    """Records sent to an input after the real input ended, so that windows cut by processing
+    time close (Q12): ``count`` copies of ``value``, one every ``every_s`` seconds."""
+
+    input: str
+    value: bytes
+    every_s: float
+    count: int = 2
+
+
+@contextmanager
+def _no_services() -> Iterator[dict[str, str]]:
+    yield {}
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A streaming job.
+
+    ``build(spark, opts)`` is called once per process (primary, restart, standby) and returns
+    the output DataFrame with columns ``key`` (string), ``value`` (string) and ``ingest_ms``
+    (the newest input's ingest time); the runtime writes it through the sink. ``inputs`` are
+    the job's input names (see ``JobOptions.topic_for``). ``services`` is entered around an
+    experiment's runs and yields the params the job needs (e.g. a local HTTP service's URL);
+    ``params`` names what the job requires (``--param name=value``)."""
+
+    name: str
+    build: Callable[[SparkSession, JobOptions], DataFrame]
+    inputs: tuple[str, ...]
+    contract: ConsistencyContract = field(default_factory=ConsistencyContract)
+    default_prefix: str = ""
+    params: tuple[str, ...] = ()
+    services: Callable[[], AbstractContextManager[dict[str, str]]] = _no_services
+    closing_ticks: ClosingTicks | None = None
+    description: str = ""
+    # Where the job module was found (module:attr), filled in by load_job.
+    ref: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name.replace("_", "").isalnum():
+            raise ValueError(f"job name {self.name!r}: letters, digits and _ only")
+        if not self.inputs:
+            raise ValueError(f"job {self.name}: declare at least one input")
+
+    @property
+    def nondeterministic(self) -> bool:
+        return not self.contract.deterministic
+
+
+def load_job(ref: str) -> JobSpec:
+    """The job named ``module:attr`` or ``module`` (its ``JOB``), imported from PYTHONPATH."""
+    module_name, _, attr = ref.partition(":")
+    attr = attr or "JOB"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"cannot import job module {module_name!r} ({exc}); is its directory on PYTHONPATH?"
+        ) from exc
+    spec = getattr(module, attr, None)
+    if spec is None:
+        raise ValueError(f"module {module_name} has no {attr!r}: define {attr} = JobSpec(...)")
+    if callable(spec) and not isinstance(spec, JobSpec):
+        spec = spec()
+    if not isinstance(spec, JobSpec):
+        raise ValueError(f"{ref} is a {type(spec).__name__}, not a recovery_lib.job.JobSpec")
+    canonical = f"{module_name}:{attr}"
+    if spec.ref != canonical:
+        object.__setattr__(spec, "ref", canonical)
+    return spec
+
+
+def resolve_job(name: str) -> JobSpec:
+    """``module:attr`` or ``module`` as in ``load_job``; a bare name (``q3``, ``prices``) is a
+    job of this repository's ``jobs`` package (``jobs.nexmark.<name>``, else ``jobs.<name>``)."""
+    if ":" in name or "." in name:
+        return load_job(name)
+    for module in (f"jobs.nexmark.{name}", f"jobs.{name}"):
+        if importlib.util.find_spec(module.rsplit(".", 1)[0]) is None:
+            continue
+        if importlib.util.find_spec(module) is not None:
+            return load_job(module)
+    raise ValueError(
+        f"no job {name!r}: give a job as module:attr (e.g. mypkg.myjob:JOB, its directory on "
+        "PYTHONPATH), or the name of a job in this repository's jobs/ (e.g. q3, prices)"
+    )
