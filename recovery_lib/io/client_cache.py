@@ -7,12 +7,14 @@ workers across tasks, so caching per process makes that a one-time cost.
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 _lock = threading.Lock()
 _clients: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+EXIT_FLUSH_TIMEOUT_S = 5.0
 
 
 def cached(kind: str, config: Mapping[str, str], factory: Callable[[dict[str, str]], Any]) -> Any:
@@ -32,14 +34,31 @@ def evict(kind: str, config: Mapping[str, str]) -> None:
 
 
 @atexit.register
-def _close_all() -> None:
+def _close_all() -> list[str]:
+    """At interpreter exit: flush every producer, close every consumer.
+
+    What does not go well is printed to stderr (the executor's log) and returned: records
+    still queued after the flush are lost with this process. The writers flush and check
+    their own tasks' records, so this is normally empty. Every client is tried: one that
+    fails must not keep the others from flushing. The configuration is not printed (it can
+    hold SASL credentials), only the kind of client.
+    """
+    problems = []
     with _lock:
         for (kind, _), client in _clients.items():
             try:
                 if kind.startswith("producer"):
-                    client.flush(5)
+                    undelivered = client.flush(EXIT_FLUSH_TIMEOUT_S)
+                    if undelivered:
+                        problems.append(
+                            f"{kind}: {undelivered} records not delivered within "
+                            f"{EXIT_FLUSH_TIMEOUT_S:.0f} s are lost at exit"
+                        )
                 elif kind.startswith("consumer"):
                     client.close()
-            except Exception:
-                pass
+            except Exception as exc:  # noqa: BLE001 - reported below; the next client is tried
+                problems.append(f"{kind}: closing at exit failed: {exc!r}")
         _clients.clear()
+    for problem in problems:
+        print(f"recovery_lib client cache: {problem}", file=sys.stderr, flush=True)
+    return problems

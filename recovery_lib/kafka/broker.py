@@ -71,7 +71,7 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     # A zombie child still answers kill(0); it is dead for our purposes.
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # no /proc entry to read: kill(0) had the last word
         status = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
         if status == "Z":
             return False
@@ -81,12 +81,14 @@ def pid_alive(pid: int) -> bool:
 def _is_tansu(pid: int) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
+    except OSError:  # gone, or not ours to read: not a broker we may stop
         return False
     return bool(cmdline) and b"tansu" in os.path.basename(cmdline[0])
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
+    # Best effort: without prctl (no glibc) a broker outliving a SIGKILLed parent stays in the
+    # state file (next start refuses, `recovery broker stop` ends it); raising would fail Popen.
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -112,7 +114,7 @@ def read_state(settings: Settings | None = None) -> BrokerState | None:
         return None
     try:
         return BrokerState(**json.loads(path.read_text()))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError):  # torn or foreign file: it records no broker to stop by PID
         return None
 
 
@@ -188,8 +190,11 @@ class EmbeddedBroker:
         )
         try:
             self._wait_ready(log_file)
-        except BaseException:
-            self.stop()
+        except BaseException as exc:
+            try:
+                self.stop()
+            except Exception as stop_exc:  # noqa: BLE001 - the start-up error is the one to raise
+                exc.add_note(f"stopping the broker afterwards failed too: {stop_exc!r}")
             raise
         self.settings.broker_state_file.write_text(json.dumps(asdict(self.state)))
         if not detached:
@@ -243,6 +248,8 @@ class EmbeddedBroker:
             if recorded is not None and recorded.pid == self.state.pid:
                 self.settings.broker_state_file.unlink(missing_ok=True)
         for signum, previous in self._previous_handlers.items():
+            # ValueError: not the main thread (only it may set handlers); TypeError: the
+            # previous handler was not installed from Python (None): nothing to restore.
             with contextlib.suppress(ValueError, TypeError):
                 signal.signal(signum, previous)  # type: ignore[arg-type]
         self._previous_handlers.clear()
@@ -262,7 +269,7 @@ def stop_pid(
         if process is not None:
             process.poll()
         return
-    with contextlib.suppress(ProcessLookupError):
+    with contextlib.suppress(ProcessLookupError):  # it exited meanwhile: what we wanted
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -271,7 +278,7 @@ def stop_pid(
         if process is None and not pid_alive(pid):
             return
         time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
+    with contextlib.suppress(ProcessLookupError):  # it exited meanwhile: what we wanted
         os.kill(pid, signal.SIGKILL)
     if process is not None:
         process.wait(timeout=timeout_s)

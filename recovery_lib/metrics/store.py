@@ -9,8 +9,8 @@ own thread never waits on the file.
 
 from __future__ import annotations
 
-import contextlib
 import json
+import sys
 import threading
 import time
 import uuid
@@ -167,6 +167,8 @@ class MetricsStore:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.flush_seconds = 0.0  # time spent flushing, for overhead measurements
+        self.background_errors = 0  # background flushes that failed (their rows were kept)
+        self.last_background_error: str | None = None  # until a background flush succeeds
 
     # -- runs and events -----------------------------------------------------------------------
 
@@ -288,8 +290,26 @@ class MetricsStore:
 
     def _loop(self) -> None:
         while not self._stop.wait(self._flush_interval_s):
-            with contextlib.suppress(Exception):  # keep collecting; the next flush retries
+            try:
                 self.flush()
+            except Exception as exc:  # noqa: BLE001 - rows are kept: the next flush retries them
+                self._background_failed(exc)
+            else:
+                self.last_background_error = None
+
+    def _background_failed(self, exc: Exception) -> None:
+        """Count and report a failed background flush on stderr (once per distinct error, not
+        every interval); ``close()`` flushes in the caller's thread and raises if it persists."""
+        self.background_errors += 1
+        message = f"{type(exc).__name__}: {exc}"
+        if message != self.last_background_error:
+            print(
+                f"metrics store {self.path}: background flush failed, rows kept and retried "
+                f"every {self._flush_interval_s:g} s: {message}",
+                file=sys.stderr,
+                flush=True,
+            )
+        self.last_background_error = message
 
     def close(self) -> None:
         self._stop.set()

@@ -79,3 +79,30 @@ def test_dockerfile_copies_what_exists_with_the_required_python():
     required = re.search(r'requires-python = ">=(\d+\.\d+)', pyproject).group(1)
     assert f"FROM python:{required}-" in text
     assert f"python{required}/site-packages/pyspark" in text
+
+
+SECRET = re.compile(r"PASSWORD|SECRET|TOKEN|CREDENTIAL|API_KEY", re.IGNORECASE)
+REQUIRED = re.compile(r"^\$\{(\w+):\?[^}]+\}$")  # ${NAME:?message}: compose refuses without it
+
+
+def test_no_password_or_secret_has_a_default():
+    """Every secret comes from the environment, required (``${NAME:?...}``): none has a
+    fallback (``${NAME:-x}``, ``${NAME-x}``) or a fixed value, in a variable of its own or
+    as the password of a connection URL."""
+    for name, default in re.findall(r"\$\{(\w+):?-([^}]*)\}", COMPOSE.read_text()):
+        assert not SECRET.search(name), f"{name} falls back to {default!r}"
+    judged = 0
+    for service, body in compose()["services"].items():
+        env = body.get("environment") or {}
+        if isinstance(env, list):  # KEY=VALUE form
+            env = dict(item.split("=", 1) for item in env)
+        for key, value in env.items():
+            if SECRET.search(key) and not key.endswith("_FILE"):  # a path, not a secret
+                judged += 1
+                assert REQUIRED.match(str(value)), f"{service}: {key} is not required: {value!r}"
+            for password in re.findall(r"://[^:/@\s]+:(\$\{[^}]*\}|[^@/\s]*)@", str(value)):
+                judged += 1
+                assert REQUIRED.match(password), f"{service}: {key} has a fixed password"
+    # The Airflow JWT secret and admin password, Postgres's password and its use in Airflow's
+    # connection URL (repeated in each Airflow service): there is something to judge.
+    assert judged >= 4
