@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import typing
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -80,22 +81,26 @@ def open_context(scope: str, config: CausalConfig, auto_flush: bool = False) -> 
     )
 
 
-_current: dict[tuple[str, str, int, int], CausalContext] = {}
+_current: dict[tuple[str, str, int], CausalContext] = {}
 
 
 def current(scope: str, config: CausalConfig) -> CausalContext:
     """The context of ``scope`` in the running task, opened on first use (flushes per
     determinant)."""
-    from recovery_lib.io.task import task_info
+    from pyspark import TaskContext
 
-    info = task_info()
-    batch = info["batch_id"] if info["batch_id"] is not None else -1
-    partition = info["partition"] if info["partition"] is not None else -1
     _needs_log_topic(config, "current()")
-    slot = (scope, config.job, batch, partition)
+    task = TaskContext.get()
+    # Spark's task attempt id is unique within the application: a reused Python worker that
+    # runs the same batch and partition again (a retry, a recomputed stage whose attempt
+    # numbers restart at 0, a query restarted in the same driver) must not continue the
+    # first execution's context: it opens a new one, which replays.
+    attempt_id = task.taskAttemptId() if task is not None else -1
+    if any(slot[2] != attempt_id for slot in _current):
+        _current.clear()  # one task at a time per Python worker: forget the previous one's
+    slot = (scope, config.job, attempt_id)
     ctx = _current.get(slot)
-    if ctx is None or ctx.attempt != (info["attempt"] or 0):
-        _current.clear()  # one task at a time per Python worker
+    if ctx is None:
         ctx = _current[slot] = open_context(scope, config, auto_flush=True)
     return ctx
 
@@ -190,21 +195,36 @@ def map_in_arrow(
 
 
 def pandas_udf(fn: Callable[..., Any], return_type: Any, scope: str, config: CausalConfig) -> Any:
-    """An iterator pandas UDF: ``fn(ctx, *series) -> series`` per Arrow batch."""
+    """A scalar iterator pandas UDF: ``fn(ctx, *series)`` per Arrow batch returns a
+    ``pandas.Series`` (a ``pandas.DataFrame`` for a struct ``return_type``) of the same length;
+    call the result on one or more columns, ``df.withColumn("x", udf("a", "b"))``."""
+    import pandas as pd
     from pyspark.sql.functions import pandas_udf as spark_pandas_udf
 
     _needs_log_topic(config, "pandas_udf")
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
+    def run(batches):  # noqa: ANN001, ANN202 - annotated below, for Spark
         ctx = open_context(scope, config)
 
         def outputs() -> Iterator[Any]:
             for batch in batches:
                 cols = batch if isinstance(batch, tuple) else (batch,)
-                yield fn(ctx, *cols)
+                out = fn(ctx, *cols)
+                yield out if isinstance(out, pd.Series | pd.DataFrame) else pd.Series(out)
 
         yield from flushing(ctx, outputs())
 
+    # PySpark 4 infers the UDF kind from the type hints alone (no hints, or Iterator[Any]:
+    # UNSUPPORTED_SIGNATURE). Iterator of tuples of columns -> iterator of Series is the
+    # scalar iterator kind; Spark hands one column as a Series, several as a tuple, either
+    # way: ``run`` accepts both. Real objects, not strings: this module uses postponed
+    # annotations, which Spark would resolve in this module's globals.
+    # typing.Union: Spark's check does not recognise the ``X | Y`` form.
+    column = typing.Union[pd.Series, pd.DataFrame]  # noqa: UP007
+    run.__annotations__ = {
+        "batches": Iterator[tuple[column, ...]],  # type: ignore[valid-type]
+        "return": Iterator[pd.Series],
+    }
     udf = spark_pandas_udf(run, return_type)  # type: ignore[call-overload]
     return udf.asNondeterministic()
 
