@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install demo test browser dashboard lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign lock clean
+.PHONY: install demo ops ops-down test browser dashboard lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -19,6 +19,13 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/recovery demo
+
+# Broker, Airflow (api-server, scheduler, dag-processor, triggerer) and the dashboard, detached.
+ops: $(STAMP)
+	$(BIN)/recovery ops up
+
+ops-down: $(STAMP)
+	$(BIN)/recovery ops down
 
 dashboard: $(STAMP)
 	$(BIN)/streamlit run dashboard/app.py --server.address 127.0.0.1 --server.headless true

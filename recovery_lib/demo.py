@@ -79,7 +79,7 @@ def run_demo(events: int = 50_000, console: Console | None = None) -> DemoResult
 
     from jobs.event_counts import EventCountsOptions, build_queries
     from recovery_lib.io.sinks.dedup_reader import DedupReader, read_topic
-    from recovery_lib.spark.session import build_session
+    from recovery_lib.spark.session import build_session, stop_session
 
     console = console or Console()
     settings = get_settings()
@@ -106,7 +106,7 @@ def run_demo(events: int = 50_000, console: Console | None = None) -> DemoResult
             if query.exception() is not None:
                 raise RuntimeError(f"query {query.name} failed: {query.exception()}")
     finally:
-        spark.stop()
+        stop_session(spark)
     elapsed = time.monotonic() - started
     reader = DedupReader(opts.valid_topic)
     valid = sum(1 for _ in reader)

@@ -129,6 +129,23 @@ class Settings(BaseSettings):
         "idle for 60 s, and a cold worker costs seconds at takeover.",
     )
 
+    # The operations stack on one machine (`recovery ops up`, recovery_lib/ops/stack.py).
+    ops_airflow_port: int = Field(
+        default=8080,
+        description="Airflow's api-server port on 127.0.0.1 (0: a free one; taken: a free one).",
+    )
+    ops_dashboard_port: int = Field(
+        default=8501,
+        description="The Streamlit dashboard's port on 127.0.0.1 (0 or taken: a free one).",
+    )
+    ops_start_timeout_s: float = Field(
+        default=300.0,
+        description="How long `recovery ops up` waits for Airflow's API and the dashboard.",
+    )
+    ops_stop_timeout_s: float = Field(
+        default=30.0, description="`recovery ops down`: SIGTERM, this long, then SIGKILL."
+    )
+
     @field_validator("state_store")
     @classmethod
     def _known_store(cls, value: str) -> str:
@@ -163,6 +180,11 @@ class Settings(BaseSettings):
     @property
     def broker_state_file(self) -> Path:
         return self.home / "broker" / "broker.json"
+
+    @property
+    def ops_dir(self) -> Path:
+        """Pid files, logs and Airflow's home of the operations stack."""
+        return self.home / "ops"
 
 
 @lru_cache(maxsize=1)

@@ -1,48 +1,37 @@
-"""Airflow for tests: an isolated AIRFLOW_HOME (SQLite, LocalExecutor, parallelism 4, a
-generated JWT secret, one admin user), ``dag.test()`` in a subprocess (so each test gets a
-clean Airflow import with its own configuration), and the real components for end-to-end."""
+"""Airflow for tests: an isolated AIRFLOW_HOME (the library's settings: SQLite, LocalExecutor,
+parallelism 4, a generated JWT secret, one admin user), ``dag.test()`` in a subprocess (so each
+test gets a clean Airflow import with its own configuration), and the real components for
+end-to-end."""
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import subprocess
 import sys
 from pathlib import Path
+
+from recovery_lib.ops.airflow_env import airflow_env as library_airflow_env
+from recovery_lib.ops.airflow_env import write_private
 
 REPO = Path(__file__).resolve().parents[1]
 PASSWORD = "recovery-test"
 
 
 def airflow_env(root: Path, recovery_home: Path, jobs_file: Path) -> dict[str, str]:
+    """The library's Airflow environment (recovery_lib/ops/airflow_env.py, also what
+    `recovery ops up` runs), with a fixed test password and a fresh JWT secret."""
     home = root / "airflow"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "passwords.json").write_text(json.dumps({"admin": PASSWORD}))
-    spark_bin = Path(sys.executable).parent.parent / "lib"
-    spark_bin = next(spark_bin.glob("python*/site-packages/pyspark/bin"))
-    return {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__CORE__PARALLELISM": "4",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "PATH": f"{spark_bin}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
-        + os.environ.get("PATH", ""),
-        "RECOVERY_HOME": str(recovery_home),
-        "RECOVERY_JOBS_FILE": str(jobs_file),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYTHONPATH": str(REPO),
-    }
+    passwords = home / "passwords.json"
+    write_private(passwords, json.dumps({"admin": PASSWORD}))
+    return library_airflow_env(
+        home,
+        passwords_file=passwords,
+        jwt_secret=secrets.token_hex(32),
+        recovery_home=recovery_home,
+        jobs_file=jobs_file,
+        spark_master="local[2]",
+    )
 
 
 def airflow(env: dict[str, str], *args: str, timeout: float = 300) -> str:

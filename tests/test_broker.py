@@ -110,3 +110,26 @@ def test_cli_broker_start_status_stop(tmp_path):
         stopped = run("stop")
     assert "stopped broker pid" in stopped.stdout
     assert run("status").returncode == 3
+
+
+def test_broker_for_run_starts_one_only_when_none_is_configured_and_stops_only_its_own(
+    private_settings,
+):
+    from recovery_lib.kafka.broker import broker_for_run
+
+    settings = private_settings.model_copy(update={"kafka_bootstrap": None})
+    said: list[str] = []
+    with broker_for_run(said.append, settings) as bootstrap:
+        state = running_state(settings)
+        assert state is not None and state.bootstrap == bootstrap
+        with broker_for_run(said.append, settings) as inner:  # a running one is used as it is
+            assert inner == bootstrap
+        assert pid_alive(state.pid)
+    assert not pid_alive(state.pid) and running_state(settings) is None
+    assert said == [
+        f"embedded broker started on {bootstrap} (pid {state.pid})",
+        "embedded broker stopped",
+    ]
+    external = settings.model_copy(update={"kafka_bootstrap": "kafka.example:9092"})
+    with broker_for_run(said.append, external) as bootstrap:
+        assert bootstrap == "kafka.example:9092" and running_state(external) is None

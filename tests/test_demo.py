@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -15,6 +16,7 @@ import pytest
 
 EVENTS = 3_000
 BAD_EVERY = 997  # recovery_lib.demo.produce_events: every 997th event is not JSON
+JAVA_FRAME = re.compile(r"^\s+at [\w$.]+\(.*\)$", re.MULTILINE)  # "\tat org.apache...(X.scala:1)"
 
 
 @pytest.mark.slow
@@ -26,7 +28,15 @@ def test_demo_runs_the_main_job_and_its_totals_match_the_valid_events(
 
     from recovery_lib.io.sinks.dedup_reader import read_topic
 
-    env = {**os.environ, "KAFKA_BOOTSTRAP": kafka_bootstrap, "RECOVERY_HOME": str(recovery_home)}
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "RECOVERY_HOME": str(recovery_home),
+        # State-store maintenance every second instead of every 60 s: a maintenance task left
+        # behind by the session's stop would tick (and print its stack trace) before exit.
+        "PYSPARK_SUBMIT_ARGS": "--conf spark.sql.streaming.stateStore.maintenanceInterval=1s "
+        "pyspark-shell",
+    }
     done = subprocess.run(
         [
             sys.executable,
@@ -44,6 +54,9 @@ def test_demo_runs_the_main_job_and_its_totals_match_the_valid_events(
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "event_counts demo" in done.stdout
+    output = done.stdout + done.stderr
+    java_frames = JAVA_FRAME.findall(output)
+    assert not java_frames, "a normal run printed a Java stack trace:\n" + output[-5000:]
     bad = EVENTS // BAD_EVERY
     valid = {r.id: json.loads(r.value) for r in read_topic("demo.valid")}
     assert len(valid) == EVENTS - bad

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from recovery_lib.cli.ops_cmd import ops_app
 from recovery_lib.kafka import broker as broker_mod
 from recovery_lib.kafka.exceptions import KafkaLayerError
 
@@ -33,6 +34,7 @@ standby_app = typer.Typer(
     help="Standby jobs: state shipping and its lag (recovery_lib/standby).", no_args_is_help=True
 )
 app.add_typer(standby_app, name="standby")
+app.add_typer(ops_app, name="ops")
 console = Console()
 
 
@@ -543,7 +545,10 @@ def experiment_run(
     )
     started = time.monotonic()
     try:
-        with Live(Text("starting ..."), console=console, refresh_per_second=4) as live:
+        with (
+            broker_mod.broker_for_run(console.print),
+            Live(Text("starting ..."), console=console, refresh_per_second=4) as live,
+        ):
 
             def show(message: str) -> None:
                 live.update(Text(f"[{time.monotonic() - started:6.1f} s] {message}"))

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -133,9 +134,12 @@ def running_state(settings: Settings | None = None) -> BrokerState | None:
 class EmbeddedBroker:
     """Start, probe and stop one tansu process."""
 
-    def __init__(self, settings: Settings | None = None, port: int | None = None) -> None:
+    def __init__(
+        self, settings: Settings | None = None, port: int | None = None, log_dir: Path | None = None
+    ) -> None:
         self.settings = settings or get_settings()
         self.port = port
+        self.log_dir = log_dir or self.settings.home / "broker"
         self.process: subprocess.Popen[bytes] | None = None
         self.state: BrokerState | None = None
         self._previous_handlers: dict[int, object] = {}
@@ -155,9 +159,9 @@ class EmbeddedBroker:
             )
         host = self.settings.broker_host
         port = self.port or free_port(host)
-        log_dir = self.settings.home / "broker"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log_file = log_dir / f"tansu-{port}.log"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.settings.broker_state_file.parent.mkdir(parents=True, exist_ok=True)
+        log_file = self.log_dir / f"tansu-{port}.log"
         url = f"tcp://{host}:{port}"
         cmd = [
             str(tansu_binary()),
@@ -297,3 +301,31 @@ def stop_recorded(settings: Settings | None = None) -> BrokerState | None:
     stop_pid(state.pid)
     settings.broker_state_file.unlink(missing_ok=True)
     return state
+
+
+@contextlib.contextmanager
+def broker_for_run(
+    announce: Callable[[str], object] | None = None, settings: Settings | None = None
+) -> Iterator[str]:
+    """A broker for one command's duration; yields its bootstrap servers. ``KAFKA_BOOTSTRAP``
+    or an embedded broker already running is used as it is; otherwise an embedded broker is
+    started here (it dies with this process) and stopped on the way out. Only what this call
+    started is stopped."""
+    settings = settings or get_settings()
+    if settings.kafka_bootstrap:
+        yield settings.kafka_bootstrap
+        return
+    running = running_state(settings)
+    if running is not None:
+        yield running.bootstrap
+        return
+    owned = EmbeddedBroker(settings)
+    state = owned.start()
+    if announce is not None:
+        announce(f"embedded broker started on {state.bootstrap} (pid {state.pid})")
+    try:
+        yield state.bootstrap
+    finally:
+        owned.stop()
+        if announce is not None:
+            announce("embedded broker stopped")
