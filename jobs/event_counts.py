@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from recovery_lib.io.sinks.table_sink import DuckDBTableSink
 from recovery_lib.io.source import DEFAULT_DEAD_LETTER_TOPIC, SOURCE_NAME
+from recovery_lib.job import JobOptions, JobSpec, output, read_json_input
 from recovery_lib.kafka.clients import client_config
 
 EVENT_SCHEMA = "user string, amount double, ts long"
@@ -109,6 +110,27 @@ def build_queries(spark: SparkSession, opts: EventCountsOptions) -> list:
         .queryName("event_counts_totals")
     ).start()
     return [q_valid, q_dead, q_totals]
+
+
+def build(spark: SparkSession, opts: JobOptions) -> DataFrame:
+    """The job's Kafka output as a job of the public API (experiments, daemon, DAGs): valid
+    events, keyed by user (bad records go to the dead-letter topic). The demo's ``main`` also
+    keeps running totals in DuckDB (``build_queries``)."""
+    events = read_json_input(spark, opts, "events", EVENT_SCHEMA, ["user", "amount"])
+    return events.select(
+        *output(
+            F.col("user"), [F.col("user"), F.col("amount"), F.col("ts")], F.col("ingest_ms")
+        )
+    )
+
+
+JOB = JobSpec(
+    name="event_counts",
+    build=build,
+    inputs=("events",),
+    default_prefix="demo",  # reads demo.events, as the demo produces them
+    description="Validated user events (the demo's main job)",
+)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -49,7 +49,7 @@ def distinct_ids(out: str) -> int:
     return len({r.id for r in read_topic(out)})
 
 
-@pytest.mark.parametrize("storage", ["kafka", "output"])
+@pytest.mark.parametrize("storage", ["kafka", pytest.param("output", marks=pytest.mark.long)])
 def test_causal_pipeline_stays_consistent_after_a_mid_write_kill(
     kafka_bootstrap, admin, tmp_path, storage
 ):
@@ -150,6 +150,7 @@ def test_a_corrupt_determinant_log_fails_the_replay_then_recompute_runs_on(
     assert "recomputing" in log and "on_missing=recompute" in log
 
 
+@pytest.mark.long  # repeated kills: 48 s of input
 def test_q12_with_the_causal_clock_survives_repeated_driver_kills(kafka_bootstrap):
     """Processing-time windows from the logged clock: two kills, every bid counted once."""
     from recovery_lib.experiment.runner import Experiment, ExperimentConfig

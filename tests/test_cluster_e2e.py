@@ -27,7 +27,7 @@ from recovery_lib.runtime.cluster import (
 )
 from tests.helpers import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.broker]
+pytestmark = [pytest.mark.slow, pytest.mark.broker, pytest.mark.long]
 
 
 @pytest.fixture(scope="module")

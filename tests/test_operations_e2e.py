@@ -199,6 +199,7 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
 
 @pytest.mark.slow
 @pytest.mark.broker
+@pytest.mark.long  # the default tier has a takeover in tests/test_standby_e2e.py
 def test_daemon_with_a_standby_ships_state_and_takes_over(
     tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env
 ):
@@ -269,6 +270,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the default tier triggers a DAG over REST in tests/test_ops_stack.py
 def test_real_airflow_runs_a_dag_triggered_over_the_rest_api(tmp_path, recovery_home):
     """api-server, scheduler, dag-processor and triggerer on 127.0.0.1 (SQLite, parallelism 4);
     trigger checkpoint_gc (dry run) with a token; wait for success; stop everything by PID."""

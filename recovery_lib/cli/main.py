@@ -49,9 +49,32 @@ def _main() -> None:
     signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
 
 
+EXIT_INCONCLUSIVE = 4  # a requested failure did not fire, or nothing was produced
+
+
 def _fail(exc: Exception) -> None:
     console.print(f"[red]error:[/] {exc}")
     raise typer.Exit(code=1)
+
+
+def _pairs(items: list[str], option: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise ValueError(f"{option} takes name=value, got {item!r}")
+        out[name] = value
+    return out
+
+
+def _offsets(text: str | None, option: str) -> dict[str, dict[int, int]] | None:
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+        return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in raw.items()}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f'{option} takes JSON {{"topic": {{"0": 42}}}}, got {text!r}') from exc
 
 
 @broker_app.command("start")
@@ -491,7 +514,24 @@ def cluster_status() -> None:
 
 @experiment_app.command("run")
 def experiment_run(
-    query: str = typer.Option("q3", help="A NexMark query (q1 ... q12), prices or lastbids."),
+    job: str = typer.Option(
+        None,
+        help="The job: module:attr of a JobSpec (its directory on PYTHONPATH), or a job of "
+        "this repository's jobs/ by name (q1 ... q12, prices, lastbids).",
+    ),
+    query: str = typer.Option("q3", help="Same as --job (a name of jobs/)."),
+    replay: list[str] = typer.Option(
+        None,
+        help="input=topic: replay records of an existing topic as the job's input instead of "
+        "generated NexMark events (repeat per input).",
+    ),
+    replay_from: str = typer.Option(
+        None, help='Offsets to replay from, JSON {"topic": {"0": 42}} (default: the start).'
+    ),
+    replay_to: str = typer.Option(
+        None, help='Offsets to replay up to (exclusive), JSON (default: the end).'
+    ),
+    param: list[str] = typer.Option(None, help="name=value for the job (repeat)."),
     mode: str = typer.Option(
         "native", help="Recovery mode: native | causal | standby (later: active)."
     ),
@@ -527,8 +567,20 @@ def experiment_run(
 
     from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 
+    try:
+        replay_map = _pairs(replay or [], "--replay")
+        params = _pairs(param or [], "--param")
+        replay_start = _offsets(replay_from, "--replay-from")
+        replay_end = _offsets(replay_to, "--replay-to")
+    except ValueError as exc:
+        _fail(exc)
+        return
     cfg = ExperimentConfig(
-        query=query.lower(),
+        query=job or query.lower(),
+        replay=replay_map or None,
+        replay_start=replay_start,
+        replay_end=replay_end,
+        params=params or None,
         mode=mode,
         fail=None if fail == "none" else fail,
         fail_at_s=fail_at,
@@ -552,6 +604,8 @@ def experiment_run(
 
             def show(message: str) -> None:
                 live.update(Text(f"[{time.monotonic() - started:6.1f} s] {message}"))
+                if message.startswith("verdict") or "never fired" in message:
+                    console.print(message)  # stays on screen
 
             result = Experiment(cfg, console, progress=show).run()
     except (ValueError, KafkaLayerError) as exc:
@@ -583,7 +637,10 @@ def experiment_run(
                         "lost",
                         "duplicated",
                         "divergent",
+                        "extra",
+                        "guarantee",
                         "verdict",
+                        "inconclusive_because",
                     )
                 }
             },
@@ -591,6 +648,8 @@ def experiment_run(
         )
     )
     console.print(f"report: {path}, timeline: {path.with_suffix('.png')}")
+    if c["verdict"] == "inconclusive":
+        raise typer.Exit(code=EXIT_INCONCLUSIVE)
     if c["verdict"] != "consistent":
         raise typer.Exit(code=2)
 
@@ -599,7 +658,12 @@ def experiment_run(
 def verify(
     topic: str = typer.Argument(..., help="The run's sink topic."),
     reference_topic: str = typer.Option(None, help="The failure-free reference run's sink topic."),
-    query: str = typer.Option("q3"),
+    query: str = typer.Option(
+        "q3",
+        "--job",
+        "--query",
+        help="The job (module:attr or a name of jobs/) whose contract judges.",
+    ),
     dedup: bool = typer.Option(True, help="Consumers read through the dedup reader."),
     events: int = typer.Option(
         None, help="Events generated: also check the query's reference results (DuckDB)."
@@ -612,28 +676,33 @@ def verify(
         False, help="Also run the query's Great Expectations suite on the output."
     ),
 ) -> None:
-    """The oracle: lost, duplicated and divergent outputs; exits 1 when inconsistent (or when
-    --expectations finds a failed expectation)."""
+    """The oracle: lost, extra, duplicated and divergent outputs and the guarantee class; exits
+    1 when inconsistent (or when --expectations finds a failed expectation), 4 when
+    inconclusive."""
     from recovery_lib.io.sinks.dedup_reader import read_topic
+    from recovery_lib.job.spec import resolve_job
     from recovery_lib.nexmark.config import GeneratorConfig
-    from recovery_lib.verify.nexmark_check import judge_run
+    from recovery_lib.verify.inputs import InputView
+    from recovery_lib.verify.oracle import judge
 
     if reference_topic is None and events is None:
         _fail(ValueError("give --reference-topic, --events, or both: nothing to compare against"))
         return
     try:
+        spec = resolve_job(query)
         generator = GeneratorConfig(seed=seed, event_time_rate=rate, hot_ratio=skew)
         run = list(read_topic(topic))
         ref = list(read_topic(reference_topic)) if reference_topic else None
     except (KafkaLayerError, ValueError) as exc:
         _fail(exc)
         return
-    report = judge_run(query, run, ref, dedup, generator, events).to_dict()
+    inputs = InputView({}, generator=generator, events=events) if events else None
+    report = judge(spec.name, spec.contract, run, ref, dedup, inputs).to_dict()
     gx_result = None
     if expectations:
         from recovery_lib.verify.expectations import validate_output
 
-        gx_result = validate_output(query, run, dedup, topic)
+        gx_result = validate_output(spec.name, run, dedup, topic)
         report["expectations"] = gx_result.to_dict()
     if metrics:
         from recovery_lib.metrics.store import MetricsStore
@@ -645,6 +714,8 @@ def verify(
             record(store, f"verify:{topic}", gx_result)
         store.close()
     console.print_json(json.dumps(report, default=str))
+    if report["verdict"] == "inconclusive":
+        raise typer.Exit(code=EXIT_INCONCLUSIVE)
     if report["verdict"] != "consistent" or (gx_result is not None and not gx_result.success):
         raise typer.Exit(code=1)
 
