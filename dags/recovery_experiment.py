@@ -1,8 +1,8 @@
 """``recovery_experiment``: run one recovery experiment from the Airflow UI ("Trigger DAG w/
 config" shows a form): a faulty run with the chosen failure and a failure-free reference run
-on the same input, judged by the oracle
-with the job's consistency contract. The JSON report and the PNG timeline go to
-<RECOVERY_HOME>/reports/, the runs to the metrics store (dashboard: Experiments)."""
+on the same input, judged by the oracle with the job's consistency contract. The JSON report
+and the PNG timeline go to <RECOVERY_HOME>/reports/, the runs to the metrics store (dashboard:
+Experiments)."""
 
 from __future__ import annotations
 
