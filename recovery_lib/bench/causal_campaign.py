@@ -114,10 +114,17 @@ def run_campaign(
                     ],
                     "restarts": len(result["restarts"]),
                     "verdict": consistency["verdict"],
+                    "guarantee": consistency.get("guarantee"),
+                    "inconclusive_because": consistency.get("inconclusive_because"),
                     "outputs": consistency.get("outputs"),
+                    "reference_outputs": consistency.get("reference_outputs"),
                     "lost": consistency.get("lost"),
+                    "extra": consistency.get("extra"),
                     "duplicated": consistency.get("duplicated"),
                     "divergent": consistency.get("divergent"),
+                    "invariants_violated": [
+                        i["name"] for i in consistency.get("invariants", []) if not i["ok"]
+                    ],
                     "experiment_report": str(path),
                     "elapsed_s": round(time.monotonic() - t0, 1),
                 }
@@ -168,7 +175,12 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "failures": len(fired),
             "failures_by_kind": kinds,
             "consistent_runs": sum(r["verdict"] == "consistent" for r in runs),
-            "inconsistent_runs": sum(r["verdict"] != "consistent" for r in runs),
+            "inconsistent_runs": sum(r["verdict"] == "inconsistent" for r in runs),
+            "inconclusive_runs": sum(r["verdict"] == "inconclusive" for r in runs),
+            "guarantees": {
+                g: sum(r.get("guarantee") == g for r in runs)
+                for g in sorted({str(r.get("guarantee")) for r in runs})
+            },
         }
     return summary
 
@@ -192,10 +204,12 @@ def _chart(report: dict[str, Any], path: Path) -> None:
                 continue
             x = j + (i - (len(modes) - 1) / 2) * width
             xs.append(x)
-            bad.append((entry["divergent"] or 0) + (entry["lost"] or 0))
-            label = f"{entry['verdict']}\n{len(entry['failures'])} failures"
+            bad.append((entry["divergent"] or 0) + (entry["lost"] or 0) + (entry.get("extra") or 0))
+            label = (
+                f"{entry.get('guarantee') or entry['verdict']}\n{len(entry['failures'])} failures"
+            )
             ax.annotate(label, (x, bad[-1] + 0.5), ha="center", fontsize=7)
-        ax.bar(xs, [b + 0.5 for b in bad], width, label=f"{mode}: divergent + lost (+0.5)")
+        ax.bar(xs, [b + 0.5 for b in bad], width, label=f"{mode}: divergent + lost + extra (+0.5)")
     ax.set_xticks(range(len(cases)), cases)
     ax.set_yscale("log")
     ax.set_ylabel("outputs (log scale)")
