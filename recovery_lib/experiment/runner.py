@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from confluent_kafka import Producer
 from rich.console import Console
 
 from recovery_lib.experiment.inputs import ExperimentInput, GeneratedInput, RecordedInput
+from recovery_lib.experiment.modes import MODES, REFERENCE_MODE
 from recovery_lib.experiment.recovery_metrics import output_gap_s, recovery_time_s
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.tail_probe import TailProbe
@@ -40,7 +41,8 @@ from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.runtime import cluster as cluster_mod
 from recovery_lib.runtime.checkpoint import committed_offsets
 from recovery_lib.runtime.faults import ARM_DIR_ENV, MIDWRITE_ARM, TASKFAIL_ARM, arm
-from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
+from recovery_lib.runtime.supervision import JobSupervisor
+from recovery_lib.runtime.supervisor import ProcessSpec
 from recovery_lib.settings import get_settings
 from recovery_lib.verify.oracle import judge
 
@@ -131,15 +133,37 @@ class ExperimentConfig:
                 "driver-kill, mid-write or pause (a paused primary is fenced)"
             )
 
-    @property
-    def job_mode(self) -> str:
-        """What the job itself runs in: standby jobs log their nondeterminism (and order their
-        records) causally where the job's contract says it has any: a takeover re-executes
-        batches."""
-        if self.mode == "standby":
-            contract = self.job.contract
-            return "causal" if not contract.deterministic or contract.ordered else "native"
-        return self.mode
+
+@dataclass
+class _Run:
+    """One run of the experiment while it goes on (faulty or reference)."""
+
+    name: str
+    run_id: str
+    out_topic: str
+    arm_dir: Path
+    sup: JobSupervisor
+    collector: LatencyCollector
+    t0: float  # start of the timed phase (monotonic, and wall clock ms)
+    t0_ms: int
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    not_injected: list[dict[str, Any]] = field(default_factory=list)
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "run_id": self.run_id,
+            "out_topic": self.out_topic,
+            "t0_ms": self.t0_ms,
+            "failures": self.failures,
+            "not_injected": self.not_injected,
+            "samples": [s for s in self.collector.samples if s[0] >= self.t0_ms],  # no warm-up
+            "restarts": [
+                asdict(r) | {"restart_time_s": r.restart_time_s} for r in self.sup.restarts
+            ],
+            "takeovers": list(self.sup.takeovers),
+            "elapsed_s": time.monotonic() - self.t0,
+        }
 
 
 class Experiment:
@@ -164,7 +188,7 @@ class Experiment:
         self.admin = TopicAdmin()
         self._started_cluster = False
         self._cluster_url: str | None = None
-        self._supervisors: list[Supervisor] = []
+        self._supervisors: list[JobSupervisor] = []
         self._stop = threading.Event()
         self.input: ExperimentInput
         if cfg.replay:
@@ -247,9 +271,30 @@ class Experiment:
     # -- one run -----------------------------------------------------------------------------
 
     def _run(self, name: str, inject: str | None) -> dict[str, Any]:
+        """One run, as its phases: start the job and the latency collector; (faulty run only)
+        warm up, then feed the timed input and inject the failures; drain; stop."""
+        run = self._start(name, inject)
+        try:
+            if name == "faulty":
+                warmup = self._warm_up(run.sup, name)
+                run.t0, run.t0_ms = time.monotonic(), now_ms()
+                self._feed_and_inject(run, warmup, inject)
+            self._drain(run.sup, run.collector, name)
+            if self.job.closing_ticks is not None:  # processing-time windows need ticks
+                self._tick_and_drain(run.sup, run.collector, name)
+        finally:
+            run.sup.stop()
+            run.collector.stop()
+            self.store.finish_run(run.run_id)
+        self._settle_failures(run)
+        return run.result()
+
+    def _start(self, name: str, inject: str | None) -> _Run:
+        """Phase 1: output topic, metrics run, the job under its mode's supervisor, ready."""
         cfg = self.cfg
         out_topic = f"{self.gen.topic_prefix}.out.{name}"
         self.admin.create(out_topic, self.gen.partitions)
+        mode = MODES[cfg.mode] if name == "faulty" else REFERENCE_MODE
         run_id = self.store.start_run(
             self.job.name,
             cfg.mode if name == "faulty" else "reference",
@@ -278,7 +323,7 @@ class Experiment:
             "--run-id",
             run_id,
             "--mode",
-            cfg.job_mode,
+            MODES[cfg.mode].job_mode(self.job.contract),
         ]
         if inject is not None and "task-retry" in cfg.kinds:
             args += ["--task-retries", "4"]
@@ -292,8 +337,7 @@ class Experiment:
             spark_conf=self._spark_conf(cfg),
             heartbeat_timeout_s=cfg.heartbeat_timeout_s,
         )
-        mode = MODES[cfg.mode] if name == "faulty" else native_mode
-        sup = mode(spec, self.workdir / name, self.store, run_id)
+        sup = mode.supervisor(spec, self.workdir / name, self.store, run_id)
         self._supervisors.append(sup)
         self.progress(
             f"[{name}] starting the {self.job.name} job "
@@ -302,88 +346,73 @@ class Experiment:
         sup.start()
         sup.wait_ready()
         collector = LatencyCollector(out_topic, run_id, self.store).start()
-        failures: list[dict[str, Any]] = []
-        not_injected: list[dict[str, Any]] = []
-        t0 = time.monotonic()
-        t0_ms = now_ms()
-        try:
-            if name == "faulty":
-                warmup = self._warm_up(sup, name)
-                t0 = time.monotonic()
-                t0_ms = now_ms()
-                produced = [warmup]
-                gen_thread = threading.Thread(
-                    target=lambda: self.input.produce(
-                        warmup,
-                        cfg.rate,
-                        cfg.duration_s,
-                        on_progress=lambda n: produced.__setitem__(0, warmup + n),
-                        stop=self._stop.is_set,
-                    )
+        return _Run(name, run_id, out_topic, arm_dir, sup, collector, time.monotonic(), now_ms())
+
+    def _feed_and_inject(self, run: _Run, warmup: int, inject: str | None) -> None:
+        """Phase 3: the timed input in a thread; each failure when it is due and the job is
+        back from the previous one; failures still due when the input ends are recorded as
+        not injected."""
+        cfg = self.cfg
+        produced = [warmup]
+        feeder = threading.Thread(
+            target=lambda: self.input.produce(
+                warmup,
+                cfg.rate,
+                cfg.duration_s,
+                on_progress=lambda n: produced.__setitem__(0, warmup + n),
+                stop=self._stop.is_set,
+            )
+        )
+        feeder.start()
+        kinds = cfg.kinds if inject is not None else ()
+        jitter = random.Random(cfg.seed)
+        due = [
+            (
+                cfg.fail_at_s + k * cfg.every_s + jitter.uniform(0, cfg.jitter_s),
+                kinds[k % len(kinds)],
+            )
+            for k in range(cfg.repeat if kinds else 0)
+        ]
+        while feeder.is_alive():
+            run.sup.tick()
+            elapsed = time.monotonic() - run.t0
+            if due and elapsed >= due[0][0] and self._recovered(due[0][1], run.sup, run.arm_dir):
+                if run.failures:
+                    self._record_fired(run.failures[-1], run.arm_dir, run.t0_ms, rearm=True)
+                run.failures.append(
+                    self._inject(due[0][1], run.sup, run.arm_dir, elapsed, run.run_id)
                 )
-                gen_thread.start()
-                kinds = cfg.kinds if inject is not None else ()
-                jitter = random.Random(cfg.seed)
-                due = [
-                    (
-                        cfg.fail_at_s + k * cfg.every_s + jitter.uniform(0, cfg.jitter_s),
-                        kinds[k % len(kinds)],
-                    )
-                    for k in range(cfg.repeat if kinds else 0)
-                ]
-                while gen_thread.is_alive():
-                    sup.tick()
-                    elapsed = time.monotonic() - t0
-                    if due and elapsed >= due[0][0] and self._recovered(due[0][1], sup, arm_dir):
-                        if failures:
-                            self._record_fired(failures[-1], arm_dir, t0_ms, rearm=True)
-                        failures.append(self._inject(due[0][1], sup, arm_dir, elapsed, run_id))
-                        due.pop(0)
-                    self.progress(
-                        f"[{name}] {elapsed:5.1f} s, {produced[0]:,} input records, "
-                        f"{len(collector.samples):,} outputs, restarts {len(sup.restarts)}"
-                    )
-                    time.sleep(0.5)
-                gen_thread.join()
-                self.events = produced[0]
-                not_injected = [{"at_s": round(at, 1), "kind": kind} for at, kind in due]
-                if not_injected:  # the job was not back from the previous failure in time
-                    self.progress(
-                        f"[{name}] {len(due)} failure(s) not injected before the input ended "
-                        "(the job was still recovering): the verdict will be inconclusive; "
-                        "raise --duration or lower --repeat"
-                    )
-            self._drain(sup, collector, name)
-            if self.job.closing_ticks is not None:  # processing-time windows need ticks
-                self._tick_and_drain(sup, collector, name)
-        finally:
-            sup.stop()
-            collector.stop()
-            self.store.finish_run(run_id)
-        if failures:
-            self._record_fired(failures[-1], arm_dir, t0_ms, rearm=False)
-            for failure in failures:
-                if failure.get("fired") is False:
-                    self.progress(
-                        f"[{name}] the {failure['kind']} failure armed at {failure['at_s']} s "
-                        "never fired (no batch reached the armed point): the verdict will be "
-                        "inconclusive; use more input per batch or another failure kind"
-                    )
-        return {
-            "name": name,
-            "run_id": run_id,
-            "out_topic": out_topic,
-            "t0_ms": t0_ms,
-            "failures": failures,
-            "not_injected": not_injected,
-            "samples": [s for s in collector.samples if s[0] >= t0_ms],  # after warm-up
-            "restarts": [asdict(r) | {"restart_time_s": r.restart_time_s} for r in sup.restarts],
-            "takeovers": list(getattr(sup, "takeovers", [])),
-            "elapsed_s": time.monotonic() - t0,
-        }
+                due.pop(0)
+            self.progress(
+                f"[{run.name}] {elapsed:5.1f} s, {produced[0]:,} input records, "
+                f"{len(run.collector.samples):,} outputs, restarts {len(run.sup.restarts)}"
+            )
+            time.sleep(0.5)
+        feeder.join()
+        self.events = produced[0]
+        run.not_injected = [{"at_s": round(at, 1), "kind": kind} for at, kind in due]
+        if run.not_injected:  # the job was not back from the previous failure in time
+            self.progress(
+                f"[{run.name}] {len(due)} failure(s) not injected before the input ended "
+                "(the job was still recovering): the verdict will be inconclusive; "
+                "raise --duration or lower --repeat"
+            )
+
+    def _settle_failures(self, run: _Run) -> None:
+        """Phase 5: whether and when the last armed hook fired (said for every failure)."""
+        if not run.failures:
+            return
+        self._record_fired(run.failures[-1], run.arm_dir, run.t0_ms, rearm=False)
+        for failure in run.failures:
+            if failure.get("fired") is False:
+                self.progress(
+                    f"[{run.name}] the {failure['kind']} failure armed at {failure['at_s']} s "
+                    "never fired (no batch reached the armed point): the verdict will be "
+                    "inconclusive; use more input per batch or another failure kind"
+                )
 
     @staticmethod
-    def _recovered(kind: str, sup: Supervisor, arm_dir: Path) -> bool:
+    def _recovered(kind: str, sup: JobSupervisor, arm_dir: Path) -> bool:
         """The next failure waits until the job is back from the previous one (and an armed
         hook has fired), so each failure hits a running job."""
         if not sup.ready_for_next_failure():
@@ -418,7 +447,7 @@ class Experiment:
             failure.pop("fired_ms", None)
 
     def _inject(
-        self, kind: str, sup: Supervisor, arm_dir: Path, elapsed: float, run_id: str
+        self, kind: str, sup: JobSupervisor, arm_dir: Path, elapsed: float, run_id: str
     ) -> dict[str, Any]:
         at_ms = now_ms()
         # Signals fire when sent; armed hooks (mid-write, task-retry) when a task reaches them.
@@ -457,7 +486,7 @@ class Experiment:
         self.store.event(run_id, "failure_injected", failure, at_ms)
         return failure
 
-    def _warm_up(self, sup: Supervisor, name: str) -> int:
+    def _warm_up(self, sup: JobSupervisor, name: str) -> int:
         """Produce ``warmup_s`` worth of events unpaced and wait until they are committed."""
         count = self.input.warm_up(int(self.cfg.warmup_s * self.cfg.rate))
         if count <= 0:
@@ -474,7 +503,7 @@ class Experiment:
             time.sleep(0.5)
         return count
 
-    def _drain(self, sup: Supervisor, collector: LatencyCollector, name: str) -> None:
+    def _drain(self, sup: JobSupervisor, collector: LatencyCollector, name: str) -> None:
         """Until the committed offsets reach the end of every input partition, then until the
         output has been quiet for quiet_s (late windows), supervising all the while."""
         deadline = time.monotonic() + 300
@@ -493,10 +522,9 @@ class Experiment:
             self.progress(f"[{name}] draining: {count:,} outputs so far")
             time.sleep(0.5)
 
-    def _checkpoint(self, sup: Supervisor, name: str) -> Path:
+    def _checkpoint(self, sup: JobSupervisor, name: str) -> Path:
         """The live checkpoint of the query (after a takeover, the new primary's)."""
-        root = getattr(sup, "live_checkpoints", None) or self.workdir / name / "ck"
-        return Path(root) / self.job.name
+        return sup.live_checkpoints / self.job.name
 
     def _drained(self, checkpoint: Path) -> bool:
         committed = committed_offsets(checkpoint)
@@ -508,7 +536,7 @@ class Experiment:
             return False  # the broker did not say where the ends are: ask again
         return all(committed[t][str(p)] >= end for (t, p), end in ends.items())
 
-    def _tick_and_drain(self, sup: Supervisor, collector: LatencyCollector, name: str) -> None:
+    def _tick_and_drain(self, sup: JobSupervisor, collector: LatencyCollector, name: str) -> None:
         """Processing-time windows close only when later input arrives: send ticks."""
         ticks = self.job.closing_ticks
         assert ticks is not None
@@ -625,30 +653,3 @@ def timeline_chart(report: dict[str, Any], timeline: dict[str, Any], path: Path)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def native_mode(spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str) -> Supervisor:
-    """Native Spark recovery: restart the same job on the same checkpoint."""
-    return Supervisor(spec, workdir, store, run_id)
-
-
-def causal_mode(spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str) -> Supervisor:
-    """Causal logging (recovery_lib.causal): the job logs its nondeterminism (``--mode causal``,
-    passed by the runner) and a restart replays it; the restart policy is native."""
-    return Supervisor(spec, workdir, store, run_id)
-
-
-def standby_mode(spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str) -> Any:
-    """A warm standby fed by shipped checkpoints takes over when the primary's lease expires;
-    the old primary is fenced (recovery_lib/standby). Nondeterministic pipelines run causal."""
-    from recovery_lib.standby.pair import StandbyPair
-
-    return StandbyPair(spec, workdir, store, run_id)
-
-
-# The extension point: later issues add "active".
-MODES: dict[str, Callable[[ProcessSpec, Path, MetricsStore, str], Any]] = {
-    "native": native_mode,
-    "causal": causal_mode,
-    "standby": standby_mode,
-}

@@ -173,6 +173,7 @@ def stop(name: str, timeout_s: float = 150.0) -> DaemonStatus | None:
 def run_daemon(name: str) -> int:
     from recovery_lib.runtime import cluster as cluster_mod
     from recovery_lib.runtime.checkpoint import last_committed
+    from recovery_lib.runtime.supervision import JobSupervisor
     from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
 
     job = get_job(name)
@@ -214,7 +215,7 @@ def run_daemon(name: str) -> int:
     if job.standby:
         from recovery_lib.standby.pair import StandbyPair
 
-        sup: Any = StandbyPair(spec, job.workdir / "supervisor", store, run_id)
+        sup: JobSupervisor = StandbyPair(spec, job.workdir / "supervisor", store, run_id)
     else:
         sup = Supervisor(spec, job.workdir / "supervisor", store, run_id)
     code = 0

@@ -38,7 +38,6 @@ class ProcessSpec:
     startup_timeout_s: float = 180.0  # until the first heartbeat of a new driver
     max_restarts: int = 3
 
-
     @classmethod
     def for_job(cls, job_ref: str, name: str, args: list[str], **kw: Any) -> ProcessSpec:
         """A process of the job ``job_ref`` (module:attr) through the generic launcher."""
@@ -75,6 +74,7 @@ class Supervisor:
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_ms = 0
         self.restarts: list[Restart] = []
+        self.takeovers: list[dict[str, Any]] = []  # a single process never fails over
         self._log = None
         self._awaiting_ready: Restart | None = None
         self._stopped = False
@@ -136,6 +136,14 @@ class Supervisor:
             self.store.event(self.run_id, kind, detail or {}, ts_ms)
         if self.on_event is not None:
             self.on_event(kind, detail or {})
+
+    @property
+    def live_checkpoints(self) -> Path:
+        """The job's checkpoint root (its ``--checkpoints`` argument)."""
+        args = self.spec.args
+        if "--checkpoints" not in args:
+            raise ValueError(f"job {self.spec.module} runs without --checkpoints")
+        return Path(args[args.index("--checkpoints") + 1])
 
     @property
     def pid(self) -> int | None:

@@ -1,0 +1,74 @@
+"""Recovery modes of an experiment's faulty run, behind one small interface.
+
+A mode says what the job process runs in (native Spark or with causal logging) and which
+supervisor recovers it. Modes to come (active replication, checkpoint protocols, CEC, the
+release sink) add a class here and an entry in ``MODES``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from recovery_lib.metrics.store import MetricsStore
+from recovery_lib.runtime.supervision import JobSupervisor
+from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
+from recovery_lib.standby.pair import StandbyPair
+from recovery_lib.verify.contract import ConsistencyContract
+
+
+class RecoveryMode(Protocol):
+    """Called by the experiment runner once per run: ``job_mode`` for the job's ``--mode``
+    argument, then ``supervisor`` for the object that starts, watches and recovers it."""
+
+    name: str
+
+    def job_mode(self, contract: ConsistencyContract) -> str: ...
+
+    def supervisor(
+        self, spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str
+    ) -> JobSupervisor: ...
+
+
+class NativeMode:
+    """Native Spark recovery: restart the same job on the same checkpoint."""
+
+    name = "native"
+
+    def job_mode(self, contract: ConsistencyContract) -> str:
+        return "native"
+
+    def supervisor(
+        self, spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str
+    ) -> JobSupervisor:
+        return Supervisor(spec, workdir, store, run_id)
+
+
+class CausalMode(NativeMode):
+    """Causal logging (recovery_lib.causal): the job logs its nondeterminism and a restart
+    replays it; the restart itself is native."""
+
+    name = "causal"
+
+    def job_mode(self, contract: ConsistencyContract) -> str:
+        return "causal"
+
+
+class StandbyMode:
+    """A warm standby fed by shipped checkpoints takes over when the primary's lease expires;
+    the old primary is fenced (recovery_lib/standby). A takeover re-executes batches, so a job
+    whose contract declares nondeterminism or an order-sensitive operator runs causal."""
+
+    name = "standby"
+
+    def job_mode(self, contract: ConsistencyContract) -> str:
+        return "causal" if not contract.deterministic or contract.ordered else "native"
+
+    def supervisor(
+        self, spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str
+    ) -> JobSupervisor:
+        return StandbyPair(spec, workdir, store, run_id)
+
+
+MODES: dict[str, RecoveryMode] = {m.name: m for m in (NativeMode(), CausalMode(), StandbyMode())}
+REFERENCE_MODE: RecoveryMode = MODES["native"]  # the failure-free run
