@@ -206,13 +206,15 @@ def consistency(path: Path) -> None:
     if reports.empty:
         st.info("No consistency report yet: `recovery verify` or the consistency DAG writes them.")
     else:
-        bad = reports[reports["verdict"] != "consistent"]
-        a, b, c = st.columns(3)
+        bad = reports[reports["verdict"] == "inconsistent"]
+        unsure = reports[reports["verdict"] == "inconclusive"]
+        a, b, c, d = st.columns(4)
         a.metric("reports", len(reports))
-        b.metric("inconsistent", len(bad))
-        c.metric("divergent outputs (all reports)", int(reports["divergent"].fillna(0).sum()))
+        b.metric("not exactly-once", len(bad))
+        c.metric("inconclusive (a failure did not fire)", len(unsure))
+        d.metric("divergent outputs (all reports)", int(reports["divergent"].fillna(0).sum()))
         long = reports.head(20).melt(
-            ["run_id", "verdict"], ["lost", "duplicated", "divergent"], "damage", "count"
+            ["run_id", "verdict"], ["lost", "duplicated", "divergent", "extra"], "damage", "count"
         )
         st.altair_chart(
             alt.Chart(long)
@@ -223,7 +225,7 @@ def consistency(path: Path) -> None:
                 color="damage:N",
                 tooltip=["run_id", "verdict", "damage", "count"],
             )
-            .properties(title="lost / duplicated / divergent outputs per report"),
+            .properties(title="lost / duplicated / divergent / extra outputs per report"),
             width="stretch",
         )
         st.dataframe(reports, hide_index=True, width="stretch")

@@ -54,6 +54,7 @@ def populated_store(path: Path) -> Path:
                 run,
                 f"ref-{mode}",
                 {"query": "prices", "verdict": verdict, "outputs": 55_000,
+                 "guarantee": "exactly-once" if verdict == "consistent" else "none",
                  "reference_outputs": 55_000, "lost": 0, "duplicated": 0,
                  "divergent": divergent, "unexpected": 0},
             )  # fmt: skip
@@ -104,12 +105,13 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     assert jobs["job"].tolist() == ["q3_local"] and jobs["status"].tolist() == ["running"]
     reports = next(f for f in frames if "verdict" in f.columns and "lost" in f.columns)
     assert sorted(reports["verdict"]) == ["consistent", "inconsistent"]
+    assert sorted(reports["guarantee"]) == ["exactly-once", "none"]
     assert any("restart_time_s" in f.columns for f in frames)
     assert any("bytes_freed" in f.columns for f in frames)
     shipped = next(f for f in frames if "bytes_copied" in f.columns)
     assert shipped["lag_batches"].tolist() == [0, 1]  # newest first
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["inconsistent"] == "1"
+    assert metrics["not exactly-once"] == "1"
     charts = at.get("vega_lite_chart")
     assert len(charts) >= 7  # sparklines, timeline, state, recoveries, damage, shipping, GC
 

@@ -139,8 +139,9 @@ def recoveries(path: str | Path) -> pd.DataFrame:
 def consistency(path: str | Path) -> pd.DataFrame:
     return read_frame(
         path,
-        """SELECT c.run_id, c.reference_run_id, c.query, r.mode, c.ts_ms, c.verdict, c.outputs,
-                  c.reference_outputs, c.lost, c.duplicated, c.divergent, c.unexpected
+        """SELECT c.run_id, c.reference_run_id, c.query, r.mode, c.ts_ms, c.verdict,
+                  json_extract_string(c.report, '$.guarantee') AS guarantee, c.outputs,
+                  c.reference_outputs, c.lost, c.duplicated, c.divergent, c.unexpected AS extra
            FROM consistency_reports c LEFT JOIN runs r USING (run_id)
            ORDER BY c.ts_ms DESC""",
     )
@@ -154,7 +155,8 @@ def experiments(path: str | Path) -> pd.DataFrame:
                   r.run_id, r.query, r.mode, r.started_ms,
                   json_extract_string(r.config, '$.fail') AS fail,
                   TRY_CAST(json_extract_string(r.config, '$.rate') AS DOUBLE) AS rate,
-                  c.verdict, c.lost, c.duplicated, c.divergent
+                  c.verdict, json_extract_string(c.report, '$.guarantee') AS guarantee,
+                  c.lost, c.duplicated, c.divergent
            FROM runs r LEFT JOIN consistency_reports c USING (run_id)
            WHERE json_extract_string(r.config, '$.run') = 'faulty'
            ORDER BY r.started_ms DESC""",
