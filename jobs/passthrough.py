@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from recovery_lib.io.sinks.table_sink import DuckDBTableSink
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.runtime.faults import SINK_FAULT_HOOK, sink_write_fault
 
 
 def kafka_options() -> dict[str, str]:
@@ -52,10 +53,13 @@ def build_query(spark: SparkSession, args: argparse.Namespace):  # noqa: ANN201
             .options(**kafka_options())
             .option("topic", args.out)
             .option("mode", args.mode)
+            .option("writeFault", SINK_FAULT_HOOK)  # the tests' mid-write kill
         )
     else:
+        table = DuckDBTableSink(args.out, "records")
+        table.fault = sink_write_fault
         writer = df.select("key", "value", "topic", "partition", "offset").writeStream.foreachBatch(
-            DuckDBTableSink(args.out, "records")
+            table
         )
     writer = writer.option("checkpointLocation", args.checkpoint).queryName("passthrough")
     writer = (

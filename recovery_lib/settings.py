@@ -97,7 +97,7 @@ class Settings(BaseSettings):
         "60,750 to 40,500 ev/s (a RocksDB instance per store and partition).",
     )
 
-    # Standby jobs (recovery_lib/standby).
+    # Standby jobs (recovery_lib/ha/standby).
     standby_lease_timeout_s: float = Field(
         default=3.0,
         description="The primary's heartbeat lease: older than this, the standby takes over.",

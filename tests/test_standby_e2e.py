@@ -13,13 +13,13 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig
+from recovery_lib.ha.fencing import FENCE_HEADER, FenceFilter
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.ids import EPOCH_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.store import read_frame
 from recovery_lib.settings import get_settings
-from recovery_lib.standby.fencing import FENCE_HEADER, FenceFilter
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
 

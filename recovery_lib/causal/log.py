@@ -39,6 +39,7 @@ from recovery_lib.causal.determinants import (
     decode_runs,
     encode_runs,
 )
+from recovery_lib.ha.fencing import fence_check
 
 EPOCH_HEADER = "rl.epoch"
 STORAGES = ("kafka", "output")
@@ -222,8 +223,6 @@ class KafkaDeterminantLog(DeterminantLog):
     def flush(self) -> None:
         if not self._pending:
             return
-        from recovery_lib.standby.fencing import fence_check
-
         fence_check(self.config.epoch_store, self.config.current_epoch, "determinant log write")
         for run in self._pending:
             self.begin(run.key)  # marker first: a crash after it only costs a replay read

@@ -31,7 +31,7 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(job_app, name="job")
 standby_app = typer.Typer(
-    help="Standby jobs: state shipping and its lag (recovery_lib/standby).", no_args_is_help=True
+    help="Standby jobs: state shipping and its lag (recovery_lib/ha/standby).", no_args_is_help=True
 )
 app.add_typer(standby_app, name="standby")
 app.add_typer(ops_app, name="ops")
@@ -814,8 +814,8 @@ def standby_ship(
     last one (what the state_shipping DAG runs)."""
     from dataclasses import asdict
 
+    from recovery_lib.ha.standby.shipping import Shipper
     from recovery_lib.ops.shipping import NoStandby, ship_job
-    from recovery_lib.standby.shipping import Shipper
 
     if name:
         try:
@@ -848,8 +848,8 @@ def standby_status(
     """The standby's copies (verified), the newest usable one and the lag behind the primary."""
     from dataclasses import asdict
 
+    from recovery_lib.ha.standby.shipping import Shipper, latest_complete
     from recovery_lib.ops.shipping import NoStandby, shipper_for
-    from recovery_lib.standby.shipping import Shipper, latest_complete
 
     try:
         shipper = shipper_for(name) if name else Shipper(checkpoint, to)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
+from recovery_lib.ha.standby.pair import StandbyPair
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
-from recovery_lib.standby.pair import StandbyPair
 from recovery_lib.verify.contract import ConsistencyContract
 
 
@@ -56,7 +56,7 @@ class CausalMode(NativeMode):
 
 class StandbyMode:
     """A warm standby fed by shipped checkpoints takes over when the primary's lease expires;
-    the old primary is fenced (recovery_lib/standby). A takeover re-executes batches, so a job
+    the old primary is fenced (recovery_lib/ha/standby). A takeover re-executes batches, so a job
     whose contract declares nondeterminism or an order-sensitive operator runs causal."""
 
     name = "standby"

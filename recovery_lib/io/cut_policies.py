@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
 from recovery_lib.io.exceptions import InvalidSourceOption
+from recovery_lib.io.hooks import load_hook
 from recovery_lib.io.offsets import Offsets
 
 
@@ -77,13 +78,17 @@ CUT_POLICIES: dict[str, type[CutPolicy]] = {FreeCut.name: FreeCut}
 
 
 def make_cut_policy(name: str, options: Mapping[str, str]) -> CutPolicy:
-    if name == "follow":  # a standby replaying its primary's batches (recovery_lib/standby)
-        from recovery_lib.standby.follow import FollowLog
-
-        return FollowLog(options)
+    """A built-in policy by name, or a mechanism's ``CutPolicy`` subclass as ``module:attr``
+    (e.g. the standby's follow policy; io does not import the mechanisms)."""
+    if ":" in name:
+        policy = load_hook(name, "cutPolicy", InvalidSourceOption)
+        if not (isinstance(policy, type) and issubclass(policy, CutPolicy)):
+            raise InvalidSourceOption(f"cutPolicy {name!r} is not a CutPolicy subclass")
+        return policy(options)
     try:
         return CUT_POLICIES[name](options)
     except KeyError:
         raise InvalidSourceOption(
-            f"unknown cutPolicy {name!r}; choose one of {sorted(CUT_POLICIES)}"
+            f"unknown cutPolicy {name!r}; choose one of {sorted(CUT_POLICIES)} or a "
+            "CutPolicy subclass as module:attr"
         ) from None

@@ -23,3 +23,7 @@ class BadRecord(IOLayerError):
 
 class SinkDeliveryError(IOLayerError):
     """The broker did not acknowledge every record of a sink task."""
+
+
+class WriterFenced(IOLayerError):
+    """A write guard refused: a newer writer took over (this one is a zombie and must stop)."""

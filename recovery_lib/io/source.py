@@ -10,8 +10,8 @@ Options (as in Spark's own Kafka connector where one exists):
   startingOffsets        earliest (default) | latest | JSON {"t": {"0": 42}}
                          (-2 earliest, -1 latest)
   maxOffsetsPerTrigger   admission limit: records per micro-batch over all partitions
-  cutPolicy              where a batch ends: free (default) | follow (a standby replaying
-                         its primary's batches: followLog, followCheckpoint; standby/follow.py)
+  cutPolicy              where a batch ends: free (default), or a mechanism's CutPolicy as
+                         module:attr (the standby's follow policy: followLog, followCheckpoint)
   valueFormat            binary (default) | string (UTF-8)
   onBadRecord            deadletter (default) | fail: what to do with a value not in valueFormat
   deadLetterTopic        where bad records go (default recovery.deadletter)
@@ -115,7 +115,7 @@ class SourceOptions:
             kafka=kafka,
             starting=parse_starting_offsets(opts.get("startingoffsets", "earliest"), topics),
             max_records=max_records,
-            cut_policy=opts.get("cutpolicy", "free").lower(),
+            cut_policy=_policy_name(opts.get("cutpolicy", "free")),
             value_format=value_format,
             on_bad_record=on_bad,
             dead_letter_topic=opts.get("deadlettertopic", DEFAULT_DEAD_LETTER_TOPIC),
@@ -329,3 +329,8 @@ def offsets_unavailable(rng: KafkaRange, reached: int, waited_s: float) -> Offse
         "restart of the memory-only embedded broker). Restore the topic or start the query "
         "with a new checkpoint"
     )
+
+
+def _policy_name(value: str) -> str:
+    """Built-in names are case-insensitive; a ``module:attr`` keeps its case."""
+    return value if ":" in value else value.lower()

@@ -16,10 +16,13 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK
+from recovery_lib.ha.standby.follow import FOLLOW_POLICY
 from recovery_lib.io.sinks.ids import DET_COLUMN
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.job.options import JobOptions
 from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
+from recovery_lib.runtime.faults import SINK_FAULT_HOOK
 
 INGEST_HEADER = "rl.ingest_ms"
 
@@ -48,7 +51,7 @@ def read_json_input(
         reader = reader.option("endingOffsets", opts.ending_offsets)
     if opts.follow_log:
         reader = (
-            reader.option("cutPolicy", "follow")
+            reader.option("cutPolicy", FOLLOW_POLICY)
             .option("followLog", opts.follow_log)
             .option("followCheckpoint", opts.checkpoint_path)
         )
@@ -184,10 +187,13 @@ def write_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQu
         .option("mode", opts.sink_mode)
         .option("checkpointLocation", opts.checkpoint_path)
         .option("epoch", str(opts.epoch))
+        .option("writeFault", SINK_FAULT_HOOK)  # experiments arm mid-write kills at run time
         .queryName(opts.query)
     )
-    if opts.epoch_store:
-        writer = writer.option("epochStore", opts.epoch_store)
+    if opts.epoch_store:  # standby jobs: a zombie primary's sink is fenced
+        writer = writer.option("writeGuard", EPOCH_GUARD_HOOK).option(
+            "epochStore", opts.epoch_store
+        )
     if opts.causal is not None and opts.causal.storage == "output":
         writer = writer.option("causalCarrier", "required")
     if opts.causal is not None:

@@ -36,7 +36,7 @@ class JobOptions:
     inputs: dict[str, str] = field(default_factory=dict)  # input name -> topic (overrides)
     params: dict[str, str] = field(default_factory=dict)  # the job's own --param name=value
     causal: CausalConfig | None = None  # set in mode "causal": nondeterminism is logged
-    # Standby jobs (recovery_lib/standby): the fencing epoch the sink writes with and the epoch
+    # Standby jobs (recovery_lib/ha/standby): the fencing epoch the sink writes with and the epoch
     # store it checks; a standby replays its primary's batches from this shipped offset-log tail.
     epoch: int = 0
     epoch_store: str | None = None

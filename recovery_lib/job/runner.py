@@ -74,7 +74,7 @@ def parse_options(
         default=1,
         help="attempts per task in local mode (Spark's maxFailures)",
     )
-    standby = parser.add_argument_group("standby jobs (recovery_lib/standby)")
+    standby = parser.add_argument_group("standby jobs (recovery_lib/ha/standby)")
     standby.add_argument("--role", default="primary", choices=["primary", "standby"])
     standby.add_argument(
         "--epoch-store", default=None, help="fencing epoch directory (shared storage)"
@@ -164,7 +164,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
     status = "failed"
     standby = None
     if args.role == "standby":
-        from recovery_lib.standby.process import StandbyConfig, StandbyJob
+        from recovery_lib.ha.standby.process import StandbyConfig, StandbyJob
 
         standby = StandbyJob(
             spark,
@@ -179,7 +179,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             build=build,
         )
     elif args.epoch_store:  # a primary under fencing: a new incarnation takes a new epoch
-        from recovery_lib.standby.fencing import EpochStore
+        from recovery_lib.ha.fencing import EpochStore
 
         opts.epoch = EpochStore(args.epoch_store).advance(f"primary {args.checkpoints}")
         opts.epoch_store = args.epoch_store

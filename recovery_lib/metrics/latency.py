@@ -14,12 +14,12 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, TopicPartition
 
+from recovery_lib.io.sinks.fences import FENCE_HEADER
 from recovery_lib.io.sinks.ids import ID_HEADER
 from recovery_lib.job.frames import INGEST_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.store import MetricsStore
-from recovery_lib.standby.fencing import FENCE_HEADER
 
 
 class LatencyCollector:

@@ -23,7 +23,7 @@ class StreamJob(BaseModel):
     placement: Literal["local", "cluster"] = "local"
     mode: Literal["native", "causal"] = "native"
     # A warm standby fed by shipped checkpoints takes over when the job's lease expires
-    # (recovery_lib/standby); the checkpoint then lives in the new primary's directory.
+    # (recovery_lib/ha/standby); the checkpoint then lives in the new primary's directory.
     standby: bool = False
     sink_mode: Literal["at_least_once", "dedup"] = "dedup"
     output_topic: str | None = None

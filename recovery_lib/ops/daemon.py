@@ -213,7 +213,7 @@ def run_daemon(name: str) -> int:
         max_restarts=job.max_restarts,
     )
     if job.standby:
-        from recovery_lib.standby.pair import StandbyPair
+        from recovery_lib.ha.standby.pair import StandbyPair
 
         sup: JobSupervisor = StandbyPair(spec, job.workdir / "supervisor", store, run_id)
     else:

@@ -152,3 +152,12 @@ def maybe_fail_task(attempt: int | None) -> None:
         return
     if (directory / TASKFAIL_ARM).exists() and _claim(directory, "taskfail.fired"):
         raise InjectedTaskFailure("injected failure on the task's first attempt (task-retry fault)")
+
+
+def sink_write_fault() -> MidWriteKill | None:
+    """Sink option ``writeFault`` hook (io.hooks.WriteFault): the mid-write kill set in the
+    environment or armed in the experiment's arm directory, if any."""
+    return MidWriteKill.from_env() or armed_midwrite()
+
+
+SINK_FAULT_HOOK = f"{__name__}:sink_write_fault"

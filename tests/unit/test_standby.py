@@ -14,11 +14,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from recovery_lib.ha.fencing import FENCE_HEADER, EpochStore, FencedError, FenceFilter
+from recovery_lib.ha.standby.follow import FollowLog
+from recovery_lib.ha.standby.pair import StandbyPair
+from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore, verify_copy
 from recovery_lib.runtime.supervisor import Supervisor
-from recovery_lib.standby.fencing import FENCE_HEADER, EpochStore, FencedError, FenceFilter
-from recovery_lib.standby.follow import FollowLog
-from recovery_lib.standby.pair import StandbyPair
-from recovery_lib.standby.shipping import Shipper, latest_complete, restore, verify_copy
 
 # -- a fake Spark checkpoint ---------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ This is the consumer side of the ``dedup`` sink mode: a re-executed batch writes
 the same ids, and the reader drops the later copies. It reads ``[low, end)`` of every
 partition as of the moment it starts, using the broker-independent tail probe. Fencing
 (standby takeover): fence records are not yielded, nor records of an older epoch written after
-a fence (see recovery_lib/standby/fencing.py).
+a fence (see recovery_lib/ha/fencing.py).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from recovery_lib.io.sinks.fences import FenceFilter
 from recovery_lib.io.sinks.ids import EPOCH_HEADER, ID_HEADER
 from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.settings import get_settings
-from recovery_lib.standby.fencing import FenceFilter
 
 
 @dataclass(frozen=True)

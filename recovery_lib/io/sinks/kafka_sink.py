@@ -9,9 +9,10 @@ delivery error fails the task; nothing is dropped silently. Modes:
                   Kafka). The embedded tansu does not, so it is refused unless
                   ``brokerSupportsTransactions=true``.
 
-Options: topic (required), mode, epoch (fencing epoch, default 0), epochStore (directory of
-the epoch store: a task refuses to write, and drops what it queued, once a newer epoch exists;
-see recovery_lib/standby/fencing.py), sinkId (id prefix when
+Options: topic (required), mode, epoch (written as header ``rl.epoch``, default 0), writeGuard
+(a hook ``module:attr``, io/hooks.py: a task refuses to write, and drops what it queued, once
+the guard says a newer writer took over; fencing epochs pass ``epochStore`` to theirs),
+writeFault (a hook ``module:attr`` for fault injection inside the write), sinkId (id prefix when
 several queries share a topic), brokerSupportsTransactions, causalCarrier (``required``: the
 job piggybacks determinants on its outputs, refuse to start without their column),
 stableOrder (``true``: sort a task's rows by key and value before numbering them, so that a
@@ -41,12 +42,11 @@ from pyspark.sql.types import (
 )
 
 from recovery_lib.io.client_cache import cached, evict
-from recovery_lib.io.exceptions import InvalidSinkOption, SinkDeliveryError
+from recovery_lib.io.exceptions import InvalidSinkOption, SinkDeliveryError, WriterFenced
+from recovery_lib.io.hooks import WriteFault, WriteGuard, load_hook
 from recovery_lib.io.sinks.ids import DET_COLUMN, DET_HEADER, EPOCH_HEADER, ID_HEADER, output_id
 from recovery_lib.io.task import task_info
-from recovery_lib.runtime.faults import MidWriteKill, armed_midwrite
 from recovery_lib.settings import get_settings
-from recovery_lib.standby.fencing import FencedError, fence_check
 
 SINK_MODES = ("at_least_once", "dedup", "transactional")
 HEADERS_SPARK_TYPE = ArrayType(
@@ -77,8 +77,10 @@ class SinkOptions:
     epoch: int = 0
     sink_id: str = ""
     carrier_required: bool = False
-    epoch_store: str = ""
     stable_order: bool = False
+    write_guard: str = ""  # hook module:attr, io.hooks.WriteGuard factory
+    write_fault: str = ""  # hook module:attr, io.hooks.WriteFault factory
+    hook_options: tuple[tuple[str, str], ...] = ()  # what the guard factory is given
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -111,9 +113,19 @@ class SinkOptions:
             epoch=epoch,
             sink_id=opts.get("sinkid", ""),
             carrier_required=opts.get("causalcarrier", "") == "required",
-            epoch_store=opts.get("epochstore", ""),
             stable_order=opts.get("stableorder", "false") == "true",
+            write_guard=opts.get("writeguard", ""),
+            write_fault=opts.get("writefault", ""),
+            hook_options=tuple(sorted(opts.items())),
         )
+
+    def guard(self) -> WriteGuard | None:
+        if not self.write_guard:
+            return None
+        return load_hook(self.write_guard, "writeGuard")(dict(self.hook_options))
+
+    def fault(self) -> WriteFault | None:
+        return load_hook(self.write_fault, "writeFault")() if self.write_fault else None
 
 
 def validate_sink_schema(schema: StructType, carrier_required: bool = False) -> None:
@@ -236,8 +248,9 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             if err is not None:
                 failures.append(str(err))
 
-        fault = MidWriteKill.from_env() or armed_midwrite()
-        self._fence_check(producer, batch_id, partition)
+        fault = self.options.fault()
+        guard = self.options.guard()
+        self._guard_check(guard, producer, batch_id, partition)
         epoch = str(self.options.epoch).encode()
         prefix = self.options.sink_id
         topic = self.options.topic
@@ -274,8 +287,8 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                     producer.flush(get_settings().sink_flush_timeout_s)
                     fault.fire()
             producer.poll(0)
-            self._fence_check(producer, batch_id, partition)
-        self._fence_check(producer, batch_id, partition)
+            self._guard_check(guard, producer, batch_id, partition)
+        self._guard_check(guard, producer, batch_id, partition)
         remaining = producer.flush(get_settings().sink_flush_timeout_s)
         if remaining or failures:
             raise SinkDeliveryError(
@@ -287,17 +300,16 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             )
         return seq
 
-    def _fence_check(self, producer: Any, batch_id: int, partition: int) -> None:
-        """Stop a zombie: a newer epoch exists -> drop what is still queued and fail."""
-        if not self.options.epoch_store:
+    @staticmethod
+    def _guard_check(
+        guard: WriteGuard | None, producer: Any, batch_id: int, partition: int
+    ) -> None:
+        """Stop a zombie: the guard refuses -> drop what is still queued and fail."""
+        if guard is None:
             return
         try:
-            fence_check(
-                self.options.epoch_store,
-                self.options.epoch,
-                f"sink write (batch {batch_id}, partition {partition})",
-            )
-        except FencedError:
+            guard.check(f"sink write (batch {batch_id}, partition {partition})")
+        except WriterFenced:
             producer.purge(in_queue=True, in_flight=False)
             raise
 

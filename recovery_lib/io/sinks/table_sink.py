@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 
-from recovery_lib.runtime.faults import MidWriteKill
+from recovery_lib.io.hooks import WriteFault
 
 BATCH_COL, PARTITION_COL, SEQ_COL = "_batch_id", "_partition", "_seq"
 
@@ -34,13 +35,15 @@ def with_lineage(df, batch_id: int):  # noqa: ANN001, ANN201 - pyspark DataFrame
 
 
 class TableSink(ABC):
-    """Callable for ``writeStream.foreachBatch``."""
+    """Callable for ``writeStream.foreachBatch``. ``fault``: a hook (io.hooks.WriteFault
+    factory) asked after the rows are written and before Spark commits the batch."""
+
+    fault: Callable[[], WriteFault | None] | None = None
 
     def __call__(self, df, batch_id: int) -> None:  # noqa: ANN001
         table = with_lineage(df, batch_id).toArrow()
         self.write_batch(table, batch_id)
-        # Test hook: die after the rows are written but before Spark commits the batch.
-        fault = MidWriteKill.from_env()
+        fault = self.fault() if self.fault is not None else None
         if fault is not None and fault.should_fire(batch_id, table.num_rows):
             fault.fire()
 

@@ -20,13 +20,18 @@ import os
 import socket
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FENCE_HEADER = "rl.fence"
+from recovery_lib.io.exceptions import WriterFenced
+from recovery_lib.io.sinks.fences import FENCE_HEADER, FenceFilter
+
+# Readers' side of fencing, defined by io (fence records, the filter); re-exported here.
+__all__ = ["FENCE_HEADER", "EpochStore", "FenceFilter", "FencedError", "epoch_guard"]
 
 
-class FencedError(RuntimeError):
+class FencedError(WriterFenced):
     """A newer epoch exists: this writer is a zombie and must stop."""
 
 
@@ -84,26 +89,25 @@ def fence_check(store_dir: str | None, mine: int, what: str) -> None:
         EpochStore(store_dir).check(mine, what)
 
 
-class FenceFilter:
-    """Reader side: drop records written in an older epoch after a fence record."""
+@dataclass(frozen=True)
+class EpochGuard:
+    """The sink's write guard (io.hooks.WriteGuard) under fencing epochs."""
 
-    def __init__(self) -> None:
-        self.fences: dict[tuple[str, int], int] = {}
-        self.dropped = 0
+    store_dir: str
+    epoch: int
 
-    def accept(
-        self, topic: str, partition: int, epoch: int | None, headers: Mapping[str, bytes]
-    ) -> bool:
-        """False for fence records themselves and for fenced records."""
-        fence = headers.get(FENCE_HEADER)
-        key = (topic, partition)
-        if fence is not None:
-            self.fences[key] = max(self.fences.get(key, 0), int(fence))
-            return False
-        if epoch is not None and epoch < self.fences.get(key, 0):
-            self.dropped += 1
-            return False
-        return True
+    def check(self, what: str) -> None:
+        EpochStore(self.store_dir).check(self.epoch, what)
+
+
+def epoch_guard(options: Mapping[str, str]) -> EpochGuard | None:
+    """Sink option ``writeGuard`` hook: fencing by ``epochStore`` (a directory) and ``epoch``."""
+    opts = {k.lower(): v for k, v in options.items()}
+    store = opts.get("epochstore")
+    return EpochGuard(store, int(opts.get("epoch", "0"))) if store else None
+
+
+EPOCH_GUARD_HOOK = f"{__name__}:epoch_guard"
 
 
 def write_fences(topics: Iterable[str], epoch: int, config: Mapping[str, str] | None = None) -> int:

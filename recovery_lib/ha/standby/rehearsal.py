@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recovery_lib.standby.shipping import latest_complete, restore
+from recovery_lib.ha.standby.shipping import latest_complete, restore
 
 REHEARSAL_QUERY_PREFIX = "rehearsal_"
 

@@ -32,11 +32,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.ha.fencing import EpochStore, write_fences
+from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
 from recovery_lib.metrics.store import now_ms
 from recovery_lib.runtime.heartbeat import HeartbeatWriter, read_heartbeat
 from recovery_lib.settings import get_settings
-from recovery_lib.standby.fencing import EpochStore, write_fences
-from recovery_lib.standby.shipping import Shipper, latest_complete, restore
 
 
 @dataclasses.dataclass
@@ -138,7 +138,7 @@ class StandbyJob:
 
     def _rehearse_when_shipped(self) -> None:
         """Once a copy exists, run the query once on a scratch copy (rehearsal.py)."""
-        from recovery_lib.standby.rehearsal import rehearse
+        from recovery_lib.ha.standby.rehearsal import rehearse
 
         while not self._stop.is_set() and latest_complete(self.dir, verify=False) is None:
             self._stop.wait(0.5)

@@ -75,3 +75,6 @@ class FollowLog(CutPolicy):
                 }
             self.done = True  # past the primary's last batch: from here on, a normal source
         return self.free.cut(start, available, max_rows)
+
+
+FOLLOW_POLICY = f"{__name__}:FollowLog"  # the source's cutPolicy option names it so

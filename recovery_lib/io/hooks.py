@@ -1,0 +1,47 @@
+"""Narrow hooks through which the mechanisms built on io reach its source and sinks; io imports
+none of them.
+
+A hook is named in a source or sink option as ``module:attr`` and imported where it runs (a
+Python worker for sinks, the source's runner process for cut policies), so mechanisms plug in
+without io knowing them:
+
+* ``cutPolicy`` (source): a ``CutPolicy`` subclass, e.g. the standby's follow policy;
+* ``writeGuard`` (sink): ``factory(options) -> WriteGuard | None``, e.g. fencing epochs;
+* ``writeFault`` (sink): ``factory() -> WriteFault | None``, e.g. the armed mid-write kill.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+from recovery_lib.io.exceptions import InvalidSinkOption, IOLayerError
+
+
+class WriteGuard(Protocol):
+    """Asked by a sink task before it writes and after every Arrow batch it handed to the
+    broker. ``check`` raises ``WriterFenced`` (io.exceptions) when this writer may no longer
+    write; the sink then drops what it still queued and fails the task."""
+
+    def check(self, what: str) -> None: ...
+
+
+class WriteFault(Protocol):
+    """Asked by a sink task after each record it handed to the broker (``rows_written`` counts
+    from 1 within the task). When ``should_fire`` says so, the sink flushes what it wrote and
+    calls ``fire``, which does not return (it kills the job)."""
+
+    def should_fire(self, batch_id: int | None, rows_written: int) -> bool: ...
+
+    def fire(self) -> None: ...
+
+
+def load_hook(ref: str, option: str, error: type[IOLayerError] = InvalidSinkOption) -> Any:
+    """The object named ``module:attr`` by option ``option`` (``error`` says what is wrong)."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise error(f"{option} must name a hook as module:attr, got {ref!r}")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise error(f"{option}={ref!r} cannot be loaded: {exc}") from exc
