@@ -1,4 +1,5 @@
 """Draws docs/architecture.png (run: .venv/bin/python docs/architecture_diagram.py)."""
+# ruff: noqa: E501 - the box table reads best one box per line
 
 from pathlib import Path
 
