@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install demo ops ops-down test browser dashboard lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign lock clean
+.PHONY: install demo ops ops-down test test-all browser dashboard lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -36,8 +36,14 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# CI's tier (under 30 min here): unit, property and Spark tests, and one real-kill end-to-end
+# test per mechanism. test-all adds campaigns, cluster runs, repeated kills and duplicated
+# coverage (marker `long`): run it before resolving an issue that touches a mechanism.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not long" --durations=15
+
+test-all: $(STAMP) browser
+	$(BIN)/python -m pytest -q --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check recovery_lib jobs tests dags dashboard

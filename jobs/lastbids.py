@@ -111,7 +111,7 @@ class ListsSomeRunProduces:
                     violations[Flaw.INCONSISTENT] += 1
                     examples.append(f"bidder {bidder}: {auctions} does not continue {before}")
             previous[bidder] = (max(bids, before_n), auctions)
-        if inputs is None:
+        if inputs is None or not inputs.has("bids"):  # the order rules need the input's positions
             return InvariantResult(self.name, checked=False, violations=+violations)
         positions: dict[tuple[Any, str], list[tuple[int, int]]] = defaultdict(list)
         for record, bid in inputs.decoded("bids"):

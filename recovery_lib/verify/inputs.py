@@ -30,6 +30,10 @@ class InputView:
     reader: Callable[[str], list[InputRecord]] | None = None
     _cache: dict[str, list[InputRecord]] = field(default_factory=dict, repr=False)
 
+    def has(self, name: str) -> bool:
+        """The run's input ``name`` can be read (its topic is known)."""
+        return name in self.topics
+
     def records(self, name: str) -> list[InputRecord]:
         """Every record of input ``name`` (partition by partition, in offset order)."""
         if name not in self.topics:

@@ -1,0 +1,237 @@
+"""``recovery bench io|nexmark|recovery|standby|campaign|causal``: benchmarks that write a JSON
+report and a PNG chart (bench/)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from recovery_lib.cli.output import abort, console
+from recovery_lib.kafka.exceptions import KafkaLayerError
+
+bench_app = typer.Typer(help="Benchmarks that write JSON + PNG reports.", no_args_is_help=True)
+
+
+@bench_app.command("io")
+def bench_io(
+    events: int = typer.Option(300_000, help="Events per measured path."),
+    out: str = typer.Option("reports/bench_io", help="Report prefix (.json and .png)."),
+) -> None:
+    """Throughput of source -> noop / stateful count / Kafka sink, broker ceiling, latency."""
+    from recovery_lib.bench.io_bench import run_io_bench
+
+    run_io_bench(events=events, out_prefix=out, console=console)
+
+
+@bench_app.command("nexmark")
+def bench_nexmark(
+    query: list[str] = typer.Option(["q1"], help="Query (repeatable): q1 q2 q3 q5 q7 q8 q12."),
+    rate: float = typer.Option(None, help="Fixed input rate; default 80% of the MST found."),
+    duration: float = typer.Option(60, help="Seconds of the measured run."),
+    mst: bool = typer.Option(True, help="Search the maximum sustainable throughput first."),
+    start_rate: float = typer.Option(None, help="First MST rate (default 4k; 12k for joins)."),
+    step: float = typer.Option(1.5, help="Rate multiplier between MST steps."),
+    mst_duration: float = typer.Option(30, help="Seconds per MST step."),
+    skew: float = typer.Option(0.5),
+    overhead: bool = typer.Option(True, help="Measure the metrics-collection overhead first."),
+    out: str = typer.Option("reports/bench_nexmark", help="Report prefix (.json and .png)."),
+) -> None:
+    """Throughput and p50/p99 latency per second, and the MST search."""
+    from recovery_lib.bench.nexmark_bench import run_nexmark_bench
+
+    try:
+        run_nexmark_bench(
+            [q.lower() for q in query],
+            rate,
+            duration,
+            mst,
+            out,
+            console,
+            start_rate=start_rate,
+            step=step,
+            mst_duration_s=mst_duration,
+            skew=skew,
+            overhead=overhead,
+        )
+    except ValueError as exc:
+        abort(exc)
+
+
+@bench_app.command("recovery")
+def bench_recovery(
+    query: list[str] = typer.Option(["q3", "q8"], help="Query (repeatable)."),
+    placement: list[str] = typer.Option(["local", "cluster"], help="local | cluster"),
+    duration: float = typer.Option(150, help="Seconds of input per run."),
+    fail_at: float = typer.Option(20, help="Driver SIGKILL this many seconds into the run."),
+    nexmark_report: str = typer.Option(
+        None, help="Take the local MST from this NexMark report instead of searching it."
+    ),
+    rate: float = typer.Option(None, help="Fixed input rate instead of 80% of a searched MST."),
+    rates: str = typer.Option(None, help="Fixed rate per query, e.g. q3=48600,q8=32400."),
+    append: bool = typer.Option(False, help="Add the results to an existing report."),
+    mst_start: float = typer.Option(12_000, help="MST search: first rate (ev/s)."),
+    mst_step: float = typer.Option(2.0, help="MST search: factor between tried rates."),
+    mst_duration: float = typer.Option(20, help="MST search: seconds per tried rate."),
+    out: str = typer.Option("reports/bench_recovery", help="Report prefix (.json and .png)."),
+) -> None:
+    """Native restart and recovery times at 80% of MST, local and on a standalone cluster."""
+    from recovery_lib.bench.recovery_bench import run_recovery_bench
+
+    try:
+        run_recovery_bench(
+            [q.lower() for q in query],
+            placement,
+            out,
+            console,
+            Path(nexmark_report) if nexmark_report else None,
+            duration_s=duration,
+            fail_at_s=fail_at,
+            rate=rate,
+            rates={
+                k.strip().lower(): float(v)
+                for k, v in (item.split("=", 1) for item in rates.split(","))
+            }
+            if rates
+            else None,
+            append=append,
+            mst_start_rate=mst_start,
+            mst_step=mst_step,
+            mst_duration_s=mst_duration,
+        )
+    except (ValueError, KafkaLayerError) as exc:
+        abort(exc)
+
+
+def _rate_map(text: str, needed: list[str]) -> dict[str, float]:
+    try:
+        rates = {k.strip().lower(): float(v) for k, v in (i.split("=", 1) for i in text.split(","))}
+    except ValueError:
+        raise ValueError(f"rates must look like q3=48600,q8=32400, got {text!r}") from None
+    missing = sorted(set(needed) - set(rates))
+    if missing:
+        raise ValueError(f"no rate given for {missing} in {text!r}")
+    return rates
+
+
+@bench_app.command("standby")
+def bench_standby(
+    part: list[str] = typer.Option(
+        ["compare", "sizes", "takeovers"], help="compare | sizes | takeovers (repeatable)."
+    ),
+    query: list[str] = typer.Option(["q3", "q8"], help="compare: queries (repeatable)."),
+    rates: str = typer.Option(
+        "q3=48600,q8=32400,prices=2000",
+        help="Input rate per query (ev/s); the defaults are 80 % of the local MSTs of "
+        "docs/benchmarks/bench_recovery.json.",
+    ),
+    duration: float = typer.Option(150, help="compare: seconds of input per run."),
+    fail_at: float = typer.Option(20, help="compare/sizes: driver SIGKILL this far in."),
+    mst_search: bool = typer.Option(
+        False, help="compare: search the MSTs first (this state store) and run at 80 %."
+    ),
+    mst_start: float = typer.Option(8_000, help="MST search: first rate (ev/s), x1.5 steps."),
+    state_store: str = typer.Option(
+        "rocksdb", help="State store of every run, native and standby alike: rocksdb | hdfs."
+    ),
+    size_query: str = typer.Option("q3", help="sizes: the query."),
+    size_rate: float = typer.Option(5000, help="sizes: input rate."),
+    warmups: str = typer.Option(
+        "2,30,90", help="sizes: seconds of input processed before the timed phase."
+    ),
+    takeover_query: list[str] = typer.Option(
+        ["q3", "q8", "prices"], help="takeovers: queries (repeatable)."
+    ),
+    takeover_rates: str = typer.Option(
+        "q3=5000,q8=5000,prices=1000", help="takeovers: input rate per query."
+    ),
+    repeat: int = typer.Option(4, help="takeovers: failures per query."),
+    every: float = typer.Option(60, help="takeovers: seconds between failures."),
+    append: bool = typer.Option(False, help="Add to an existing report."),
+    out: str = typer.Option("reports/bench_standby", help="Report prefix (.json and .png)."),
+) -> None:
+    """Standby takeover vs native restart (same run), takeover time vs state size, shipped
+    bytes vs changed state, and repeated takeovers judged by the oracle."""
+    from recovery_lib.bench.standby_bench import PARTS, StandbyBench
+
+    unknown = sorted(set(part) - set(PARTS))
+    if unknown:
+        abort(ValueError(f"unknown part(s) {unknown}; choose from {list(PARTS)}"))
+        return
+    try:
+        rate_map = _rate_map(rates, [q.lower() for q in query] if "compare" in part else [])
+        takeover_map = _rate_map(
+            takeover_rates,
+            [q.lower() for q in takeover_query] if "takeovers" in part else [],
+        )
+    except ValueError as exc:
+        abort(exc)
+        return
+    from recovery_lib.settings import STATE_STORES, reload_settings
+
+    if state_store not in STATE_STORES:
+        abort(ValueError(f"--state-store must be one of {sorted(STATE_STORES)}"))
+        return
+    os.environ["RECOVERY_STATE_STORE"] = state_store  # the job processes inherit it
+    reload_settings()
+    bench = StandbyBench(out, console, append=append)
+    bench.report["state_store"] = state_store
+    try:
+        if "compare" in part:
+            if mst_search:
+                rate_map.update(bench.search_rates([q.lower() for q in query], mst_start))
+            bench.compare([q.lower() for q in query], rate_map, duration, fail_at)
+        if "sizes" in part:
+            sizes = [float(w) for w in warmups.split(",")]
+            bench.sizes(size_query.lower(), size_rate, sizes, 60.0, fail_at)
+        if "takeovers" in part:
+            bench.takeovers([q.lower() for q in takeover_query], takeover_map, repeat, every)
+    except (ValueError, KafkaLayerError) as exc:
+        abort(exc)
+    console.print(f"report: {out}.json, chart: {out}.png")
+
+
+@bench_app.command("campaign")
+def bench_campaign(
+    mode: list[str] = typer.Option(["causal", "native"], help="causal | native (repeatable)."),
+    out: str = typer.Option("reports/causal_campaign", help="Report prefix (.json and .png)."),
+    case: list[str] = typer.Option(
+        [], help="Run only these cases (e.g. lastbids-cluster; repeatable); default all."
+    ),
+    merge: bool = typer.Option(
+        False, help="Keep the other cases' results from an existing report with this prefix."
+    ),
+) -> None:
+    """20 injected failures of every kind per mode on the nondeterministic pipelines, judged by
+    the oracle: causal logging against native Spark."""
+    from recovery_lib.bench.causal_campaign import run_campaign, select_cases
+
+    try:
+        run_campaign(out, console, cases=select_cases(case), modes=tuple(mode), merge=merge)
+    except (ValueError, KafkaLayerError) as exc:
+        abort(exc)
+
+
+@bench_app.command("causal")
+def bench_causal(
+    pipeline: list[str] = typer.Option(["q12", "prices"], help="q12 | prices (repeatable)."),
+    events: int = typer.Option(200_000, help="Backlog size for the capacity runs."),
+    rounds: int = typer.Option(3, help="Capacity runs per variant (alternating off/on)."),
+    duration: float = typer.Option(30, help="Seconds of each paced latency run."),
+    out: str = typer.Option("reports/bench_causal", help="Report prefix (.json and .png)."),
+) -> None:
+    """Causal logging off vs on: capacity ratio and p50/p99 latency, in one run."""
+    from recovery_lib.bench.causal_bench import run_causal_bench
+
+    try:
+        run_causal_bench(
+            out,
+            console,
+            pipelines=[p.lower() for p in pipeline],
+            events=events,
+            rounds=rounds,
+            latency_duration_s=duration,
+        )
+    except (ValueError, KafkaLayerError) as exc:
+        abort(exc)

@@ -1,0 +1,177 @@
+"""``recovery experiment run``: a reference run and a faulty run on the same input, judged by the
+oracle (experiment/runner.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import typer
+
+from recovery_lib.cli.output import EXIT_INCONCLUSIVE, abort, console
+from recovery_lib.kafka import broker as broker_mod
+from recovery_lib.kafka.exceptions import KafkaLayerError
+
+experiment_app = typer.Typer(help="Recovery experiments with real failures.", no_args_is_help=True)
+
+
+def _pairs(items: list[str], option: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise ValueError(f"{option} takes name=value, got {item!r}")
+        out[name] = value
+    return out
+
+
+def _offsets(text: str | None, option: str) -> dict[str, dict[int, int]] | None:
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+        return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in raw.items()}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f'{option} takes JSON {{"topic": {{"0": 42}}}}, got {text!r}') from exc
+
+
+@experiment_app.command("run")
+def experiment_run(
+    job: str = typer.Option(
+        None,
+        help="The job: module:attr of a JobSpec (its directory on PYTHONPATH), or a job of "
+        "this repository's jobs/ by name (q1 ... q12, prices, lastbids).",
+    ),
+    query: str = typer.Option("q3", help="Same as --job (a name of jobs/)."),
+    replay: list[str] = typer.Option(
+        None,
+        help="input=topic: replay records of an existing topic as the job's input instead of "
+        "generated NexMark events (repeat per input).",
+    ),
+    replay_from: str = typer.Option(
+        None, help='Offsets to replay from, JSON {"topic": {"0": 42}} (default: the start).'
+    ),
+    replay_to: str = typer.Option(
+        None, help="Offsets to replay up to (exclusive), JSON (default: the end)."
+    ),
+    param: list[str] = typer.Option(None, help="name=value for the job (repeat)."),
+    mode: str = typer.Option(
+        "native", help="Recovery mode: native | causal | standby (later: active)."
+    ),
+    fail: str = typer.Option(
+        "driver-kill",
+        help="driver-kill | mid-write | executor-kill | task-retry | pause | none; several, "
+        "comma-separated, take turns when --repeat > 1",
+    ),
+    fail_at: float = typer.Option(20.0, help="Seconds into the faulty run."),
+    repeat: int = typer.Option(1, help="Number of failures in the faulty run."),
+    every: float = typer.Option(20.0, help="Seconds between repeated failures."),
+    jitter: float = typer.Option(0.0, help="Each failure up to this many seconds later."),
+    rate: float = typer.Option(2000.0, help="Input events per second."),
+    duration: float = typer.Option(60.0, help="Seconds of input."),
+    seed: int = typer.Option(42),
+    sink: str = typer.Option("dedup", help="at-least-once | dedup"),
+    cluster: bool = typer.Option(
+        False, help="Run against a standalone cluster (started if needed)."
+    ),
+    executor_cores: int = typer.Option(
+        None, help="Cluster: cores per executor (1 = one executor per worker core)."
+    ),
+    keep_input: bool = typer.Option(
+        False, help="Keep the generated input topics (deleted by default; outputs are kept)."
+    ),
+    report: str = typer.Option(
+        "reports/experiment.json", help="JSON report; the PNG goes beside it."
+    ),
+) -> None:
+    """A reference run and a faulty run on the same input, judged by the oracle."""
+    from rich.live import Live
+    from rich.text import Text
+
+    from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+
+    try:
+        replay_map = _pairs(replay or [], "--replay")
+        params = _pairs(param or [], "--param")
+        replay_start = _offsets(replay_from, "--replay-from")
+        replay_end = _offsets(replay_to, "--replay-to")
+    except ValueError as exc:
+        abort(exc)
+        return
+    cfg = ExperimentConfig(
+        query=job or query.lower(),
+        replay=replay_map or None,
+        replay_start=replay_start,
+        replay_end=replay_end,
+        params=params or None,
+        mode=mode,
+        fail=None if fail == "none" else fail,
+        fail_at_s=fail_at,
+        repeat=repeat,
+        every_s=every,
+        jitter_s=jitter,
+        rate=rate,
+        duration_s=duration,
+        seed=seed,
+        sink=sink,
+        cluster=cluster,
+        executor_cores=executor_cores,
+        keep_input=keep_input,
+    )
+    started = time.monotonic()
+    try:
+        with (
+            broker_mod.broker_for_run(console.print),
+            Live(Text("starting ..."), console=console, refresh_per_second=4) as live,
+        ):
+
+            def show(message: str) -> None:
+                live.update(Text(f"[{time.monotonic() - started:6.1f} s] {message}"))
+                if message.startswith("verdict") or "never fired" in message:
+                    console.print(message)  # stays on screen
+
+            result = Experiment(cfg, console, progress=show).run()
+    except (ValueError, KafkaLayerError) as exc:
+        abort(exc)
+        return
+    path = write_report(result, report)
+    c = result["consistency"]
+    console.print_json(
+        json.dumps(
+            {
+                k: result[k]
+                for k in (
+                    "query",
+                    "mode",
+                    "failures",
+                    "throughput_eps",
+                    "latency_ms",
+                    "restart_time_s",
+                    "recovery_time_s",
+                    "output_gap_s",
+                )
+            }
+            | {
+                "consistency": {
+                    k: c[k]
+                    for k in (
+                        "outputs",
+                        "reference_outputs",
+                        "lost",
+                        "duplicated",
+                        "divergent",
+                        "extra",
+                        "guarantee",
+                        "verdict",
+                        "inconclusive_because",
+                    )
+                }
+            },
+            default=str,
+        )
+    )
+    console.print(f"report: {path}, timeline: {path.with_suffix('.png')}")
+    if c["verdict"] == "inconclusive":
+        raise typer.Exit(code=EXIT_INCONCLUSIVE)
+    if c["verdict"] != "consistent":
+        raise typer.Exit(code=2)

@@ -1,0 +1,98 @@
+"""``recovery verify`` (the oracle on a run's sink topic) and ``recovery expectations`` (the
+metrics tables' Great Expectations suites): verify/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from recovery_lib.cli.output import EXIT_INCONCLUSIVE, abort, console
+from recovery_lib.kafka.exceptions import KafkaLayerError
+
+
+def verify(
+    topic: str = typer.Argument(..., help="The run's sink topic."),
+    reference_topic: str = typer.Option(None, help="The failure-free reference run's sink topic."),
+    query: str = typer.Option(
+        "q3",
+        "--job",
+        "--query",
+        help="The job (module:attr or a name of jobs/) whose contract judges.",
+    ),
+    dedup: bool = typer.Option(True, help="Consumers read through the dedup reader."),
+    events: int = typer.Option(
+        None, help="Events generated: also check the query's reference results (DuckDB)."
+    ),
+    seed: int = typer.Option(42, help="Generator seed of the input (with --events)."),
+    rate: float = typer.Option(10_000.0, help="Generator event-time rate (with --events)."),
+    skew: float = typer.Option(0.5, help="Generator hot ratio (with --events)."),
+    metrics: str = typer.Option(None, help="Metrics store to write the report to."),
+    expectations: bool = typer.Option(
+        False, help="Also run the query's Great Expectations suite on the output."
+    ),
+) -> None:
+    """The oracle: lost, extra, duplicated and divergent outputs and the guarantee class; exits
+    1 when inconsistent (or when --expectations finds a failed expectation), 4 when
+    inconclusive."""
+    from recovery_lib.io.sinks.dedup_reader import read_topic
+    from recovery_lib.job.spec import resolve_job
+    from recovery_lib.nexmark.config import GeneratorConfig
+    from recovery_lib.verify.inputs import InputView
+    from recovery_lib.verify.oracle import judge
+
+    if reference_topic is None and events is None:
+        abort(ValueError("give --reference-topic, --events, or both: nothing to compare against"))
+        return
+    try:
+        spec = resolve_job(query)
+        generator = GeneratorConfig(seed=seed, event_time_rate=rate, hot_ratio=skew)
+        run = list(read_topic(topic))
+        ref = list(read_topic(reference_topic)) if reference_topic else None
+    except (KafkaLayerError, ValueError) as exc:
+        abort(exc)
+        return
+    inputs = InputView({}, generator=generator, events=events) if events else None
+    report = judge(spec.name, spec.contract, run, ref, dedup, inputs).to_dict()
+    gx_result = None
+    if expectations:
+        from recovery_lib.verify.expectations import validate_output
+
+        gx_result = validate_output(spec.name, run, dedup, topic)
+        report["expectations"] = gx_result.to_dict()
+    if metrics:
+        from recovery_lib.metrics.store import MetricsStore
+        from recovery_lib.verify.expectations import record
+
+        store = MetricsStore(metrics)
+        store.add_consistency(f"verify:{topic}", reference_topic, report)
+        if gx_result is not None:
+            record(store, f"verify:{topic}", gx_result)
+        store.close()
+    console.print_json(json.dumps(report, default=str))
+    if report["verdict"] == "inconclusive":
+        raise typer.Exit(code=EXIT_INCONCLUSIVE)
+    if report["verdict"] != "consistent" or (gx_result is not None and not gx_result.success):
+        raise typer.Exit(code=1)
+
+
+def expectations_cmd(
+    metrics: str = typer.Option(None, help="Metrics store (default: the project's)."),
+) -> None:
+    """Run the metrics-table Great Expectations suites; exit 1 on a failed expectation."""
+    from recovery_lib.metrics.store import MetricsStore
+    from recovery_lib.settings import get_settings
+    from recovery_lib.verify.expectations import record, validate_metrics
+
+    path = Path(metrics) if metrics else get_settings().home / "metrics.duckdb"
+    if not path.exists():
+        abort(ValueError(f"no metrics store at {path}"))
+        return
+    results = validate_metrics(path)
+    with MetricsStore(path) as store:
+        for result in results:
+            record(store, None, result)
+    console.print_json(json.dumps([r.to_dict() for r in results], default=str))
+    if any(not r.success for r in results):
+        raise typer.Exit(code=1)
