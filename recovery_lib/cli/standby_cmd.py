@@ -24,8 +24,8 @@ def standby_ship(
 ) -> None:
     """One state-shipping round: a new checksummed copy if the primary committed since the
     last one (what the state_shipping DAG runs)."""
-    from recovery_lib.ops.shipping import NoStandby, ship_job
     from recovery_lib.ha.standby.shipping import Shipper
+    from recovery_lib.ops.shipping import NoStandby, ship_job
 
     if name:
         try:
@@ -56,8 +56,8 @@ def standby_status(
     to: str = typer.Option(None, help="... and the standby directory."),
 ) -> None:
     """The standby's copies (verified), the newest usable one and the lag behind the primary."""
-    from recovery_lib.ops.shipping import NoStandby, shipper_for
     from recovery_lib.ha.standby.shipping import Shipper, latest_complete
+    from recovery_lib.ops.shipping import NoStandby, shipper_for
 
     try:
         shipper = shipper_for(name) if name else Shipper(checkpoint, to)
