@@ -22,6 +22,11 @@ def verify(
         help="The job (module:attr or a name of jobs/) whose contract judges.",
     ),
     dedup: bool = typer.Option(True, help="Consumers read through the dedup reader."),
+    input_topic: list[str] = typer.Option(
+        None,
+        "--input",
+        help="input=topic: the run's input, for the contract's invariants that read it (repeat).",
+    ),
     events: int = typer.Option(
         None, help="Events generated: also check the query's reference results (DuckDB)."
     ),
@@ -42,8 +47,8 @@ def verify(
     from recovery_lib.verify.inputs import InputView
     from recovery_lib.verify.oracle import judge
 
-    if reference_topic is None and events is None:
-        abort(ValueError("give --reference-topic, --events, or both: nothing to compare against"))
+    if reference_topic is None and events is None and not input_topic:
+        abort(ValueError("give --reference-topic, --events or --input: nothing to compare against"))
         return
     try:
         spec = resolve_job(query)
@@ -53,7 +58,12 @@ def verify(
     except (KafkaLayerError, ValueError) as exc:
         abort(exc)
         return
-    inputs = InputView({}, generator=generator, events=events) if events else None
+    topics = dict(item.partition("=")[::2] for item in input_topic or [])
+    inputs = (
+        InputView(topics, generator=generator if events else None, events=events)
+        if events or topics
+        else None
+    )
     report = judge(spec.name, spec.contract, run, ref, dedup, inputs).to_dict()
     gx_result = None
     if expectations:
