@@ -13,6 +13,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from recovery_lib.io.client_cache import cached
+from recovery_lib.io.exceptions import SinkDeliveryError
 from recovery_lib.io.source import bad_record_error, offsets_unavailable
 from recovery_lib.settings import get_settings
 
@@ -183,4 +184,8 @@ def _bad_record(
             ("rl.source", position.encode()),
         ],
     )
-    producer.flush(get_settings().sink_flush_timeout_s)
+    if producer.flush(get_settings().sink_flush_timeout_s):  # the task fails; Spark retries it
+        raise SinkDeliveryError(
+            f"the dead letter of {position} was not acknowledged by the broker "
+            f"({options.dead_letter_topic}); is the broker up?"
+        )

@@ -242,8 +242,13 @@ class Supervisor:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, sig)
         if sig == signal.SIGKILL:
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            try:
                 self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(
+                    f"job process {self.proc.pid} survived SIGKILL for 30 s (uninterruptible "
+                    "sleep?); it is still running"
+                ) from None
 
     def pause(self, seconds: float) -> None:
         """SIGSTOP the job's process group for ``seconds``, then SIGCONT."""

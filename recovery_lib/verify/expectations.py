@@ -93,7 +93,7 @@ def validate_frame(frame: pd.DataFrame, suite_name: str, target: str, dedup: boo
 
         context.variables.progress_bars = ProgressBarsConfig(globally=False)
     except (ImportError, AttributeError, TypeError):
-        pass
+        pass  # a GX version without this setting: progress bars only add noise to job logs
     name = f"ds_{uuid.uuid4().hex[:8]}"
     batch_def = (
         context.data_sources.add_pandas(name)
