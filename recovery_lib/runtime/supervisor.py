@@ -272,7 +272,11 @@ class Supervisor:
             try:
                 self.proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                self.kill_group(signal.SIGKILL)
+                try:
+                    self.kill_group(signal.SIGKILL)
+                except RuntimeError as exc:  # said, not raised: callers stop in `finally`
+                    print(f"supervisor: {exc}", file=sys.stderr)
+                    self.event("stop_failed", {"error": str(exc)})
         if self.proc is not None:
             self.event("stop", {"exit": self.proc.returncode})
         if self._log is not None:
