@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
+from recovery_lib.verify.oracle import consumer_view
 
 GENERIC_OUTPUT_SUITE = "job_output"  # for jobs without a suite of their own
 METRICS_SUITES = {
@@ -122,22 +123,8 @@ def validate_frame(frame: pd.DataFrame, suite_name: str, target: str, dedup: boo
 
 
 def output_frame(records: Iterable[SinkRecord], dedup: bool) -> pd.DataFrame:
-    """The consumer's view of a sink topic: value JSON fields and ``_id``."""
-    seen: set[str] = set()
-    rows = []
-    for record in records:
-        if dedup and record.id is not None:
-            if record.id in seen:
-                continue
-            seen.add(record.id)
-        try:
-            row = json.loads(record.value) if record.value is not None else {}
-        except ValueError:
-            row = {}
-        row = row if isinstance(row, dict) else {"value": row}
-        row["_id"] = record.id
-        rows.append(row)
-    return pd.DataFrame(rows)
+    """The consumer's view of a sink topic (the oracle's): value JSON fields and ``_id``."""
+    return pd.DataFrame([{**o.value, "_id": o.id} for o in consumer_view(records, dedup)])
 
 
 def output_suite(job: str) -> str:
