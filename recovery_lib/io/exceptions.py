@@ -1,5 +1,9 @@
 """Errors of the source and sinks; each message names the fix."""
 
+from __future__ import annotations
+
+from typing import Any
+
 
 class IOLayerError(RuntimeError):
     pass
@@ -27,3 +31,21 @@ class SinkDeliveryError(IOLayerError):
 
 class WriterFenced(IOLayerError):
     """A write guard refused: a newer writer took over (this one is a zombie and must stop)."""
+
+
+def bad_record_error(topic: str, partition: int, offset: int, reason: str) -> BadRecord:
+    return BadRecord(
+        f"record {topic}/{partition}@{offset} is not valid for valueFormat: {reason}; "
+        "read it with valueFormat=binary, or set onBadRecord=deadletter to route such records "
+        "to the dead-letter topic and keep going"
+    )
+
+
+def offsets_unavailable(rng: Any, reached: int, waited_s: float) -> OffsetsUnavailable:
+    """``rng``: the planned range (topic, partition, end)."""
+    return OffsetsUnavailable(
+        f"{rng.topic}/{rng.partition}: offsets [{reached}, {rng.end}) of a planned batch were not "
+        f"returned within {waited_s:.0f} s; the broker lost or deleted them (retention, or a "
+        "restart of the memory-only embedded broker). Restore the topic or start the query "
+        "with a new checkpoint"
+    )

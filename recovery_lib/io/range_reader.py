@@ -13,8 +13,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from recovery_lib.io.client_cache import cached
-from recovery_lib.io.exceptions import SinkDeliveryError
-from recovery_lib.io.source import bad_record_error, offsets_unavailable
+from recovery_lib.io.exceptions import SinkDeliveryError, bad_record_error, offsets_unavailable
 from recovery_lib.settings import get_settings
 
 if TYPE_CHECKING:

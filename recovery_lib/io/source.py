@@ -40,7 +40,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from recovery_lib.io.cut_policies import make_cut_policy
-from recovery_lib.io.exceptions import BadRecord, InvalidSourceOption, OffsetsUnavailable
+from recovery_lib.io.exceptions import InvalidSourceOption
 from recovery_lib.io.offsets import (
     EARLIEST,
     LATEST,
@@ -48,6 +48,7 @@ from recovery_lib.io.offsets import (
     parse_ending_offsets,
     parse_starting_offsets,
 )
+from recovery_lib.io.range_reader import read_range
 from recovery_lib.io.task import task_info
 
 SOURCE_NAME = "rlkafka"
@@ -279,8 +280,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- executor side -------------------------------------------------------------------------
 
     def read(self, partition: KafkaRange) -> Iterator[Any]:
-        from recovery_lib.io.range_reader import read_range
-
         task = task_info()
         rows = 0
         for batch in read_range(self.options, self.schema, partition):
@@ -312,23 +311,6 @@ def _audit(path: str, task: dict[str, Any], partition: KafkaRange, rows: int) ->
         os.write(fd, (line + "\n").encode())
     finally:
         os.close(fd)
-
-
-def bad_record_error(topic: str, partition: int, offset: int, reason: str) -> BadRecord:
-    return BadRecord(
-        f"record {topic}/{partition}@{offset} is not valid for valueFormat: {reason}; "
-        "read it with valueFormat=binary, or set onBadRecord=deadletter to route such records "
-        "to the dead-letter topic and keep going"
-    )
-
-
-def offsets_unavailable(rng: KafkaRange, reached: int, waited_s: float) -> OffsetsUnavailable:
-    return OffsetsUnavailable(
-        f"{rng.topic}/{rng.partition}: offsets [{reached}, {rng.end}) of a planned batch were not "
-        f"returned within {waited_s:.0f} s; the broker lost or deleted them (retention, or a "
-        "restart of the memory-only embedded broker). Restore the topic or start the query "
-        "with a new checkpoint"
-    )
 
 
 def _policy_name(value: str) -> str:
