@@ -112,9 +112,20 @@ class StandbyBench:
             "restored_state_bytes": _restored_state_bytes(exp.workdir, takeovers),
             "shipping": shipping_summary(rows),
             "verdict": result["consistency"]["verdict"],
+            "guarantee": result["consistency"].get("guarantee"),
+            "failures_not_fired": result["consistency"].get("failures_not_fired"),
             "consistency": {
                 k: result["consistency"].get(k)
-                for k in ("outputs", "reference_outputs", "lost", "duplicated", "divergent")
+                for k in (
+                    "outputs",
+                    "reference_outputs",
+                    "lost",
+                    "duplicated",
+                    "divergent",
+                    "extra",
+                    "guarantee",
+                    "inconclusive_because",
+                )
             },
             "experiment_report": str(path),
             "elapsed_s": round(time.monotonic() - t0, 1),
