@@ -74,6 +74,11 @@ class StandbyBench:
         if append and Path(f"{self.out}.json").exists():
             self.report.update(json.loads(Path(f"{self.out}.json").read_text()))
 
+    def _put(self, part: str, entry: dict[str, Any]) -> None:
+        """Add ``entry`` to ``part``; an appended report's entry of the same name is replaced."""
+        kept = [e for e in self.report[part] if e.get("name") != entry["name"]]
+        self.report[part] = [*kept, entry]
+
     def _save(self) -> None:
         Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
         _chart(self.report, Path(f"{self.out}.png"))
@@ -223,7 +228,7 @@ class StandbyBench:
                 rate=rate[query],
                 duration_s=15.0 + repeat * every_s,
             )
-            self.report["takeovers"].append(self._experiment(f"takeovers_{query}", cfg))
+            self._put("takeovers", self._experiment(f"takeovers_{query}", cfg))
             self._save()
 
 
