@@ -96,8 +96,9 @@ class ConsistencyReport:
         if self.outputs == 0 and not self.reference_outputs:
             return "neither run produced an output: nothing was shown"
         unchecked = [r.name for r in self.invariants if not r.checked]
-        if unchecked and self.guarantee is Guarantee.EXACTLY_ONCE:
-            return f"invariants not checked: {', '.join(unchecked)}"
+        # With a reference run the agreement judges; without one, only the invariants do.
+        if self.lost is None and unchecked and self.guarantee is Guarantee.EXACTLY_ONCE:
+            return f"no reference run and invariants not checked: {', '.join(unchecked)}"
         return None
 
     @property

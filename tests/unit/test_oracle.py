@@ -335,3 +335,16 @@ def test_a_count_short_against_the_input_is_missing_input():
 def test_a_nondeterministic_contract_must_say_what_runs_agree_on():
     with pytest.raises(ValueError, match="agreement"):
         ConsistencyContract(deterministic=False)
+
+
+def test_an_invariant_without_its_input_leaves_the_verdict_to_the_reference_run():
+    """Q3's reference-results invariant needs the generated input; with a reference run the
+    agreement still judges, without one the verdict is inconclusive."""
+    from jobs.nexmark.q3 import JOB as Q3
+
+    out = [rec("0-0-0", {"a": 1})]
+    with_reference = judge("q3", Q3.contract, out, out, True, None)
+    assert not with_reference.invariants[0].checked
+    assert with_reference.verdict is Verdict.CONSISTENT
+    alone = judge("q3", Q3.contract, out, None, True, None)
+    assert alone.verdict is Verdict.INCONCLUSIVE
