@@ -15,16 +15,6 @@ from recovery_lib.kafka.exceptions import KafkaLayerError
 experiment_app = typer.Typer(help="Recovery experiments with real failures.", no_args_is_help=True)
 
 
-def _pairs(items: list[str], option: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name or not value:
-            raise ValueError(f"{option} takes name=value, got {item!r}")
-        out[name] = value
-    return out
-
-
 def _offsets(text: str | None, option: str) -> dict[str, dict[int, int]] | None:
     if not text:
         return None
@@ -89,10 +79,11 @@ def experiment_run(
     from rich.text import Text
 
     from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+    from recovery_lib.job.options import parse_pairs
 
     try:
-        replay_map = _pairs(replay or [], "--replay")
-        params = _pairs(param or [], "--param")
+        replay_map = parse_pairs(replay or [], "--replay", require_value=True)
+        params = parse_pairs(param or [], "--param", require_value=True)
         replay_start = _offsets(replay_from, "--replay-from")
         replay_end = _offsets(replay_to, "--replay-to")
     except ValueError as exc:

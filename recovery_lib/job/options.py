@@ -11,6 +11,18 @@ from recovery_lib.kafka.clients import client_config
 from recovery_lib.nexmark.config import GeneratorConfig
 
 
+def parse_pairs(items: list[str], option: str, require_value: bool = False) -> dict[str, str]:
+    """``name=value`` arguments (``--param``, ``--input``, ``--replay``) as a dict; raises
+    ``ValueError`` naming ``option`` for one without a name (or a value, if required)."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or (require_value and not value):
+            raise ValueError(f"{option} takes name=value, got {item!r}")
+        out[name] = value
+    return out
+
+
 @dataclass
 class JobOptions:
     """``query`` is the job's name: the checkpoint subdirectory and the query name in Spark.

@@ -11,19 +11,9 @@ import dataclasses
 import os
 from typing import Any
 
-from recovery_lib.job.options import JobOptions
+from recovery_lib.job.options import JobOptions, parse_pairs
 from recovery_lib.job.spec import JobSpec
 from recovery_lib.nexmark.config import GeneratorConfig
-
-
-def _pairs(values: list[str], what: str) -> dict[str, str]:
-    out = {}
-    for item in values:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise SystemExit(f"--{what} takes name=value, got {item!r}")
-        out[name] = value
-    return out
 
 
 def parse_options(
@@ -90,11 +80,14 @@ def parse_options(
             "--role standby needs --primary-checkpoint, --primary-heartbeat, --standby-dir "
             "and --epoch-store"
         )
-    inputs = _pairs(args.input, "input")
+    try:
+        inputs = parse_pairs(args.input, "--input")
+        params = parse_pairs(args.param, "--param")
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     unknown = sorted(set(inputs) - set(spec.inputs))
     if unknown:
         parser.error(f"--input {unknown}: job {spec.name} has inputs {list(spec.inputs)}")
-    params = _pairs(args.param, "param")
     missing = [p for p in spec.params if p not in params]
     if missing:
         parser.error(f"job {spec.name} needs --param {'=... --param '.join(missing)}=...")

@@ -22,7 +22,7 @@ fire or when neither run produced anything (nothing was shown).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -208,20 +208,3 @@ def _show(item: Hashable) -> str:
     if isinstance(item, tuple) and len(item) == 2:
         return f"{item[0]}: {str(item[1])[:160]}"
     return str(item)[:160]
-
-
-def running_counts(
-    outputs: Sequence[Output], key: str, count: str
-) -> tuple[Counter[Flaw], list[str]]:
-    """Per key, a running count that must step by at least one with every output of the key and
-    never go back (outputs in topic order). A repeat is duplicated input, a step back too."""
-    last: dict[Any, int] = {}
-    flaws: Counter[Flaw] = Counter()
-    examples: list[str] = []
-    for o in outputs:
-        k, n = o.value.get(key), int(o.value.get(count) or 0)
-        if n <= last.get(k, 0):
-            flaws[Flaw.DUPLICATED_INPUT] += 1
-            examples.append(f"{key}={k}: {count} {n} after {last.get(k, 0)}")
-        last[k] = max(last.get(k, 0), n)
-    return flaws, examples[:5]
