@@ -42,6 +42,7 @@ def verify(
     1 when inconsistent (or when --expectations finds a failed expectation), 4 when
     inconclusive."""
     from recovery_lib.io.sinks.dedup_reader import read_topic
+    from recovery_lib.job.options import parse_pairs
     from recovery_lib.job.spec import resolve_job
     from recovery_lib.nexmark.config import GeneratorConfig
     from recovery_lib.verify.inputs import InputView
@@ -58,7 +59,11 @@ def verify(
     except (KafkaLayerError, ValueError) as exc:
         abort(exc)
         return
-    topics = dict(item.partition("=")[::2] for item in input_topic or [])
+    try:
+        topics = parse_pairs(input_topic or [], "--input", require_value=True)
+    except ValueError as exc:
+        abort(exc)
+        return
     inputs = (
         InputView(topics, generator=generator if events else None, events=events)
         if events or topics
