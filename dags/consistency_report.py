@@ -82,7 +82,7 @@ with DAG(
                         job_.out_topic,
                         info["reference_topic"],
                         snap=info["snapshot"],
-                        dedup=job_.sink_mode == "dedup",
+                        sink_mode=job_.sink_mode,
                         store=store,
                     )
                 if not report["ok"]:

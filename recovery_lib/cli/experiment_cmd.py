@@ -50,8 +50,8 @@ def experiment_run(
     ),
     fail: str = typer.Option(
         "driver-kill",
-        help="driver-kill | mid-write | executor-kill | task-retry | pause | none; several, "
-        "comma-separated, take turns when --repeat > 1",
+        help="driver-kill | mid-write | executor-kill | task-retry | write-retry | pause | "
+        "none; several, comma-separated, take turns when --repeat > 1",
     ),
     fail_at: float = typer.Option(20.0, help="Seconds into the faulty run."),
     repeat: int = typer.Option(1, help="Number of failures in the faulty run."),
@@ -60,7 +60,11 @@ def experiment_run(
     rate: float = typer.Option(2000.0, help="Input events per second."),
     duration: float = typer.Option(60.0, help="Seconds of input."),
     seed: int = typer.Option(42),
-    sink: str = typer.Option("dedup", help="at-least-once | dedup"),
+    sink: str = typer.Option(
+        "dedup",
+        help="How outputs reach consumers: at-least-once | dedup (readers dedup by id) | "
+        "release (a plain consumer sees each once) | two-phase (visible at batch commit).",
+    ),
     cluster: bool = typer.Option(
         False, help="Run against a standalone cluster (started if needed)."
     ),

@@ -1,8 +1,9 @@
 """Recovery modes of an experiment's faulty run, behind one small interface.
 
 A mode says what the job process runs in (native Spark or with causal logging) and which
-supervisor recovers it. Modes to come (active replication, checkpoint protocols, CEC, the
-release sink) add a class here and an entry in ``MODES``.
+supervisor recovers it. Modes to come (active replication, checkpoint protocols, CEC) add a
+class here and an entry in ``MODES``. How outputs reach consumers is the sink's mode
+(io/sinks/modes.py), chosen beside the recovery mode.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class StandbyMode:
     name = "standby"
 
     def job_mode(self, contract: ConsistencyContract) -> str:
-        return "causal" if not contract.deterministic or contract.ordered else "native"
+        return "causal" if contract.replay_needs_causal else "native"
 
     def supervisor(
         self, spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str

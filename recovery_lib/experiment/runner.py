@@ -30,6 +30,7 @@ from recovery_lib.experiment.inputs import ExperimentInput, GeneratedInput, Reco
 from recovery_lib.experiment.modes import MODES, REFERENCE_MODE
 from recovery_lib.experiment.recovery_metrics import output_gap_s, recovery_time_s
 from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.io.sinks.modes import consumer_dedups, consumer_records, visibility_gate
 from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
@@ -40,14 +41,29 @@ from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.runtime import cluster as cluster_mod
 from recovery_lib.runtime.checkpoint import committed_offsets
-from recovery_lib.runtime.faults import ARM_DIR_ENV, MIDWRITE_ARM, TASKFAIL_ARM, arm
+from recovery_lib.runtime.faults import (
+    ARM_DIR_ENV,
+    MIDWRITE_ARM,
+    TASKFAIL_ARM,
+    WRITEFAIL_ARM,
+    arm,
+)
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec
 from recovery_lib.settings import get_settings
 from recovery_lib.verify.oracle import judge
 
-FAILURE_KINDS = ("driver-kill", "mid-write", "executor-kill", "task-retry", "pause")
-SINKS = {"at-least-once": "at_least_once", "dedup": "dedup"}
+# task-retry: a task fails before it writes; write-retry: a sink task fails after writing
+# --midwrite-rows records. Spark retries both (a task-level failure, the driver lives on).
+FAILURE_KINDS = ("driver-kill", "mid-write", "executor-kill", "task-retry", "write-retry", "pause")
+# The sink modes an experiment's faulty run can use (io/sinks/modes.py); the oracle reads the
+# output as each mode's consumer does. (transactional needs a broker that hides aborted records.)
+SINKS = {
+    "at-least-once": "at_least_once",
+    "dedup": "dedup",
+    "release": "release",
+    "two-phase": "two_phase",
+}
 
 
 @dataclass
@@ -124,6 +140,16 @@ class ExperimentConfig:
             )
         if self.sink not in SINKS:
             raise ValueError(f"--sink must be one of {', '.join(SINKS)}, got {self.sink!r}")
+        if (
+            self.sink == "release"
+            and job.contract.replay_needs_causal
+            and MODES[self.mode].job_mode(job.contract) != "causal"
+        ):
+            raise ValueError(
+                f"--sink release needs a replay that recomputes what was released, and job "
+                f"{job.name} is nondeterministic or order-sensitive: use --mode causal (or "
+                "standby), or --sink two-phase or dedup"
+            )
         if "executor-kill" in self.kinds and not self.cluster:
             raise ValueError("executor-kill needs separate executor processes: add --cluster")
         if self.mode == "standby" and "executor-kill" in self.kinds:
@@ -316,8 +342,8 @@ class Experiment:
             str(self.workdir / name / "ck"),
             "--output-topic",
             out_topic,
-            "--sink-mode",
-            SINKS[cfg.sink],
+            "--sink-mode",  # the reference run is read deduplicated, whatever the sink
+            SINKS[cfg.sink] if name == "faulty" else "dedup",
             "--metrics",
             str(self.store.path),
             "--run-id",
@@ -325,7 +351,7 @@ class Experiment:
             "--mode",
             MODES[cfg.mode].job_mode(self.job.contract),
         ]
-        if inject is not None and "task-retry" in cfg.kinds:
+        if inject is not None and {"task-retry", "write-retry"} & set(cfg.kinds):
             args += ["--task-retries", "4"]
         args += [a for k, v in self.params.items() for a in ("--param", f"{k}={v}")]
         spec = ProcessSpec.for_job(
@@ -345,7 +371,8 @@ class Experiment:
         )
         sup.start()
         sup.wait_ready()
-        collector = LatencyCollector(out_topic, run_id, self.store).start()
+        gate = visibility_gate(SINKS[cfg.sink]) if name == "faulty" else None
+        collector = LatencyCollector(out_topic, run_id, self.store, gate=gate).start()
         return _Run(name, run_id, out_topic, arm_dir, sup, collector, time.monotonic(), now_ms())
 
     def _feed_and_inject(self, run: _Run, warmup: int, inject: str | None) -> None:
@@ -417,7 +444,11 @@ class Experiment:
         hook has fired), so each failure hits a running job."""
         if not sup.ready_for_next_failure():
             return False
-        for armed, fired in ((MIDWRITE_ARM, "midwrite.fired"), (TASKFAIL_ARM, "taskfail.fired")):
+        for armed, fired in (
+            (MIDWRITE_ARM, "midwrite.fired"),
+            (TASKFAIL_ARM, "taskfail.fired"),
+            (WRITEFAIL_ARM, "writefail.fired"),
+        ):
             if (arm_dir / armed).exists() and not (arm_dir / fired).exists():
                 return False  # an armed hook has not fired yet
         if kind == "executor-kill":
@@ -469,6 +500,10 @@ class Experiment:
         elif kind == "task-retry":
             arm(arm_dir, TASKFAIL_ARM)
             failure["_marker"], failure["_arm"] = "taskfail.fired", TASKFAIL_ARM
+            failure["fired"] = None
+        elif kind == "write-retry":
+            arm(arm_dir, WRITEFAIL_ARM, f"rows={self.cfg.midwrite_rows}")
+            failure["_marker"], failure["_arm"] = "writefail.fired", WRITEFAIL_ARM
             failure["fired"] = None
         elif kind == "executor-kill":
             state = cluster_mod.cluster_state()
@@ -557,9 +592,9 @@ class Experiment:
         report = judge(
             self.job.name,
             self.job.contract,
-            list(read_topic(faulty["out_topic"])),
+            list(consumer_records(faulty["out_topic"], SINKS[cfg.sink])),
             list(read_topic(reference["out_topic"])),
-            dedup=cfg.sink == "dedup",
+            dedup=consumer_dedups(SINKS[cfg.sink]),
             inputs=self.input.view(self.events),
             failures_not_fired=not_fired,
         )

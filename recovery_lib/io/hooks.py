@@ -29,7 +29,7 @@ class WriteGuard(Protocol):
 class WriteFault(Protocol):
     """Asked by a sink task after each record it handed to the broker (``rows_written`` counts
     from 1 within the task). When ``should_fire`` says so, the sink flushes what it wrote and
-    calls ``fire``, which does not return (it kills the job)."""
+    calls ``fire``, which kills the job or raises (the task fails and Spark retries it)."""
 
     def should_fire(self, batch_id: int | None, rows_written: int) -> bool: ...
 

@@ -14,7 +14,7 @@ def local_property(key: str) -> str | None:
 
 
 def task_info() -> dict[str, Any]:
-    """Batch id, partition and attempt of the current task (all None outside a task)."""
+    """Batch id, partition, attempt (number and id) of the current task (None outside one)."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -23,6 +23,7 @@ def task_info() -> dict[str, Any]:
             "batch_id": None,
             "partition": None,
             "attempt": None,
+            "attempt_id": None,
             "stage": None,
             "query_id": None,
         }
@@ -31,6 +32,7 @@ def task_info() -> dict[str, Any]:
         "batch_id": int(batch) if batch is not None else None,
         "partition": ctx.partitionId(),
         "attempt": ctx.attemptNumber(),
+        "attempt_id": ctx.taskAttemptId(),  # unique within the SparkContext
         "stage": ctx.stageId(),
         "query_id": ctx.getLocalProperty("sql.streaming.queryId"),
     }

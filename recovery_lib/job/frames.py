@@ -196,10 +196,11 @@ def write_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQu
         )
     if opts.causal is not None and opts.causal.storage == "output":
         writer = writer.option("causalCarrier", "required")
-    if opts.causal is not None:
+    if opts.causal is not None or opts.sink_mode == "release":
         # Causal mode covers Spark's own nondeterminism too: a stateful operator emits its rows
-        # in state-store order, which changes when a re-executed batch reloads the store. (The
-        # sink keeps the order of rows that carry determinants.)
+        # in state-store order, which changes when a re-executed batch reloads the store. The
+        # release barrier needs the same numbering in a re-run. (The sink keeps the order of
+        # rows that carry determinants.)
         writer = writer.option("stableOrder", "true")
     if opts.available_now:
         writer = writer.trigger(availableNow=True)

@@ -11,6 +11,7 @@ import dataclasses
 import os
 from typing import Any
 
+from recovery_lib.io.sinks.modes import SINK_MODES, sink_mode
 from recovery_lib.job.options import JobOptions, parse_pairs
 from recovery_lib.job.spec import JobSpec
 from recovery_lib.nexmark.config import GeneratorConfig
@@ -41,7 +42,10 @@ def parse_options(
     parser.add_argument("--checkpoints", default=".recovery/jobs/checkpoints")
     parser.add_argument("--output-topic", default=None)
     parser.add_argument(
-        "--sink-mode", default="dedup", choices=["at_least_once", "dedup", "transactional"]
+        "--sink-mode",
+        default="dedup",
+        type=sink_mode,
+        help=f"how outputs reach consumers: {', '.join(SINK_MODES)} (io/sinks/modes.py)",
     )
     parser.add_argument("--max-records", type=int, default=None)
     parser.add_argument(
@@ -111,7 +115,26 @@ def parse_options(
 
         settings = get_settings()
         opts.enable_causal(settings.causal_on_missing, settings.causal_storage)
+    try:
+        check_sink_mode(spec, opts)
+    except ValueError as exc:
+        parser.error(str(exc))
     return opts, args
+
+
+def check_sink_mode(spec: JobSpec, opts: JobOptions) -> None:
+    """The release barrier drops re-computed outputs by id: a re-run must recompute what the
+    first run released, which a nondeterministic or order-sensitive job does only under
+    causal logging."""
+    if opts.sink_mode == "release" and spec.contract.replay_needs_causal and opts.causal is None:
+        why = "nondeterministic" if not spec.contract.deterministic else "order-sensitive"
+        raise ValueError(
+            f"sink mode release needs a replay that recomputes what was released, and job "
+            f"{spec.name} is {why} (its consistency contract says so): a re-run would release "
+            f"different outputs under ids already released. Run it with --mode causal (its "
+            f"nondeterminism is then logged and replayed), or choose sink mode two_phase or "
+            f"dedup"
+        )
 
 
 def run(spec: JobSpec, argv: list[str] | None = None) -> None:

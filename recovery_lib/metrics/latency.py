@@ -1,7 +1,8 @@
 """Latency and output throughput, measured at the sink.
 
 A consumer thread follows a query's output topic. For every record: visible_ms = the record's
-timestamp at the sink (set when the sink produced it), ingest_ms = the ``rl.ingest_ms`` header
+timestamp at the sink (set when the sink produced it; for a two_phase sink, its batch's commit
+record's), ingest_ms = the ``rl.ingest_ms`` header
 (ingest time of the newest input it depends on), latency = visible - ingest. Every record is
 counted in ``throughput``; up to ``max_samples_per_s`` per second go to ``latency_samples``.
 """
@@ -10,10 +11,14 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from recovery_lib.io.sinks.commit_gate import CommitGate
+from recovery_lib.io.sinks.dedup_reader import SinkRecord
 from recovery_lib.io.sinks.fences import FENCE_HEADER
 from recovery_lib.io.sinks.ids import ID_HEADER
 from recovery_lib.job.frames import INGEST_HEADER
@@ -31,6 +36,7 @@ class LatencyCollector:
         config: Mapping[str, str] | None = None,
         max_samples_per_s: int = 500,
         from_beginning: bool = True,
+        gate: CommitGate | None = None,
     ) -> None:
         self.topic = topic
         self.run_id = run_id
@@ -38,6 +44,8 @@ class LatencyCollector:
         self.config = dict(config) if config is not None else client_config()
         self.max_samples_per_s = max_samples_per_s
         self.from_beginning = from_beginning
+        # two_phase sinks: records count when their batch's commit record makes them visible.
+        self.gate = gate
         self.samples: list[tuple[int, int]] = []  # (visible_ms, latency_ms), all of them
         self.per_second: dict[int, int] = defaultdict(int)
         self.seen_ids: set[bytes] = set()
@@ -71,10 +79,7 @@ class LatencyCollector:
         try:
             while not self._stop.is_set():
                 msgs = consumer.consume(num_messages=5000, timeout=0.2)
-                for msg in msgs:
-                    if msg.error() is not None:
-                        continue
-                    headers = dict(msg.headers() or ())
+                for headers, visible in self._visible(msgs):
                     if FENCE_HEADER in headers:  # a standby's fence record, not an output
                         continue
                     rid = headers.get(ID_HEADER)
@@ -84,7 +89,6 @@ class LatencyCollector:
                             continue
                         self.seen_ids.add(rid)
                     ingest = headers.get(INGEST_HEADER)
-                    visible = msg.timestamp()[1]
                     second = visible // 1000
                     pending_counts[second] += 1
                     self.per_second[second] += 1
@@ -111,3 +115,28 @@ class LatencyCollector:
                     pending_samples, pending_counts = [], defaultdict(int)
         finally:
             consumer.close()
+
+    def _visible(self, msgs: list[Any]) -> Iterator[tuple[dict[str, bytes], int]]:
+        """(headers, visible_ms) of the records that became visible with ``msgs``."""
+        for msg in msgs:
+            if msg.error() is not None:
+                continue
+            if self.gate is None:
+                yield dict(msg.headers() or ()), msg.timestamp()[1]
+                continue
+            record = SinkRecord(
+                id=None,
+                epoch=None,
+                key=None,
+                value=msg.value(),
+                topic=msg.topic(),
+                partition=msg.partition(),
+                offset=msg.offset(),
+                headers=tuple(msg.headers() or ()),
+                timestamp_ms=msg.timestamp()[1],
+            )
+            rid = dict(record.headers).get(ID_HEADER)
+            if rid is not None:
+                record = replace(record, id=rid.decode())
+            for released in self.gate.offer(record):
+                yield dict(released.headers), released.timestamp_ms

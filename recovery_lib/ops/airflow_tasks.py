@@ -121,6 +121,7 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
     args = with_arg(args, "--output-topic", reference_topic)
     args = with_arg(args, "--checkpoints", str(ref_dir))
     args = with_arg(args, "--mode", "native")  # failure-free: nothing to replay
+    args = with_arg(args, "--sink-mode", "dedup")  # read deduplicated, whatever the job's sink
     return {"snapshot": snap, "reference_topic": reference_topic, "args": args}
 
 

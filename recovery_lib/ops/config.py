@@ -25,7 +25,9 @@ class StreamJob(BaseModel):
     # A warm standby fed by shipped checkpoints takes over when the job's lease expires
     # (recovery_lib/ha/standby); the checkpoint then lives in the new primary's directory.
     standby: bool = False
-    sink_mode: Literal["at_least_once", "dedup"] = "dedup"
+    # How outputs reach consumers (recovery_lib/io/sinks/modes.py); release needs a
+    # deterministic job or mode causal.
+    sink_mode: Literal["at_least_once", "dedup", "release", "two_phase"] = "dedup"
     output_topic: str | None = None
     heartbeat_timeout_s: float = Field(default=10.0, gt=0)
     max_restarts: int = Field(default=3, ge=0)

@@ -23,6 +23,7 @@ from typing import Any
 
 from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
 from recovery_lib.io.sinks.ids import parse_output_id
+from recovery_lib.io.sinks.modes import consumer_dedups, consumer_records
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.runtime.checkpoint import last_committed, source_offsets
 from recovery_lib.verify.oracle import judge
@@ -81,14 +82,16 @@ def consistency_report(
     run_topic: str,
     reference_topic: str,
     snap: dict[str, Any] | None = None,
-    dedup: bool = True,
+    sink_mode: str = "dedup",
     expectations: bool = True,
     store: Any = None,
 ) -> dict[str, Any]:
     """The oracle (and GX) on the job's output; ``snap`` restricts to a snapshot. ``query`` is
-    the job (module:attr or a name of jobs/)."""
+    the job (module:attr or a name of jobs/). The job's output is read as a consumer of its
+    ``sink_mode`` reads it (io/sinks/modes.py)."""
     spec = resolve_job(query)
-    run = list(read_topic(run_topic))
+    dedup = consumer_dedups(sink_mode)
+    run = list(consumer_records(run_topic, sink_mode))
     reference = list(read_topic(reference_topic))
     restricted: dict[str, int] = {}
     if snap is not None:

@@ -81,6 +81,7 @@ def mark_driver_process_group() -> None:
 ARM_DIR_ENV = "RECOVERY_FAULT_ARM_DIR"
 MIDWRITE_ARM = "midwrite.arm"
 TASKFAIL_ARM = "taskfail.arm"
+WRITEFAIL_ARM = "writefail.arm"
 AFTERLOG_ARM = "afterlog.arm"
 
 
@@ -125,6 +126,38 @@ class _ArmedMidWrite(MidWriteKill):
         return rows_written >= self.rows and not self.marker.exists()
 
 
+@dataclass(frozen=True)
+class _ArmedWriteFailure(MidWriteKill):
+    """A sink task that fails (raises) after writing ``rows`` records: Spark retries the task,
+    whose new attempt writes the same outputs again (the task-level mid-write failure)."""
+
+    directory: Path = Path("/tmp")
+
+    @property
+    def marker(self) -> Path:
+        return self.directory / "writefail.fired"
+
+    def should_fire(self, batch_id: int | None, rows_written: int) -> bool:
+        return rows_written >= self.rows and not self.marker.exists()
+
+    def fire(self) -> None:
+        if _claim(self.directory, "writefail.fired"):
+            raise InjectedTaskFailure(
+                f"injected failure after {self.rows} records were written (write-retry fault)"
+            )
+
+
+def armed_write_failure() -> _ArmedWriteFailure | None:
+    directory = _arm_dir()
+    if directory is None:
+        return None
+    path = directory / WRITEFAIL_ARM
+    if not path.exists() or (directory / "writefail.fired").exists():
+        return None
+    fields = dict(p.split("=", 1) for p in path.read_text().split(",") if "=" in p)
+    return _ArmedWriteFailure(batch=-1, rows=int(fields.get("rows", "1")), directory=directory)
+
+
 def _claim(directory: Path, name: str) -> bool:
     """True for exactly one caller across processes (the fault fires once)."""
     try:
@@ -156,8 +189,8 @@ def maybe_fail_task(attempt: int | None) -> None:
 
 def sink_write_fault() -> MidWriteKill | None:
     """Sink option ``writeFault`` hook (io.hooks.WriteFault): the mid-write kill set in the
-    environment or armed in the experiment's arm directory, if any."""
-    return MidWriteKill.from_env() or armed_midwrite()
+    environment or armed in the experiment's arm directory, or an armed write failure."""
+    return MidWriteKill.from_env() or armed_midwrite() or armed_write_failure()
 
 
 SINK_FAULT_HOOK = f"{__name__}:sink_write_fault"

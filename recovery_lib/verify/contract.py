@@ -189,6 +189,12 @@ class ConsistencyContract:
             )
 
     @property
+    def replay_needs_causal(self) -> bool:
+        """A re-executed batch recomputes what the first run produced only under causal
+        logging (nondeterminism replayed, order-sensitive operators fed in a logged order)."""
+        return not self.deterministic or self.ordered
+
+    @property
     def view(self) -> Agreement | None:
         if self.agreement is not None:
             return self.agreement

@@ -4,6 +4,13 @@ Every record carries headers ``rl.id`` (deterministic, see ids.py) and ``rl.epoc
 delivery error fails the task; nothing is dropped silently. Modes:
   at_least_once   produce and flush; a re-executed batch writes its records again
   dedup           the same, and consumers read through ``DedupReader`` (first id wins)
+  release         the release barrier (release.py): records leave as soon as a task computed
+                  them, and a re-run drops those released before, so a plain consumer sees
+                  each once. Task partition p writes Kafka partition p; the replay must be
+                  deterministic (the job runtime checks)
+  two_phase       a commit-gated two-phase commit on any broker (commit_gate.py): records are
+                  tagged with their task attempt and visible to ``CommittedReader`` only when
+                  the driver's commit record for their batch arrives
   transactional   one Kafka transaction per task (transactional.id = sink id + partition);
                   needs a broker whose read_committed consumers hide aborted records (Apache
                   Kafka). The embedded tansu does not, so it is refused unless
@@ -26,6 +33,7 @@ order, so none is visible before the determinants it depends on).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,11 +52,13 @@ from pyspark.sql.types import (
 from recovery_lib.io.client_cache import cached, evict
 from recovery_lib.io.exceptions import InvalidSinkOption, SinkDeliveryError, WriterFenced
 from recovery_lib.io.hooks import WriteFault, WriteGuard, load_hook
+from recovery_lib.io.sinks.commit_gate import COMMIT_HEADER, TXN_HEADER, commit_record
 from recovery_lib.io.sinks.ids import DET_COLUMN, DET_HEADER, EPOCH_HEADER, ID_HEADER, output_id
+from recovery_lib.io.sinks.modes import SINK_MODES
+from recovery_lib.io.sinks.release import ReleaseBarrier
 from recovery_lib.io.task import task_info
 from recovery_lib.settings import get_settings
 
-SINK_MODES = ("at_least_once", "dedup", "transactional")
 HEADERS_SPARK_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 )
@@ -88,7 +98,7 @@ class SinkOptions:
         topic = opts.get("topic", "").strip()
         if not topic:
             raise InvalidSinkOption("option 'topic' is required: .option('topic', 'results')")
-        mode = opts.get("mode", "at_least_once").lower()
+        mode = opts.get("mode", "at_least_once").lower().replace("-", "_")
         if mode not in SINK_MODES:
             raise InvalidSinkOption(f"mode {mode!r} is unknown; choose one of {list(SINK_MODES)}")
         if mode == "transactional" and opts.get("brokersupportstransactions", "false") != "true":
@@ -128,8 +138,16 @@ class SinkOptions:
         return load_hook(self.write_fault, "writeFault")() if self.write_fault else None
 
 
-def validate_sink_schema(schema: StructType, carrier_required: bool = False) -> None:
+def validate_sink_schema(
+    schema: StructType, carrier_required: bool = False, mode: str = "at_least_once"
+) -> None:
     names = {f.name: f.dataType for f in schema.fields}
+    if mode == "release" and "partition" in names:
+        raise InvalidSinkOption(
+            "mode=release writes task partition p to Kafka partition p, so that output ids "
+            "increase along every partition (the release barrier reads the last one back); "
+            "drop the 'partition' column, or use mode=dedup or two_phase to choose partitions"
+        )
     if carrier_required and DET_COLUMN not in names:
         raise InvalidSinkOption(
             f"this job piggybacks determinants on its outputs (causal storage 'output') but the "
@@ -185,24 +203,38 @@ class SinkCommit(WriterCommitMessage):
     partition: int
     attempt: int
     rows: int
+    dropped: int = 0  # release: re-computed rows the barrier did not send again
+    txn: str = ""  # two_phase: the task attempt's transaction token
 
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
-        validate_sink_schema(schema, options.carrier_required)
+        validate_sink_schema(schema, options.carrier_required, options.mode)
         self.options = options
         self.columns = [f.name for f in schema.fields]
+        # Made on the driver when the query starts: tells this run's transactions from an
+        # earlier run's (two_phase), since Spark's task attempt ids restart with the driver.
+        self.run_token = uuid.uuid4().hex[:12]
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         task = task_info()
         batch_id, partition = int(task["batch_id"]), int(task["partition"])
+        attempt = int(task["attempt"])
         if self.options.stable_order and DET_COLUMN not in self.columns:
             iterator = stable_order(iterator)
-        if self.options.mode == "transactional":
+        mode = self.options.mode
+        if mode == "transactional":
             rows = self._write_transactional(iterator, batch_id, partition)
+        elif mode == "release":
+            rows, dropped = self._write_release(iterator, batch_id, partition)
+            return SinkCommit(batch_id, partition, attempt, rows, dropped=dropped)
+        elif mode == "two_phase":
+            token = f"{self.run_token}.{task['attempt_id']}"
+            rows = self._write(iterator, batch_id, partition, [(TXN_HEADER, token.encode())])
+            return SinkCommit(batch_id, partition, attempt, rows, txn=token)
         else:
             rows = self._write(iterator, batch_id, partition)
-        return SinkCommit(batch_id, partition, int(task["attempt"]), rows)
+        return SinkCommit(batch_id, partition, attempt, rows)
 
     def _producer_config(self) -> dict[str, Any]:
         return {
@@ -215,9 +247,56 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             "queue.buffering.max.messages": "500000",
         }
 
-    def _write(self, iterator: Iterator[pa.RecordBatch], batch_id: int, partition: int) -> int:
+    def _write(
+        self,
+        iterator: Iterator[pa.RecordBatch],
+        batch_id: int,
+        partition: int,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> int:
         producer = cached("producer:sink", self._producer_config(), _new_producer)
-        return self._produce_all(producer, iterator, batch_id, partition)
+        return self._produce_all(producer, iterator, batch_id, partition, headers=headers)
+
+    def _write_release(
+        self, iterator: Iterator[pa.RecordBatch], batch_id: int, partition: int
+    ) -> tuple[int, int]:
+        """Rows released before (the topic's last id of this partition) are not sent again."""
+        settings = get_settings()
+        producer = cached("producer:sink", self._producer_config(), _new_producer)
+        # This process's queued records of an earlier attempt must be in the log before the
+        # barrier reads it, or they would be released twice.
+        if producer.flush(settings.sink_flush_timeout_s):
+            raise SinkDeliveryError(
+                f"batch {batch_id} partition {partition}: earlier records of this process were "
+                "not acknowledged, so the release barrier cannot tell what was released"
+            )
+        topic = self.options.topic
+        count = partition_count(producer, topic)
+        if partition >= count:
+            raise InvalidSinkOption(
+                f"mode=release writes task partition p to Kafka partition p, and this query's "
+                f"output stage has a task {partition} while {topic} has {count} partitions. "
+                f"Create {topic} with more partitions (--partitions), or coalesce the output "
+                f"to {count} partitions (df.coalesce({count}))"
+            )
+        barrier = cached(
+            "consumer:release-barrier",
+            self.options.kafka,
+            lambda c: ReleaseBarrier(c, settings.kafka_request_timeout_s),
+        )
+        last = barrier.last_released(topic, partition, self.options.sink_id)
+        skip = last.skip_for(batch_id) if last is not None else 0
+        try:
+            rows = self._produce_all(
+                producer, iterator, batch_id, partition, skip=skip, pin=partition
+            )
+        except WriterFenced:
+            raise
+        except BaseException:
+            producer.flush(settings.sink_flush_timeout_s)  # released is released: say so
+            raise
+        dropped = rows if skip is None else min(skip, rows)
+        return rows, dropped
 
     def _write_transactional(
         self, iterator: Iterator[pa.RecordBatch], batch_id: int, partition: int
@@ -240,8 +319,17 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         return rows
 
     def _produce_all(
-        self, producer: Any, iterator: Iterator[pa.RecordBatch], batch_id: int, partition: int
+        self,
+        producer: Any,
+        iterator: Iterator[pa.RecordBatch],
+        batch_id: int,
+        partition: int,
+        headers: list[tuple[str, bytes]] | None = None,
+        skip: int | None = 0,
+        pin: int | None = None,
     ) -> int:
+        """Produce every row; the first ``skip`` rows (all, if None) are numbered and not
+        sent. ``pin``: the Kafka partition of every record. Returns the rows numbered."""
         failures: list[str] = []
 
         def on_delivery(err: Any, _msg: Any) -> None:
@@ -262,23 +350,29 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             parts = cols.get("partition")
             extra_headers = cols.get("headers")
             carriers = cols.get(DET_COLUMN)
-            if carriers is not None:  # one partition, in order: carriers precede dependents
+            if pin is not None:
+                parts = [pin] * len(values)
+            elif carriers is not None:  # one partition, in order: carriers precede dependents
                 parts = [pinned_partition(producer, topic, partition)] * len(values)
             produce = producer.produce
             for i, value in enumerate(values):
-                headers = [
+                if skip is None or seq < skip:
+                    seq += 1
+                    continue
+                record_headers = [
                     (ID_HEADER, output_id(batch_id, partition, seq, prefix).encode()),
                     (EPOCH_HEADER, epoch),
+                    *(headers or ()),
                 ]
                 if extra_headers is not None and extra_headers[i]:
-                    headers.extend((h["key"], h["value"]) for h in extra_headers[i])
+                    record_headers.extend((h["key"], h["value"]) for h in extra_headers[i])
                 if carriers is not None and carriers[i] is not None:
-                    headers.append((DET_HEADER, carriers[i]))
+                    record_headers.append((DET_HEADER, carriers[i]))
                 key = keys[i] if keys is not None else None
                 part = parts[i] if parts is not None and parts[i] is not None else -1
                 while True:
                     try:
-                        produce(topic, value, key, part, on_delivery, headers=headers)
+                        produce(topic, value, key, part, on_delivery, headers=record_headers)
                         break
                     except BufferError:
                         producer.poll(0.05)
@@ -314,7 +408,23 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             raise
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records are already acknowledged by the broker when a task succeeds."""
+        """Records are already acknowledged by the broker when a task succeeds; two_phase
+        makes them visible now, with a commit record in every partition (on the driver)."""
+        if self.options.mode != "two_phase":
+            return
+        tokens = [m.txn for m in messages if isinstance(m, SinkCommit) and m.txn]
+        settings = get_settings()
+        producer = cached("producer:commit", self._producer_config(), _new_producer)
+        topic = self.options.topic
+        value = commit_record(batchId, tokens, self.options.sink_id)
+        headers = [(COMMIT_HEADER, str(batchId).encode())]
+        for part in range(partition_count(producer, topic)):
+            producer.produce(topic, value, None, part, headers=headers)
+        if producer.flush(settings.sink_flush_timeout_s):
+            raise SinkDeliveryError(
+                f"the commit record of batch {batchId} was not acknowledged by "
+                f"{self.options.kafka.get('bootstrap.servers')}; the batch fails and is re-run"
+            )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo outside transactional mode: consumers dedup by id."""
@@ -323,14 +433,18 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 _partition_counts: dict[str, int] = {}
 
 
-def pinned_partition(producer: Any, topic: str, task_partition: int) -> int:
-    """The Kafka partition all records of a Spark task go to when they carry determinants."""
+def partition_count(producer: Any, topic: str) -> int:
     count = _partition_counts.get(topic)
     if count is None:
         meta = producer.list_topics(topic, timeout=get_settings().kafka_request_timeout_s)
         count = len(meta.topics[topic].partitions) or 1
         _partition_counts[topic] = count
-    return task_partition % count
+    return count
+
+
+def pinned_partition(producer: Any, topic: str, task_partition: int) -> int:
+    """The Kafka partition all records of a Spark task go to when they carry determinants."""
+    return task_partition % partition_count(producer, topic)
 
 
 def _new_producer(config: dict[str, str]) -> Any:

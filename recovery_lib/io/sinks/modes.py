@@ -1,0 +1,55 @@
+"""The Kafka sink's modes, and what a consumer of each mode's topic reads.
+
+==============  ===================================  ==========================================
+mode            a record is visible                  the consumer that sees each output once
+==============  ===================================  ==========================================
+at_least_once   when the task writes it              none (replays write copies)
+dedup           when the task writes it              ``DedupReader`` (first copy of an id)
+release         when the task writes it              any plain consumer (release barrier)
+two_phase       when its batch's commit record is    ``CommittedReader`` (read-committed,
+                written (the driver, after all       commit_gate.py)
+                tasks succeeded)
+transactional   when the task's Kafka transaction    a read_committed consumer, on brokers whose
+                commits                              transactions hide aborted records
+==============  ===================================  ==========================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from recovery_lib.io.sinks.commit_gate import CommitGate, CommittedReader
+from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
+
+SINK_MODES = ("at_least_once", "dedup", "release", "two_phase", "transactional")
+
+
+def sink_mode(name: str) -> str:
+    """The canonical name of a mode; the command line also takes ``two-phase`` etc."""
+    mode = name.strip().lower().replace("-", "_")
+    if mode not in SINK_MODES:
+        raise ValueError(
+            f"sink mode {name!r} is unknown; choose one of "
+            f"{', '.join(m.replace('_', '-') for m in SINK_MODES)}"
+        )
+    return mode
+
+
+def consumer_dedups(mode: str) -> bool:
+    """Whether the mode's consumer drops copies of an id (the ``dedup`` mode's reader)."""
+    return sink_mode(mode) == "dedup"
+
+
+def consumer_records(
+    topic: str, mode: str, config: Mapping[str, str] | None = None
+) -> Iterator[SinkRecord]:
+    """Every record a consumer of ``mode`` receives, before any dedup (``consumer_dedups``),
+    with ``timestamp_ms`` the time it became visible."""
+    if sink_mode(mode) == "two_phase":
+        return iter(CommittedReader(topic, config))
+    return read_topic(topic, config)
+
+
+def visibility_gate(mode: str) -> CommitGate | None:
+    """For a live consumer: the gate records pass before they are visible (two_phase)."""
+    return CommitGate() if sink_mode(mode) == "two_phase" else None
