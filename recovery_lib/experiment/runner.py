@@ -634,6 +634,7 @@ class Experiment:
             "consistency": consistency,
             "faulty_run_id": faulty["run_id"],
             "reference_run_id": reference["run_id"],
+            "out_topics": {"faulty": faulty["out_topic"], "reference": reference["out_topic"]},
             "_timeline": {"t0_ms": faulty["t0_ms"], "samples": samples},
         }
         return result
