@@ -1,5 +1,5 @@
-"""``recovery bench io|nexmark|recovery|standby|campaign|causal``: benchmarks that write a JSON
-report and a PNG chart (bench/)."""
+"""``recovery bench io|nexmark|recovery|standby|campaign|causal|sinks``: benchmarks that
+write a JSON report and a PNG chart (bench/)."""
 
 from __future__ import annotations
 
@@ -233,5 +233,29 @@ def bench_causal(
             rounds=rounds,
             latency_duration_s=duration,
         )
+    except (ValueError, KafkaLayerError) as exc:
+        abort(exc)
+
+
+@bench_app.command("sinks")
+def bench_sinks(
+    job: list[str] = typer.Option(["q1", "q3"], help="Deterministic jobs (repeatable)."),
+    intervals: str = typer.Option("1,2,5,10", help="Trigger intervals (s), comma-separated."),
+    rate: float = typer.Option(3000, help="Input events per second (the same for every run)."),
+    duration: float = typer.Option(40, help="Seconds of input per point (at least 6 intervals)."),
+    out: str = typer.Option("reports/bench_sinks", help="Report prefix (.json and .png)."),
+) -> None:
+    """Latency to visibility of at-least-once, release and two-phase sinks by trigger interval,
+    the three side by side in one application per point (FlameStream Figs. 10-12)."""
+    from recovery_lib.bench.sink_bench import run_sink_bench
+    from recovery_lib.kafka.broker import broker_for_run
+
+    try:
+        values = [float(x) for x in intervals.split(",") if x.strip()]
+    except ValueError:
+        abort(ValueError(f"--intervals takes seconds separated by commas, got {intervals!r}"))
+    try:
+        with broker_for_run(console.print):
+            run_sink_bench(job, values, rate, duration, out, console)
     except (ValueError, KafkaLayerError) as exc:
         abort(exc)

@@ -1,0 +1,245 @@
+"""``recovery bench sinks``: when an output becomes visible to a consumer, per sink mode and
+trigger interval (FlameStream paper 004, Figs. 10-12, on Spark).
+
+For every (job, trigger interval) one Spark application runs the job three times side by side
+on the same input, one query per sink mode (at-least-once, release, two-phase), so the ratios
+come from one run: the same input, rate, machine load and batch instants (processing-time
+triggers start at multiples of the interval). Latency = the time a record becomes visible to
+the mode's consumer (its own append time; for two-phase its batch's commit record's) minus the
+ingest time of the newest input it depends on. The first ``warmup`` seconds of outputs are left
+out (Python workers and code generation).
+
+Where Spark changes the picture: Spark commits a checkpoint with every micro-batch, so the
+checkpoint interval *is* the trigger interval and every mode waits for the next batch to start;
+two-phase holds outputs further, until every task of the batch finished and the driver
+committed, while release shows them as each task finishes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from recovery_lib.io.sinks.modes import visibility_gate
+from recovery_lib.job import JobOptions, write_output
+from recovery_lib.job.spec import resolve_job
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.metrics.latency import LatencyCollector
+from recovery_lib.metrics.stats import percentile
+from recovery_lib.nexmark.config import GeneratorConfig
+from recovery_lib.nexmark.producer import ensure_topics, produce_events
+
+SINKS = ("at_least_once", "release", "two_phase")
+# What the paper's goal compares: release within 10 % of at-least-once at every interval.
+RELEASE_GOAL = 1.10
+
+
+def measure(
+    spark: Any,
+    job: str,
+    interval_s: float,
+    rate: float,
+    duration_s: float,
+    warmup_s: float,
+    workdir: Path,
+    console: Console,
+    partitions: int = 2,
+    seed: int = 42,
+) -> dict[str, Any]:
+    """One application, three queries (one per sink) on one paced input."""
+    spec = resolve_job(job)
+    prefix = f"bench.sinks.{spec.name}.{uuid.uuid4().hex[:6]}"
+    gen = GeneratorConfig(
+        topic_prefix=prefix, seed=seed, event_time_rate=rate, partitions=partitions
+    )
+    admin = TopicAdmin()
+    ensure_topics(gen, admin)
+    queries, collectors = {}, {}
+    try:
+        for sink in SINKS:
+            opts = JobOptions(
+                query=f"{spec.name}_{sink}",
+                generator=gen,
+                checkpoint_dir=str(workdir / prefix),
+                output_topic=f"{prefix}.out.{sink}",
+                sink_mode=sink,
+                trigger_interval=f"{interval_s:g} seconds",
+            )
+            admin.create(opts.out_topic, gen.partitions)
+            admin.create(opts.dlq_topic, 1)
+            collectors[sink] = LatencyCollector(
+                opts.out_topic, f"{prefix}-{sink}", None, gate=visibility_gate(sink)
+            ).start()
+            queries[sink] = write_output(spec.build(spark, opts), opts)
+        deadline = time.monotonic() + 120
+        while any(q.lastProgress is None for q in queries.values()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{job}: the queries did not start within 120 s")
+            time.sleep(0.2)
+        produced = [0]
+        feeder = threading.Thread(
+            target=lambda: produce_events(
+                gen,
+                duration_s=duration_s,
+                rate=rate,
+                on_progress=lambda n: produced.__setitem__(0, n),
+            ),
+            name="sink-bench-generator",
+        )
+        t0_ms = int(time.time() * 1000)
+        feeder.start()
+        while feeder.is_alive():
+            feeder.join(timeout=5)
+            for sink, query in queries.items():
+                if query.exception() is not None:
+                    raise RuntimeError(f"{job} with sink {sink} failed: {query.exception()}")
+            console.print(
+                f"  {job} every {interval_s:g} s: {produced[0]:,} events, outputs "
+                + ", ".join(f"{s} {len(c.samples):,}" for s, c in collectors.items())
+            )
+        _drain(queries, collectors, interval_s, console)
+        time.sleep(2.0)  # the last outputs and commit records reach the collectors
+    finally:
+        for query in queries.values():
+            query.stop()
+        for collector in collectors.values():
+            collector.stop()
+    skip_ms = t0_ms + int(warmup_s * 1000)
+    result: dict[str, Any] = {"interval_s": interval_s, "rate_eps": rate, "events": produced[0]}
+    for sink, collector in collectors.items():
+        lat = [latency for visible, latency in collector.samples if visible >= skip_ms]
+        result[sink] = {
+            "outputs": len(collector.samples),
+            "measured": len(lat),
+            "p50_ms": percentile(lat, 50),
+            "p99_ms": percentile(lat, 99),
+        }
+    base = result["at_least_once"]["p50_ms"]
+    for sink in ("release", "two_phase"):
+        p50 = result[sink]["p50_ms"]
+        result[sink]["p50_over_at_least_once"] = round(p50 / base, 3) if base and p50 else None
+    return result
+
+
+def _drain(
+    queries: dict[str, Any],
+    collectors: dict[str, LatencyCollector],
+    interval_s: float,
+    console: Console,
+) -> None:
+    """Until every query found no new input and its outputs stopped growing (capped)."""
+    deadline = time.monotonic() + max(120.0, 10 * interval_s)
+    pending = set(queries)
+    counts = {sink: -1 for sink in queries}
+    while pending and time.monotonic() < deadline:
+        time.sleep(max(1.0, interval_s))
+        for sink in list(pending):
+            status = queries[sink].status
+            count = len(collectors[sink].samples)
+            idle = not status["isDataAvailable"] and not status["isTriggerActive"]
+            if idle and count == counts[sink]:
+                pending.discard(sink)
+            counts[sink] = count
+    if pending:
+        console.print(f"  [yellow]still behind after the drain cap: {sorted(pending)}[/]")
+
+
+def run_sink_bench(
+    jobs: list[str],
+    intervals: list[float],
+    rate: float,
+    duration_s: float,
+    out_prefix: str,
+    console: Console,
+    warmup_s: float = 8.0,
+) -> dict[str, Any]:
+    from recovery_lib.settings import get_settings
+    from recovery_lib.spark.session import build_session
+
+    for job in jobs:
+        spec = resolve_job(job)  # fail fast on an unknown name
+        if spec.contract.replay_needs_causal:
+            raise ValueError(
+                f"{job} is nondeterministic or order-sensitive: the release sink needs it in "
+                "causal mode, which this benchmark does not run; choose a deterministic job"
+            )
+    if rate <= 0 or duration_s <= 0 or not intervals or min(intervals) <= 0:
+        raise ValueError("rate, duration and every interval must be positive")
+    out = Path(out_prefix)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    workdir = get_settings().home / "bench" / f"sinks-{uuid.uuid4().hex[:6]}"
+    report: dict[str, Any] = {
+        "machine": "2 cores, local[2], embedded tansu broker",
+        "sinks": list(SINKS),
+        "rate_eps": rate,
+        "duration_s": duration_s,
+        "warmup_s": warmup_s,
+        "release_goal": RELEASE_GOAL,
+        "jobs": {},
+    }
+    spark = build_session("bench_sinks")
+    try:
+        for job in jobs:
+            rows = []
+            for interval in intervals:
+                console.print(f"[bold]{job}[/]: trigger every {interval:g} s, {rate:,.0f} ev/s")
+                row = measure(
+                    spark,
+                    job,
+                    interval,
+                    rate,
+                    max(duration_s, 6 * interval + warmup_s),
+                    max(warmup_s, 2 * interval),
+                    workdir,
+                    console,
+                )
+                rows.append(row)
+                console.print_json(json.dumps(row))
+            report["jobs"][job] = rows
+    finally:
+        spark.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    report["release_within_goal"] = all(
+        (row["release"]["p50_over_at_least_once"] or 0) <= RELEASE_GOAL
+        for rows in report["jobs"].values()
+        for row in rows
+    )
+    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+    chart(report, Path(f"{out}.png"))
+    console.print(f"report: {out}.json, chart: {out}.png")
+    return report
+
+
+def chart(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    jobs = list(report["jobs"])
+    fig, axes = plt.subplots(1, 2 * len(jobs), figsize=(6 * len(jobs) * 2, 4), squeeze=False)
+    colors = {"at_least_once": "#7f7f7f", "release": "#2ca02c", "two_phase": "#d62728"}
+    for i, job in enumerate(jobs):
+        rows = report["jobs"][job]
+        x = [r["interval_s"] for r in rows]
+        for col, stat in enumerate(("p50_ms", "p99_ms")):
+            ax = axes[0][2 * i + col]
+            for sink in report["sinks"]:
+                values = [r[sink][stat] for r in rows]
+                ax.plot(x, values, marker="o", color=colors[sink], label=sink)
+            ax.set_title(f"{job}: {stat[:3]} latency to visibility")
+            ax.set_xlabel("trigger interval = checkpoint interval (s)")
+            ax.set_ylabel("ms")
+            ax.set_xticks(x)
+            ax.legend()
+    fig.suptitle(f"Sink modes at {report['rate_eps']:,.0f} ev/s (one application per point)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
