@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install demo ops ops-down test test-all browser dashboard lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign lock clean
+.PHONY: install demo ops ops-down test test-all browser dashboard lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -58,7 +58,13 @@ bench-recovery: $(STAMP)
 	$(BIN)/recovery bench recovery --mst-step 1.5 --mst-duration 30 --out docs/benchmarks/bench_recovery
 
 bench-campaign: $(STAMP)
-	$(BIN)/recovery bench campaign --out docs/benchmarks/causal_campaign
+	$(BIN)/recovery bench campaign --suite causal --out docs/benchmarks/causal_campaign
+
+bench-release-campaign: $(STAMP)
+	$(BIN)/recovery bench campaign --suite release --out docs/benchmarks/release_campaign
+
+bench-sinks: $(STAMP)
+	$(BIN)/recovery bench sinks --out docs/benchmarks/bench_sinks
 
 bench-causal: $(STAMP)
 	$(BIN)/recovery bench causal --out docs/benchmarks/bench_causal

@@ -194,8 +194,13 @@ def bench_standby(
 
 @bench_app.command("campaign")
 def bench_campaign(
-    mode: list[str] = typer.Option(["causal", "native"], help="causal | native (repeatable)."),
-    out: str = typer.Option("reports/causal_campaign", help="Report prefix (.json and .png)."),
+    suite: str = typer.Option(
+        "causal", help="causal (causal vs native) | release (release sink vs at-least-once)."
+    ),
+    mode: list[str] = typer.Option(
+        [], help="Only the variants with this mode or sink (repeatable), e.g. causal, release."
+    ),
+    out: str = typer.Option(None, help="Report prefix (.json and .png); reports/<suite>_campaign."),
     case: list[str] = typer.Option(
         [], help="Run only these cases (e.g. lastbids-cluster; repeatable); default all."
     ),
@@ -203,12 +208,15 @@ def bench_campaign(
         False, help="Keep the other cases' results from an existing report with this prefix."
     ),
 ) -> None:
-    """20 injected failures of every kind per mode on the nondeterministic pipelines, judged by
-    the oracle: causal logging against native Spark."""
-    from recovery_lib.bench.causal_campaign import run_campaign, select_cases
+    """20 injected failures of every kind per variant, judged by the oracle: causal logging
+    against native Spark on the nondeterministic jobs, or the release sink against
+    at-least-once read by a plain consumer."""
+    from recovery_lib.bench.campaign import run_campaign, select
 
     try:
-        run_campaign(out, console, cases=select_cases(case), modes=tuple(mode), merge=merge)
+        cases, variants = select(suite, case, mode)
+        out = out or f"reports/{suite}_campaign"
+        run_campaign(out, console, cases=cases, variants=variants, merge=merge)
     except (ValueError, KafkaLayerError) as exc:
         abort(exc)
 

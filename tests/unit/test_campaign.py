@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
-from recovery_lib.bench.causal_campaign import CASES, select_cases, summarize
+from recovery_lib.bench.campaign import CASES, RELEASE_CASES, SUITES, select, summarize
+from recovery_lib.experiment.runner import FAILURE_KINDS
 
 
 def test_cases_cover_every_failure_kind_and_twenty_failures_per_mode():
@@ -14,12 +17,26 @@ def test_cases_cover_every_failure_kind_and_twenty_failures_per_mode():
     assert all("executor-kill" not in c.kinds or c.cluster for c in CASES)
 
 
-def test_select_cases_by_name_and_refuses_unknown_ones():
-    assert select_cases([]) == CASES
-    (case,) = select_cases(["lastbids-cluster"])
-    assert case.pipeline == "lastbids" and case.cluster
-    with pytest.raises(ValueError, match="unknown case.*cases are"):
-        select_cases(["lastbids-moon"])
+def test_release_suite_has_twenty_failures_of_every_kind_but_pause():
+    kinds = Counter(k for c in RELEASE_CASES for k in c.kinds.split(","))
+    assert set(kinds) == set(FAILURE_KINDS) - {"pause"}
+    assert min(kinds.values()) >= 20, kinds
+    assert all("executor-kill" not in c.kinds or c.cluster for c in RELEASE_CASES)
+    assert len({c.name for c in RELEASE_CASES}) == len(RELEASE_CASES)
+
+
+def test_select_cases_and_variants_by_name_and_refuses_unknown_ones():
+    assert select("causal", [], []) == SUITES["causal"]
+    (case,), variants = select("causal", ["lastbids-cluster"], ["causal"])
+    assert case.pipeline == "lastbids" and case.cluster and [v.mode for v in variants] == ["causal"]
+    _, (variant,) = select("release", [], ["release"])
+    assert variant.sink == "release" and variant.name == "release (native)"
+    with pytest.raises(ValueError, match="unknown case.*cases of causal are"):
+        select("causal", ["lastbids-moon"], [])
+    with pytest.raises(ValueError, match="suites are causal, release"):
+        select("exactly", [], [])
+    with pytest.raises(ValueError, match="no variant"):
+        select("release", [], ["standby"])
 
 
 def test_summary_counts_fired_failures_and_verdicts_per_mode():

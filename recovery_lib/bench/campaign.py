@@ -1,5 +1,6 @@
-"""``recovery bench campaign``: many injected failures, causal mode against native, judged by
-the oracle.
+"""``recovery bench campaign``: many injected failures, judged by the oracle. Two suites:
+``causal`` (causal mode against native on the nondeterministic jobs, reading deduplicated) and
+``release`` (the release sink against at-least-once, read by a plain consumer, no dedup).
 
 Each case is one experiment (``recovery experiment run``) whose faulty run takes ``repeat``
 failures of the listed kinds in turn, at jittered times (driver SIGKILL, SIGKILL in the middle
@@ -21,9 +22,8 @@ from typing import Any
 from rich.console import Console
 
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.job.spec import resolve_job
 from recovery_lib.runtime import cluster as cluster_mod
-
-MODES = ("causal", "native")
 
 
 @dataclass(frozen=True)
@@ -32,10 +32,24 @@ class Case:
     kinds: str  # comma-separated, taking turns
     cluster: bool = False
     rate: float = 1_000.0
+    tag: str = ""  # tells apart cases of one pipeline and placement
+    midwrite_rows: int = 20  # mid-write and write-retry fire after this many rows of a task
 
     @property
     def name(self) -> str:
-        return f"{self.pipeline}-{'cluster' if self.cluster else 'local'}"
+        return f"{self.pipeline}-{'cluster' if self.cluster else 'local'}{self.tag}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a case runs in: the recovery mode and the sink mode (io/sinks/modes.py)."""
+
+    mode: str
+    sink: str = "dedup"
+
+    @property
+    def name(self) -> str:
+        return self.mode if self.sink == "dedup" else f"{self.sink} ({self.mode})"
 
 
 # 4 failures per case, 20 per mode; every kind the injector has, every nondeterministic
@@ -48,12 +62,29 @@ CASES = (
     Case("lastbids", "executor-kill,mid-write,executor-kill,driver-kill", cluster=True, rate=2_000),
 )
 
+# The release barrier: 20 failures of every kind, each run against at-least-once on the same
+# failures. Deterministic jobs run native (q1 stateless, q3 a stateful join); a nondeterministic
+# one (prices) runs causal, which the release sink requires.
+_LOCAL_KINDS = ",".join(["driver-kill", "mid-write", "task-retry", "write-retry"] * 2)
+RELEASE_CASES = (
+    *(Case("q1", _LOCAL_KINDS, rate=1_000, tag=f"-{i}") for i in range(1, 6)),
+    # A join's batches are small: its writes fail after 2 rows.
+    *(Case("q3", _LOCAL_KINDS, rate=4_000, tag=f"-{i}", midwrite_rows=2) for i in range(1, 4)),
+    *(Case("prices", _LOCAL_KINDS, tag=f"-{i}") for i in (1, 2)),
+    *(Case("q1", "executor-kill," * 4 + "executor-kill", True, tag=f"-{i}") for i in (1, 2)),
+    *(Case("q3", "executor-kill," * 4 + "executor-kill", True, 4_000, f"-{i}") for i in (1, 2)),
+)
+SUITES = {
+    "causal": (CASES, (Variant("causal"), Variant("native"))),
+    "release": (RELEASE_CASES, (Variant("native", "release"), Variant("native", "at-least-once"))),
+}
+
 
 def run_campaign(
     out_prefix: str,
     console: Console,
     cases: tuple[Case, ...] = CASES,
-    modes: tuple[str, ...] = MODES,
+    variants: tuple[Variant, ...] = SUITES["causal"][1],
     fail_at_s: float = 15.0,
     every_s: float = 30.0,
     jitter_s: float = 8.0,
@@ -81,11 +112,19 @@ def run_campaign(
                 cluster_mod.start_cluster()
                 started_cluster = True
             repeat = len(case.kinds.split(","))
-            for mode in modes:
-                console.print(f"[bold]{case.name} {mode}[/]: {case.kinds} ...")
+            for variant in variants:
+                mode = variant.mode
+                if (
+                    variant.sink != "dedup"
+                    and resolve_job(case.pipeline).contract.replay_needs_causal
+                ):
+                    mode = "causal"  # what the release sink needs; both sinks run alike
+                console.print(f"[bold]{case.name} {variant.name}[/]: {case.kinds} ...")
                 cfg = ExperimentConfig(
                     query=case.pipeline,
                     mode=mode,
+                    sink=variant.sink,
+                    midwrite_rows=case.midwrite_rows,
                     fail=case.kinds,
                     fail_at_s=fail_at_s,
                     repeat=repeat,
@@ -101,13 +140,16 @@ def run_campaign(
                 )
                 t0 = time.monotonic()
                 result = Experiment(cfg, console, progress=lambda _m: None).run()
-                path = write_report(result, out.parent / f"{out.name}_{case.name}_{mode}.json")
+                tag = variant.name.replace(" ", "_").replace("(", "").replace(")", "")
+                path = write_report(result, out.parent / f"{out.name}_{case.name}_{tag}.json")
                 consistency = result["consistency"]
                 entry = {
                     "case": case.name,
                     "pipeline": case.pipeline,
                     "cluster": case.cluster,
-                    "mode": mode,
+                    "mode": variant.name,
+                    "recovery_mode": mode,
+                    "sink": variant.sink,
                     "rate": case.rate,
                     "failures": [
                         {k: f.get(k) for k in ("kind", "at_s", "fired")} for f in result["failures"]
@@ -149,17 +191,26 @@ def run_campaign(
     return report
 
 
-def select_cases(names: list[str]) -> tuple[Case, ...]:
-    """The cases named (``prices-local``, ``lastbids-cluster`` ...); all when none."""
-    if not names:
-        return CASES
-    unknown = set(names) - {c.name for c in CASES}
+def select(
+    suite: str, names: list[str], only: list[str]
+) -> tuple[tuple[Case, ...], tuple[Variant, ...]]:
+    """A suite's cases named (``prices-local``, ``lastbids-cluster`` ...; all when none) and
+    its variants whose mode or sink is in ``only`` (all when empty)."""
+    if suite not in SUITES:
+        raise ValueError(f"unknown suite {suite!r}; suites are {', '.join(SUITES)}")
+    cases, variants = SUITES[suite]
+    unknown = set(names) - {c.name for c in cases}
     if unknown:
         raise ValueError(
-            f"unknown case(s) {', '.join(sorted(unknown))}; cases are "
-            f"{', '.join(c.name for c in CASES)}"
+            f"unknown case(s) {', '.join(sorted(unknown))}; cases of {suite} are "
+            f"{', '.join(c.name for c in cases)}"
         )
-    return tuple(c for c in CASES if c.name in names)
+    chosen = tuple(v for v in variants if not only or {v.mode, v.sink} & set(only))
+    if not chosen:
+        raise ValueError(
+            f"no variant of {suite} matches {only}; they are {[v.name for v in variants]}"
+        )
+    return tuple(c for c in cases if not names or c.name in names), chosen
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -213,7 +264,7 @@ def _chart(report: dict[str, Any], path: Path) -> None:
     ax.set_xticks(range(len(cases)), cases)
     ax.set_yscale("log")
     ax.set_ylabel("outputs (log scale)")
-    ax.set_title("Injected failures, causal logging vs native Spark, judged by the oracle")
+    ax.set_title(f"Injected failures, {' vs '.join(modes)}, judged by the oracle")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
