@@ -11,9 +11,11 @@ delivery error fails the task; nothing is dropped silently. Modes:
   two_phase       a commit-gated two-phase commit on any broker (commit_gate.py): records are
                   tagged with their task attempt and visible to ``CommittedReader`` only when
                   the driver's commit record for their batch arrives
-  transactional   one Kafka transaction per task (transactional.id = sink id + partition);
-                  needs a broker whose read_committed consumers hide aborted records (Apache
-                  Kafka). The embedded tansu does not, so it is refused unless
+  transactional   one Kafka transaction per task (transactional.id = sink id + partition),
+                  task partition p on Kafka partition p, and a re-run task skips what its
+                  partition committed before (the release barrier, read_committed); needs a
+                  broker whose read_committed consumers hide aborted records (Apache Kafka).
+                  The embedded tansu does not, so it is refused unless
                   ``brokerSupportsTransactions=true``.
 
 Options: topic (required), mode, epoch (written as header ``rl.epoch``, default 0), writeGuard
@@ -142,9 +144,9 @@ def validate_sink_schema(
     schema: StructType, carrier_required: bool = False, mode: str = "at_least_once"
 ) -> None:
     names = {f.name: f.dataType for f in schema.fields}
-    if mode == "release" and "partition" in names:
+    if mode in ("release", "transactional") and "partition" in names:
         raise InvalidSinkOption(
-            "mode=release writes task partition p to Kafka partition p, so that output ids "
+            f"mode={mode} writes task partition p to Kafka partition p, so that output ids "
             "increase along every partition (the release barrier reads the last one back); "
             "drop the 'partition' column, or use mode=dedup or two_phase to choose partitions"
         )
@@ -223,10 +225,9 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         if self.options.stable_order and DET_COLUMN not in self.columns:
             iterator = stable_order(iterator)
         mode = self.options.mode
-        if mode == "transactional":
-            rows = self._write_transactional(iterator, batch_id, partition)
-        elif mode == "release":
-            rows, dropped = self._write_release(iterator, batch_id, partition)
+        if mode in ("release", "transactional"):
+            write = self._write_release if mode == "release" else self._write_transactional
+            rows, dropped = write(iterator, batch_id, partition)
             return SinkCommit(batch_id, partition, attempt, rows, dropped=dropped)
         elif mode == "two_phase":
             token = f"{self.run_token}.{task['attempt_id']}"
@@ -270,22 +271,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                 f"batch {batch_id} partition {partition}: earlier records of this process were "
                 "not acknowledged, so the release barrier cannot tell what was released"
             )
-        topic = self.options.topic
-        count = partition_count(producer, topic)
-        if partition >= count:
-            raise InvalidSinkOption(
-                f"mode=release writes task partition p to Kafka partition p, and this query's "
-                f"output stage has a task {partition} while {topic} has {count} partitions. "
-                f"Create {topic} with more partitions (--partitions), or coalesce the output "
-                f"to {count} partitions (df.coalesce({count}))"
-            )
-        barrier = cached(
-            "consumer:release-barrier",
-            self.options.kafka,
-            lambda c: ReleaseBarrier(c, settings.kafka_request_timeout_s),
-        )
-        last = barrier.last_released(topic, partition, self.options.sink_id)
-        skip = last.skip_for(batch_id) if last is not None else 0
+        skip = self._released_rows(producer, batch_id, partition, self.options.kafka)
         try:
             rows = self._produce_all(
                 producer, iterator, batch_id, partition, skip=skip, pin=partition
@@ -295,28 +281,60 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         except BaseException:
             producer.flush(settings.sink_flush_timeout_s)  # released is released: say so
             raise
-        dropped = rows if skip is None else min(skip, rows)
-        return rows, dropped
+        return rows, rows if skip is None else min(skip, rows)
+
+    def _released_rows(
+        self, producer: Any, batch_id: int, partition: int, config: Mapping[str, str]
+    ) -> int | None:
+        """Rows of this task already in its partition (release.py); None: all of them."""
+        topic = self.options.topic
+        count = partition_count(producer, topic)
+        if partition >= count:
+            raise InvalidSinkOption(
+                f"mode={self.options.mode} writes task partition p to Kafka partition p, and "
+                f"this query's output stage has a task {partition} while {topic} has {count} "
+                f"partitions. Create {topic} with more partitions (--partitions), or coalesce "
+                f"the output to {count} partitions (df.coalesce({count}))"
+            )
+        settings = get_settings()
+        barrier = cached(
+            "consumer:release-barrier",
+            config,
+            lambda c: ReleaseBarrier(c, settings.kafka_request_timeout_s),
+        )
+        last = barrier.last_released(topic, partition, self.options.sink_id)
+        return last.skip_for(batch_id) if last is not None else 0
 
     def _write_transactional(
         self, iterator: Iterator[pa.RecordBatch], batch_id: int, partition: int
-    ) -> int:
+    ) -> tuple[int, int]:
+        """One Kafka transaction per task, on Kafka partition = task partition. A re-run
+        task (a retry, a batch re-executed after a driver restart) first reads the partition's
+        last committed id (read_committed) and skips what committed before: Spark commits a
+        task's transaction at the task's end, not at the batch's, so this is what keeps a
+        re-executed batch from committing its outputs twice. transactional.id per partition
+        fences an older attempt's producer."""
         config = {
             **self._producer_config(),
             "transactional.id": f"{self.options.sink_id or self.options.topic}-p{partition}",
         }
         producer = cached("producer:txn", config, _new_transactional_producer)
+        timeout = get_settings().sink_flush_timeout_s
+        committed = {**self.options.kafka, "isolation.level": "read_committed"}
+        skip = self._released_rows(producer, batch_id, partition, committed)
         producer.begin_transaction()
         try:
-            rows = self._produce_all(producer, iterator, batch_id, partition)
-            producer.commit_transaction(get_settings().sink_flush_timeout_s)
+            rows = self._produce_all(
+                producer, iterator, batch_id, partition, skip=skip, pin=partition
+            )
+            producer.commit_transaction(timeout)
         except BaseException:
             try:
-                producer.abort_transaction(get_settings().sink_flush_timeout_s)
+                producer.abort_transaction(timeout)
             except Exception:
                 evict("producer:txn", config)  # fenced or broken: start clean next time
             raise
-        return rows
+        return rows, rows if skip is None else min(skip, rows)
 
     def _produce_all(
         self,
