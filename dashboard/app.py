@@ -295,7 +295,10 @@ def experiments(path: Path) -> None:
     for col, run_id in zip(cols, chosen, strict=True):
         row = exp.set_index("run_id").loc[run_id]
         with col:
-            st.markdown(f"**{row['query']} · {row['mode']} · {row['fail']}**  \n`{run_id}`")
+            st.markdown(
+                f"**{row['query']} · {row['mode']} · sink {row['sink']} · {row['fail']}**  \n"
+                f"`{run_id}`"
+            )
             st.metric("oracle", row["verdict"] or "n/a")
             chart = timeline_chart(path, run_id)
             if chart is not None:

@@ -87,6 +87,11 @@ def test_jobs_file_errors_say_what_to_fix(tmp_path):
         load_jobs(bad)
     with pytest.raises(ValueError, match="does not exist"):
         load_jobs(tmp_path / "nope.yaml")
+    bad.write_text("jobs:\n  - {name: a, job: prices, sink_mode: release}\n")
+    with pytest.raises(ValueError, match="set mode: causal"):
+        load_jobs(bad)
+    bad.write_text("jobs:\n  - {name: a, job: prices, sink_mode: release, mode: causal}\n")
+    assert load_jobs(bad)["a"].sink_mode == "release"
     repo_jobs = load_jobs(Path(__file__).resolve().parents[1] / "dags" / "streaming_jobs.yaml")
     assert repo_jobs and all(j.job_ref.startswith("jobs.") for j in repo_jobs.values())
 

@@ -139,7 +139,8 @@ def recoveries(path: str | Path) -> pd.DataFrame:
 def consistency(path: str | Path) -> pd.DataFrame:
     return read_frame(
         path,
-        """SELECT c.run_id, c.reference_run_id, c.query, r.mode, c.ts_ms, c.verdict,
+        """SELECT c.run_id, c.reference_run_id, c.query, r.mode,
+                  json_extract_string(r.config, '$.sink') AS sink, c.ts_ms, c.verdict,
                   json_extract_string(c.report, '$.guarantee') AS guarantee, c.outputs,
                   c.reference_outputs, c.lost, c.duplicated, c.divergent, c.unexpected AS extra
            FROM consistency_reports c LEFT JOIN runs r USING (run_id)
@@ -152,8 +153,9 @@ def experiments(path: str | Path) -> pd.DataFrame:
     frame = read_frame(
         path,
         """SELECT json_extract_string(r.config, '$.experiment') AS experiment,
-                  r.run_id, r.query, r.mode, r.started_ms,
-                  json_extract_string(r.config, '$.fail') AS fail,
+                  r.run_id, r.query, r.mode,
+                  coalesce(json_extract_string(r.config, '$.sink'), 'dedup') AS sink,
+                  r.started_ms, json_extract_string(r.config, '$.fail') AS fail,
                   TRY_CAST(json_extract_string(r.config, '$.rate') AS DOUBLE) AS rate,
                   c.verdict, json_extract_string(c.report, '$.guarantee') AS guarantee,
                   c.lost, c.duplicated, c.divergent
