@@ -20,7 +20,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker]
 RECORDS = 900
 
 
-def run_available_now(spark, source: str, out: str, checkpoint: Path, mode: str) -> None:
+def run_available_now(
+    spark, source: str, out: str, checkpoint: Path, mode: str, **options: str
+) -> None:
     df = (
         spark.readStream.format(SOURCE_NAME)
         .option("subscribe", source)
@@ -35,6 +37,7 @@ def run_available_now(spark, source: str, out: str, checkpoint: Path, mode: str)
         .option("topic", out)
         .option("mode", mode)
         .option("stableOrder", "true")
+        .options(**options)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
@@ -50,13 +53,15 @@ def committed(checkpoint: Path) -> list[Path]:
     )
 
 
-def rerun_last_batch(spark, source: str, out: str, checkpoint: Path, mode: str) -> int:
+def rerun_last_batch(
+    spark, source: str, out: str, checkpoint: Path, mode: str, **options: str
+) -> int:
     """Remove the last batch's commit-log entry and restart: Spark re-runs that batch."""
     commits = committed(checkpoint)
     last = int(commits[-1].name)
     commits[-1].unlink()
     (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
-    run_available_now(spark, source, out, checkpoint, mode)
+    run_available_now(spark, source, out, checkpoint, mode, **options)
     return last
 
 
@@ -162,32 +167,9 @@ def test_transactional_rerun_of_a_batch_commits_nothing_twice(spark, admin, sour
     out = f"{source}-txn"
     admin.create(out, 4)
     checkpoint = tmp_path / "ck"
-
-    def run() -> None:
-        df = (
-            spark.readStream.format(SOURCE_NAME)
-            .option("subscribe", source)
-            .option("maxOffsetsPerTrigger", "300")
-            .load()
-        )
-        query = (
-            df.select(F.col("value").cast("string").alias("value"))
-            .writeStream.format(SOURCE_NAME)
-            .option("topic", out)
-            .option("mode", "transactional")
-            .option("brokerSupportsTransactions", "true")
-            .option("stableOrder", "true")
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert query.awaitTermination(180) and query.exception() is None
-
-    run()
-    commits = committed(checkpoint)
-    commits[-1].unlink()
-    (checkpoint / "commits" / f".{commits[-1].name}.crc").unlink(missing_ok=True)
-    run()
+    txn = {"brokerSupportsTransactions": "true"}
+    run_available_now(spark, source, out, checkpoint, "transactional", **txn)
+    rerun_last_batch(spark, source, out, checkpoint, "transactional", **txn)
     consumer = Consumer(
         {**client_config(), "group.id": f"{out}-rc", "isolation.level": "read_committed"}
     )

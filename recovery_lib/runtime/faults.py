@@ -15,6 +15,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 MIDWRITE_ENV = "RECOVERY_FAULT_MIDWRITE"
 FAULT_DIR_ENV = "RECOVERY_FAULT_DIR"
@@ -104,14 +105,19 @@ def arm(directory: str | os.PathLike[str], name: str, spec: str = "") -> None:
 
 def armed_midwrite() -> MidWriteKill | None:
     """A mid-write kill armed at run time: fires in the next batch reaching ``rows``."""
+    return _armed(MIDWRITE_ARM, "midwrite.fired", _ArmedMidWrite)
+
+
+def _armed(arm_name: str, fired: str, kind: type[Any]) -> Any:
+    """The sink fault armed as ``arm_name`` (spec ``rows=N``) unless it fired already."""
     directory = _arm_dir()
     if directory is None:
         return None
-    path = directory / MIDWRITE_ARM
-    if not path.exists() or (directory / "midwrite.fired").exists():
+    path = directory / arm_name
+    if not path.exists() or (directory / fired).exists():
         return None
     fields = dict(p.split("=", 1) for p in path.read_text().split(",") if "=" in p)
-    return _ArmedMidWrite(batch=-1, rows=int(fields.get("rows", "1")), directory=directory)
+    return kind(batch=-1, rows=int(fields.get("rows", "1")), directory=directory)
 
 
 @dataclass(frozen=True)
@@ -148,14 +154,7 @@ class _ArmedWriteFailure(MidWriteKill):
 
 
 def armed_write_failure() -> _ArmedWriteFailure | None:
-    directory = _arm_dir()
-    if directory is None:
-        return None
-    path = directory / WRITEFAIL_ARM
-    if not path.exists() or (directory / "writefail.fired").exists():
-        return None
-    fields = dict(p.split("=", 1) for p in path.read_text().split(",") if "=" in p)
-    return _ArmedWriteFailure(batch=-1, rows=int(fields.get("rows", "1")), directory=directory)
+    return _armed(WRITEFAIL_ARM, "writefail.fired", _ArmedWriteFailure)
 
 
 def _claim(directory: Path, name: str) -> bool:
