@@ -186,3 +186,16 @@ def test_experiments_refuse_release_for_a_nondeterministic_native_run(settings_e
         ExperimentConfig(query="lastbids", sink="release").validate()
     ExperimentConfig(query="lastbids", sink="release", mode="causal").validate()
     ExperimentConfig(query="q3", sink="two-phase").validate()
+
+
+def test_an_armed_write_failure_raises_once_after_its_rows(tmp_path, monkeypatch):
+    from recovery_lib.runtime import faults
+
+    monkeypatch.setenv(faults.ARM_DIR_ENV, str(tmp_path))
+    assert faults.sink_write_fault() is None  # nothing armed
+    faults.arm(tmp_path, faults.WRITEFAIL_ARM, "rows=3")
+    fault = faults.sink_write_fault()
+    assert not fault.should_fire(0, 2) and fault.should_fire(0, 3)
+    with pytest.raises(faults.InjectedTaskFailure, match="after 3 records"):
+        fault.fire()
+    assert faults.sink_write_fault() is None  # fired: the retry writes undisturbed
