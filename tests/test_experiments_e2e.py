@@ -57,6 +57,7 @@ def test_at_least_once_sink_after_mid_write_kill_is_reported_duplicated(kafka_bo
     assert path.with_suffix(".png").stat().st_size > 10_000
 
 
+@pytest.mark.long  # native restart: test_recovery_e2e; the experiment's store: test_release_e2e
 def test_deterministic_q3_with_dedup_is_consistent_after_driver_kill(kafka_bootstrap):
     report = experiment(kafka_bootstrap, query="q3", fail="driver-kill", sink="dedup", rate=1500.0)
     c = report["consistency"]

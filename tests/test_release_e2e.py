@@ -10,13 +10,15 @@ import pytest
 
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig
 from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.metrics.store import read_frame
+from recovery_lib.settings import get_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
 
 
 def run(**overrides) -> dict:
     cfg = ExperimentConfig(
-        **{"query": "q1", "rate": 500.0, "duration_s": 30.0, "fail_at_s": 8.0, **overrides}
+        **{"query": "q1", "rate": 500.0, "duration_s": 26.0, "fail_at_s": 8.0, **overrides}
     )
     return Experiment(cfg).run()
 
@@ -28,9 +30,7 @@ def test_release_sink_plain_consumer_exactly_once_through_mid_write_kill_and_tas
     # a task after 20 outputs and Spark retries it. Both re-compute what was released: an
     # at-least-once sink shows those as duplicates (test_experiments_e2e), the barrier drops
     # them, so a plain consumer sees every output once.
-    report = run(
-        sink="release", fail="write-retry,mid-write", repeat=2, every_s=10.0, fail_at_s=6.0
-    )
+    report = run(sink="release", fail="write-retry,mid-write", repeat=2, every_s=8.0, fail_at_s=5.0)
     c = report["consistency"]
     assert [f["fired"] for f in report["failures"]] == [True, True], report["failures"]
     assert report["restarts"], "the mid-write kill did not restart the job"
@@ -38,6 +38,15 @@ def test_release_sink_plain_consumer_exactly_once_through_mid_write_kill_and_tas
     assert c["duplicated"] == 0 and c["duplicates_dropped"] == 0 and c["lost"] == 0
     ids = Counter(r.id for r in read_topic(report["out_topics"]["faulty"]))
     assert max(ids.values()) == 1  # the raw log itself: nothing written twice
+    # The experiment's record in the metrics store: the failures, the restart, the verdict.
+    store = get_settings().home / "metrics.duckdb"
+    faulty = [report["faulty_run_id"]]
+    kinds = set(read_frame(store, "SELECT kind FROM events WHERE run_id = ?", faulty)["kind"])
+    assert {"failure_injected", "failure_detected", "restart", "ready"} <= kinds
+    verdicts = read_frame(
+        store, "SELECT verdict FROM consistency_reports WHERE run_id = ?", faulty
+    )["verdict"].tolist()
+    assert verdicts == ["consistent"]
 
 
 @pytest.mark.long

@@ -201,6 +201,7 @@ def test_user_job_in_causal_mode_is_exactly_once_through_a_driver_kill_and_a_mid
     assert code == 0
 
 
+@pytest.mark.long  # the contrast to the causal run above; make test keeps the mechanism's e2e
 def test_user_job_native_after_a_mid_write_kill_is_not_exactly_once(user_job, tmp_path):
     half = {user_job["topic"]: {"0": CLICKS_PER_PARTITION // 2, "1": CLICKS_PER_PARTITION // 2}}
     code, report = run_experiment(
