@@ -254,7 +254,7 @@ def bench_sinks(
     out: str = typer.Option("reports/bench_sinks", help="Report prefix (.json and .png)."),
 ) -> None:
     """Latency to visibility of at-least-once, release and two-phase sinks by trigger interval,
-    the three side by side in one application per point (FlameStream Figs. 10-12)."""
+    one after another in one application per point (FlameStream Figs. 10-12)."""
     from recovery_lib.bench.sink_bench import run_sink_bench
     from recovery_lib.kafka.broker import broker_for_run
 

@@ -21,6 +21,7 @@ the mode otherwise.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -91,28 +92,31 @@ class ReleaseBarrier:
         last: Released | None = None
         try:
             position = start
+            deadline = time.monotonic() + self._timeout_s
             while position < end:
-                msgs = self._consumer.consume(num_messages=1000, timeout=self._timeout_s)
-                if not msgs:
+                if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"release barrier: no answer within {self._timeout_s:.0f} s reading "
                         f"{topic}/{partition} at offset {position}; the broker is overloaded "
                         "or unreachable"
                     )
-                for msg in msgs:
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            position = max(position, msg.offset(), end)
-                            continue
-                        raise RuntimeError(f"release barrier reading {topic}/{partition}: {err}")
-                    if msg.offset() >= end:
-                        position = end
-                        break
-                    position = msg.offset() + 1
-                    released = _released(dict(msg.headers() or ()), prefix)
-                    if released is not None:
-                        last = released
+                # poll(), not consume(n): consume waits for n records or its whole timeout,
+                # and a task must not wait for records that are not there.
+                msg = self._consumer.poll(0.05)
+                if msg is None:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        position = max(position, msg.offset(), end)
+                        continue
+                    raise RuntimeError(f"release barrier reading {topic}/{partition}: {err}")
+                if msg.offset() >= end:
+                    break
+                position = msg.offset() + 1
+                released = _released(dict(msg.headers() or ()), prefix)
+                if released is not None:
+                    last = released
         finally:
             self._consumer.unassign()
         return last
