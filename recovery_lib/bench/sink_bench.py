@@ -35,6 +35,7 @@ from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
+from recovery_lib.settings import get_settings
 
 SINKS = ("at_least_once", "release", "two_phase")
 # What the paper's goal compares: release within 10 % of at-least-once at every interval.
@@ -105,7 +106,10 @@ def _measure_sink(
         sink_mode=sink,
         trigger_interval=f"{interval_s:g} seconds",
     )
-    admin.create(opts.out_topic, gen.partitions)
+    # release: one output partition per task of the output stage (a stateful job's tasks are
+    # its shuffle partitions)
+    shuffle = get_settings().spark_shuffle_partitions
+    admin.create(opts.out_topic, max(gen.partitions, shuffle))
     admin.create(opts.dlq_topic, 1)
     collector = LatencyCollector(opts.out_topic, prefix, None, gate=visibility_gate(sink)).start()
     query = write_output(spec.build(spark, opts), opts)

@@ -161,7 +161,12 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
         else None
     )
     admin = TopicAdmin(opts.kafka)
-    admin.create(opts.out_topic, opts.generator.partitions)
+    partitions = opts.generator.partitions
+    if opts.sink_mode in ("release", "transactional"):
+        # Task p writes Kafka partition p: a stateful job's output tasks are its shuffle
+        # partitions. (An existing topic keeps its count; the sink names the fix if too few.)
+        partitions = max(partitions, get_settings().spark_shuffle_partitions)
+    admin.create(opts.out_topic, partitions)
     admin.create(opts.dlq_topic, 1)
     master = None
     if args.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):
