@@ -29,6 +29,7 @@ from rich.console import Console
 
 from recovery_lib.io.sinks.modes import visibility_gate
 from recovery_lib.job import JobOptions, write_output
+from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.metrics.latency import LatencyCollector
@@ -183,11 +184,12 @@ def run_sink_bench(
 
     for job in jobs:
         spec = resolve_job(job)  # fail fast on an unknown name
-        if spec.contract.replay_needs_causal:
-            raise ValueError(
-                f"{job} is nondeterministic or order-sensitive: the release sink needs it in "
-                "causal mode, which this benchmark does not run; choose a deterministic job"
-            )
+        check_sink_mode(
+            spec,
+            "release",
+            causal=False,
+            fix="Choose a deterministic job: this benchmark does not run causal mode",
+        )
     if rate <= 0 or duration_s <= 0 or not intervals or min(intervals) <= 0:
         raise ValueError("rate, duration and every interval must be positive")
     out = Path(out_prefix)

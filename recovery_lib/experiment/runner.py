@@ -32,6 +32,7 @@ from recovery_lib.experiment.recovery_metrics import output_gap_s, recovery_time
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.modes import consumer_dedups, consumer_records, visibility_gate
 from recovery_lib.io.tail_probe import TailProbe
+from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
@@ -140,16 +141,12 @@ class ExperimentConfig:
             )
         if self.sink not in SINKS:
             raise ValueError(f"--sink must be one of {', '.join(SINKS)}, got {self.sink!r}")
-        if (
-            self.sink == "release"
-            and job.contract.replay_needs_causal
-            and MODES[self.mode].job_mode(job.contract) != "causal"
-        ):
-            raise ValueError(
-                f"--sink release needs a replay that recomputes what was released, and job "
-                f"{job.name} is nondeterministic or order-sensitive: use --mode causal (or "
-                "standby), or --sink two-phase or dedup"
-            )
+        check_sink_mode(
+            job,
+            SINKS[self.sink],
+            MODES[self.mode].job_mode(job.contract) == "causal",
+            fix="Use --mode causal (or standby), or --sink two-phase or dedup",
+        )
         if "executor-kill" in self.kinds and not self.cluster:
             raise ValueError("executor-kill needs separate executor processes: add --cluster")
         if self.mode == "standby" and "executor-kill" in self.kinds:

@@ -116,24 +116,28 @@ def parse_options(
         settings = get_settings()
         opts.enable_causal(settings.causal_on_missing, settings.causal_storage)
     try:
-        check_sink_mode(spec, opts)
+        check_sink_mode(spec, opts.sink_mode, opts.causal is not None)
     except ValueError as exc:
         parser.error(str(exc))
     return opts, args
 
 
-def check_sink_mode(spec: JobSpec, opts: JobOptions) -> None:
+def check_sink_mode(
+    spec: JobSpec,
+    sink_mode: str,
+    causal: bool,
+    fix: str = "Run it with --mode causal (its nondeterminism is then logged and replayed), "
+    "or choose sink mode two_phase or dedup",
+) -> None:
     """The release barrier drops re-computed outputs by id: a re-run must recompute what the
     first run released, which a nondeterministic or order-sensitive job does only under
-    causal logging."""
-    if opts.sink_mode == "release" and spec.contract.replay_needs_causal and opts.causal is None:
+    causal logging. ``fix`` says what to change where the check runs."""
+    if sink_mode == "release" and spec.contract.replay_needs_causal and not causal:
         why = "nondeterministic" if not spec.contract.deterministic else "order-sensitive"
         raise ValueError(
             f"sink mode release needs a replay that recomputes what was released, and job "
             f"{spec.name} is {why} (its consistency contract says so): a re-run would release "
-            f"different outputs under ids already released. Run it with --mode causal (its "
-            f"nondeterminism is then logged and replayed), or choose sink mode two_phase or "
-            f"dedup"
+            f"different outputs under ids already released. {fix}"
         )
 
 

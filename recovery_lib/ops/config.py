@@ -10,6 +10,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.settings import get_settings
 
@@ -48,13 +49,12 @@ class StreamJob(BaseModel):
 
     @model_validator(mode="after")
     def _release_needs_a_replayable_job(self) -> StreamJob:
-        needs_causal = self.spec.contract.replay_needs_causal
-        if self.sink_mode == "release" and needs_causal and self.mode != "causal":
-            raise ValueError(
-                f"job {self.name}: sink_mode release needs a replay that recomputes what "
-                f"was released, and {self.job} is nondeterministic or order-sensitive; set "
-                "mode: causal, or sink_mode: two_phase or dedup"
-            )
+        check_sink_mode(
+            self.spec,
+            self.sink_mode,
+            self.mode == "causal",
+            fix=f"In job {self.name}, set mode: causal, or sink_mode: two_phase or dedup",
+        )
         return self
 
     @property

@@ -15,7 +15,6 @@ from recovery_lib.io.sinks.dedup_reader import SinkRecord
 from recovery_lib.io.sinks.ids import output_id
 from recovery_lib.io.sinks.modes import consumer_dedups, sink_mode
 from recovery_lib.io.sinks.release import Released, _released
-from recovery_lib.job.options import JobOptions
 from recovery_lib.job.runner import check_sink_mode, parse_options
 from recovery_lib.job.spec import resolve_job
 
@@ -168,12 +167,11 @@ def test_release_refuses_a_partition_column():
 def test_release_refuses_a_nondeterministic_job_unless_causal(settings_env):
     settings_env(KAFKA_BOOTSTRAP="127.0.0.1:1")  # options only: nothing connects
     prices = resolve_job("prices")
-    opts = JobOptions(query="prices", sink_mode="release")
     with pytest.raises(ValueError, match="--mode causal"):
-        check_sink_mode(prices, opts)
-    opts.enable_causal()
-    check_sink_mode(prices, opts)  # replayed determinants: accepted
-    check_sink_mode(resolve_job("q3"), JobOptions(query="q3", sink_mode="release"))
+        check_sink_mode(prices, "release", causal=False)
+    check_sink_mode(prices, "release", causal=True)  # replayed determinants: accepted
+    check_sink_mode(prices, "two_phase", causal=False)
+    check_sink_mode(resolve_job("q3"), "release", causal=False)
     with pytest.raises(SystemExit):  # the job's command line says the same
         parse_options(prices, ["--sink-mode", "release", "--param", "price_url=http://x"])
 
