@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -124,19 +123,18 @@ class LatencyCollector:
             if self.gate is None:
                 yield dict(msg.headers() or ()), msg.timestamp()[1]
                 continue
+            headers = tuple(msg.headers() or ())
+            rid = dict(headers).get(ID_HEADER)
             record = SinkRecord(
-                id=None,
+                id=rid.decode() if rid is not None else None,
                 epoch=None,
                 key=None,
                 value=msg.value(),
                 topic=msg.topic(),
                 partition=msg.partition(),
                 offset=msg.offset(),
-                headers=tuple(msg.headers() or ()),
+                headers=headers,
                 timestamp_ms=msg.timestamp()[1],
             )
-            rid = dict(record.headers).get(ID_HEADER)
-            if rid is not None:
-                record = replace(record, id=rid.decode())
             for released in self.gate.offer(record):
                 yield dict(released.headers), released.timestamp_ms

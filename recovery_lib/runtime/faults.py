@@ -133,18 +133,13 @@ class _ArmedMidWrite(MidWriteKill):
 
 
 @dataclass(frozen=True)
-class _ArmedWriteFailure(MidWriteKill):
+class _ArmedWriteFailure(_ArmedMidWrite):
     """A sink task that fails (raises) after writing ``rows`` records: Spark retries the task,
     whose new attempt writes the same outputs again (the task-level mid-write failure)."""
-
-    directory: Path = Path("/tmp")
 
     @property
     def marker(self) -> Path:
         return self.directory / "writefail.fired"
-
-    def should_fire(self, batch_id: int | None, rows_written: int) -> bool:
-        return rows_written >= self.rows and not self.marker.exists()
 
     def fire(self) -> None:
         if _claim(self.directory, "writefail.fired"):
