@@ -22,6 +22,7 @@ import shutil
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,35 +44,25 @@ SINKS = ("at_least_once", "release", "two_phase")
 RELEASE_GOAL = 1.10
 
 
-def measure(
-    spark: Any,
-    job: str,
-    interval_s: float,
-    rate: float,
-    duration_s: float,
-    warmup_s: float,
-    workdir: Path,
-    console: Console,
-    partitions: int = 2,
-    seed: int = 42,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Point:
+    """One point of the benchmark: a job at a trigger interval and input rate."""
+
+    job: str
+    interval_s: float
+    rate: float
+    duration_s: float  # seconds of paced input
+    warmup_s: float  # outputs visible this early are left out
+    partitions: int = 2
+    seed: int = 42
+
+
+def measure(spark: Any, point: Point, workdir: Path, console: Console) -> dict[str, Any]:
     """One point: the job with each sink in turn, in one application, on the same paced input
     (same seed and rate)."""
-    result: dict[str, Any] = {"interval_s": interval_s, "rate_eps": rate}
+    result: dict[str, Any] = {"interval_s": point.interval_s, "rate_eps": point.rate}
     for sink in SINKS:
-        result[sink] = _measure_sink(
-            spark,
-            job,
-            sink,
-            interval_s,
-            rate,
-            duration_s,
-            warmup_s,
-            workdir,
-            console,
-            partitions,
-            seed,
-        )
+        result[sink] = _measure_sink(spark, point, sink, workdir, console)
     base = result["at_least_once"]["p50_ms"]
     for sink in ("release", "two_phase"):
         p50 = result[sink]["p50_ms"]
@@ -80,22 +71,13 @@ def measure(
 
 
 def _measure_sink(
-    spark: Any,
-    job: str,
-    sink: str,
-    interval_s: float,
-    rate: float,
-    duration_s: float,
-    warmup_s: float,
-    workdir: Path,
-    console: Console,
-    partitions: int,
-    seed: int,
+    spark: Any, point: Point, sink: str, workdir: Path, console: Console
 ) -> dict[str, Any]:
+    job, interval_s, rate = point.job, point.interval_s, point.rate
     spec = resolve_job(job)
     prefix = f"bench.sinks.{spec.name}.{sink}.{uuid.uuid4().hex[:6]}"
     gen = GeneratorConfig(
-        topic_prefix=prefix, seed=seed, event_time_rate=rate, partitions=partitions
+        topic_prefix=prefix, seed=point.seed, event_time_rate=rate, partitions=point.partitions
     )
     admin = TopicAdmin()
     ensure_topics(gen, admin)
@@ -124,7 +106,7 @@ def _measure_sink(
         feeder = threading.Thread(
             target=lambda: produce_events(
                 gen,
-                duration_s=duration_s,
+                duration_s=point.duration_s,
                 rate=rate,
                 on_progress=lambda n: produced.__setitem__(0, n),
             ),
@@ -145,7 +127,7 @@ def _measure_sink(
     finally:
         query.stop()
         collector.stop()
-    skip_ms = t0_ms + int(warmup_s * 1000)
+    skip_ms = t0_ms + int(point.warmup_s * 1000)
     lat = [latency for visible, latency in collector.samples if visible >= skip_ms]
     return {
         "events": produced[0],
@@ -210,16 +192,14 @@ def run_sink_bench(
             rows = []
             for interval in intervals:
                 console.print(f"[bold]{job}[/]: trigger every {interval:g} s, {rate:,.0f} ev/s")
-                row = measure(
-                    spark,
+                point = Point(
                     job,
                     interval,
                     rate,
-                    max(duration_s, 6 * interval + warmup_s),
-                    max(warmup_s, 2 * interval),
-                    workdir,
-                    console,
+                    duration_s=max(duration_s, 6 * interval + warmup_s),
+                    warmup_s=max(warmup_s, 2 * interval),
                 )
+                row = measure(spark, point, workdir, console)
                 rows.append(row)
                 console.print_json(json.dumps(row))
             report["jobs"][job] = rows
