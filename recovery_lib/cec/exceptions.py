@@ -1,0 +1,17 @@
+"""Errors of the CEC mechanism, each saying what to fix."""
+
+from __future__ import annotations
+
+
+class CECError(RuntimeError):
+    """Base of CEC's errors."""
+
+
+class LogTooShort(CECError):
+    """The backward scan reached the start of the output log without a footprint of every open
+    window: the log was truncated below the eventual checkpoint."""
+
+
+class InconsistentReplay(CECError):
+    """Replayed input contradicts the log (a window would close where the log says it was
+    open)."""

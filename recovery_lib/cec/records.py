@@ -1,0 +1,159 @@
+"""The CEC log record: what an aggregate writes into its output partition, in order.
+
+Three kinds share one partition log (the operator's output queue in the paper):
+
+  R       a closed window's result, the output consumers read (id = the window's id)
+  open    G_open: a window's first footprint, its state after the tuple that opened it
+  check   G_check: a later footprint of an open window, its partial result
+
+Every record carries what the backward scan needs at that point of the log: ``open_windows``
+(the paper's N, windows open after this record), ``position`` (the input offsets the state
+reflects: the paper's timestamp t, one offset per input partition because Spark input is a set
+of Kafka partitions) and, for time windows, ``event_marks`` (each input partition's newest
+event time, the watermark's source). A ``fingerprint`` over all of it detects a torn write;
+a record whose fingerprint does not match is skipped by recovery and by readers.
+
+Kafka layout: value = JSON of the window and its aggregates (what a consumer reads of an R),
+headers ``rl.id`` (window id), ``rl.cec`` (kind), ``rl.cec.meta`` (N, position, marks, state)
+and ``rl.cec.fp``. Control records are recognised by ``rl.cec`` in {open, check}."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from recovery_lib.io.sinks.ids import ID_HEADER
+
+KIND_HEADER = "rl.cec"
+META_HEADER = "rl.cec.meta"
+FINGERPRINT_HEADER = "rl.cec.fp"
+
+Position = Mapping[int, int]  # input partition -> next offset not yet reflected
+
+
+class RecordKind(StrEnum):
+    RESULT = "R"
+    OPEN = "open"
+    CHECK = "check"
+
+
+CONTROL_KINDS = frozenset({RecordKind.OPEN.value, RecordKind.CHECK.value})
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One record of an aggregate's output log (see the module docstring)."""
+
+    kind: RecordKind
+    window: str
+    key: str
+    state: tuple[float, ...]  # the accumulator: count, sum, max, min
+    value: bytes  # what a consumer reads (JSON)
+    open_windows: int
+    position: tuple[tuple[int, int], ...]
+    event_marks: tuple[tuple[int, int], ...] = ()
+    fingerprint: int = 0
+    offset: int = -1  # where it lies in its partition (filled in when read back)
+
+    @property
+    def is_control(self) -> bool:
+        return self.kind is not RecordKind.RESULT
+
+    def _meta(self) -> str:
+        return json.dumps(
+            [self.open_windows, self.position, self.event_marks, self.state],
+            separators=(",", ":"),
+        )
+
+    def computed_fingerprint(self) -> int:
+        head = f"{self.kind.value}|{self.window}|{self.key}|{self._meta()}|".encode()
+        return zlib.crc32(self.value, zlib.crc32(head))
+
+    def sealed(self) -> LogRecord:
+        """This record with its fingerprint set."""
+        return replace(self, fingerprint=self.computed_fingerprint())
+
+    @property
+    def intact(self) -> bool:
+        return self.fingerprint == self.computed_fingerprint()
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [
+            (ID_HEADER, self.record_id.encode()),
+            (KIND_HEADER, self.kind.value.encode()),
+            (META_HEADER, self._meta().encode()),
+            (FINGERPRINT_HEADER, str(self.fingerprint).encode()),
+        ]
+
+    @property
+    def record_id(self) -> str:
+        """A result's id is its window's; a footprint's id names the window and the input
+        position it reflects, so a re-run writes it under the same id."""
+        if self.kind is RecordKind.RESULT:
+            return self.window
+        at = ",".join(f"{p}:{o}" for p, o in self.position)
+        return f"{self.kind.value}:{self.window}@{at}"
+
+    @classmethod
+    def decode(
+        cls,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes]] | None,
+        offset: int = -1,
+    ) -> LogRecord | None:
+        """The record from a Kafka message; ``None`` for a message that is no CEC record.
+        A damaged record decodes with a fingerprint that does not match (``intact`` False)."""
+        h = {k: v for k, v in headers or ()}
+        kind = h.get(KIND_HEADER)
+        if kind is None:
+            return None
+        try:
+            n, position, marks, state = json.loads(h.get(META_HEADER, b"null"))
+            fingerprint = int(h.get(FINGERPRINT_HEADER, b"-1"))
+            record_kind = RecordKind(kind.decode())
+            window = h.get(ID_HEADER, b"").decode()
+            if record_kind is not RecordKind.RESULT:
+                window = window.split(":", 1)[1].rsplit("@", 1)[0]
+            return cls(
+                kind=record_kind,
+                window=window,
+                key=(key or b"").decode(),
+                state=tuple(state),
+                value=value or b"",
+                open_windows=int(n),
+                position=tuple((int(p), int(o)) for p, o in position),
+                event_marks=tuple((int(p), int(t)) for p, t in marks),
+                fingerprint=fingerprint,
+                offset=offset,
+            )
+        except (ValueError, TypeError, IndexError, UnicodeDecodeError):
+            # Headers torn beyond parsing: a record that can never be intact.
+            return cls(
+                kind=RecordKind.CHECK,
+                window="",
+                key="",
+                state=(),
+                value=value or b"",
+                open_windows=-1,
+                position=(),
+                fingerprint=-1,
+                offset=offset,
+            )
+
+
+def is_control(headers: Sequence[tuple[str, bytes]] | None) -> bool:
+    """True for a G_open / G_check message (readers skip them unless asked)."""
+    for k, v in headers or ():
+        if k == KIND_HEADER:
+            return v.decode() in CONTROL_KINDS
+    return False
+
+
+def is_torn(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> bool:
+    """True for a CEC record whose fingerprint does not match (a torn write)."""
+    record = LogRecord.decode(key, value, headers)
+    return record is not None and not record.intact
