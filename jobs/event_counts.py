@@ -118,9 +118,7 @@ def build(spark: SparkSession, opts: JobOptions) -> DataFrame:
     keeps running totals in DuckDB (``build_queries``)."""
     events = read_json_input(spark, opts, "events", EVENT_SCHEMA, ["user", "amount"])
     return events.select(
-        *output(
-            F.col("user"), [F.col("user"), F.col("amount"), F.col("ts")], F.col("ingest_ms")
-        )
+        *output(F.col("user"), [F.col("user"), F.col("amount"), F.col("ts")], F.col("ingest_ms"))
     )
 
 

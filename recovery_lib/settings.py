@@ -129,6 +129,28 @@ class Settings(BaseSettings):
         "idle for 60 s, and a cold worker costs seconds at takeover.",
     )
 
+    # Continuous eventual checkpointing (recovery_lib/cec).
+    cec_extent_target: float = Field(
+        default=float("inf"),
+        description="Q: G_check the oldest windows when recovery would read more log records "
+        "than this back to the oldest footprint (inf: G_open only).",
+    )
+    cec_replay_target: float = Field(
+        default=float("inf"),
+        description="U: G_check the oldest windows when recovery would replay more input "
+        "tuples than this (inf: never).",
+    )
+    cec_interval_ms: float = Field(
+        default=10.0, description="CI: time given to G_check writing in each period."
+    )
+    cec_period_ms: float = Field(
+        default=100.0, description="CP: a checkpoint interval starts this often."
+    )
+    cec_scan_chunk: int = Field(
+        default=5_000,
+        description="Records read per step of the backward scan of an output partition.",
+    )
+
     # The operations stack on one machine (`recovery ops up`, recovery_lib/ops/stack.py).
     ops_airflow_port: int = Field(
         default=8080,

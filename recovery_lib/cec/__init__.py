@@ -12,5 +12,23 @@ its footprint already holds.
   policy.py     when to write G_check: targets Q (extent) and U (replay), CI within CP
   operator.py   one shard of the aggregate (one output partition): process, checkpoint, load
   recovery.py   the backward scan to the eventual checkpoint, and the replay's start
+  log.py        the output topic as the log: appended in order, read backwards in chunks
+  aggregate.py  all shards of an aggregate (one per output partition) and their recovery
+  spark.py      what a job's build returns (cec_aggregate) and the driver's batch writer
+  native.py     the same aggregate on Spark's state store (mode native, the comparison)
 docs/cec.md tells the design and why the open windows live in the Spark driver.
 """
+
+from recovery_lib.cec.aggregate import AggregateSpec
+from recovery_lib.cec.policy import CheckpointPolicy
+from recovery_lib.cec.spark import CECPlan, cec_aggregate
+from recovery_lib.cec.windows import CountWindows, TimeWindows
+
+__all__ = [
+    "AggregateSpec",
+    "CECPlan",
+    "CheckpointPolicy",
+    "CountWindows",
+    "TimeWindows",
+    "cec_aggregate",
+]

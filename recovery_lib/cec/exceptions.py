@@ -15,3 +15,7 @@ class LogTooShort(CECError):
 class InconsistentReplay(CECError):
     """Replayed input contradicts the log (a window would close where the log says it was
     open)."""
+
+
+class InputTruncated(CECError):
+    """The input topic no longer holds the offsets the replay from T needs."""

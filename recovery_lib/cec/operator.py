@@ -25,7 +25,23 @@ if TYPE_CHECKING:
     from recovery_lib.cec.recovery import EventualCheckpoint
 
 Emit = Callable[[LogRecord], None]
-InputTuple = tuple[int, int, str, float, int]  # partition, offset, key, value, event ms
+# partition, offset, key, value, event ms, ingest ms
+InputTuple = tuple[int, int, str, float, int, int]
+
+
+def result_value(
+    key: str, window: str, acc: Accumulator, aggregate: str, span: tuple[int, int] | None
+) -> bytes:
+    """A closed window's result as consumers read it (the same bytes in mode native)."""
+    value: dict[str, object] = {
+        "key": key,
+        "window": window,
+        "count": acc.count,
+        aggregate: acc.result(aggregate),
+    }
+    if span is not None:
+        value["start"], value["end"] = span
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 class OpenWindow:
@@ -71,6 +87,7 @@ class AggregateShard:
     stats: ShardStats = field(default_factory=ShardStats)
     # After a recovery: the log's end position; own tuples below it are already reflected.
     replayed_to: dict[int, int] = field(default_factory=dict)
+    ingest_ms: int = 0  # of the tuple being applied
     _by_key: dict[str, str] = field(default_factory=dict)  # count windows: key -> open window
     _ends: list[tuple[int, str]] = field(default_factory=list)  # time windows: (end, id) heap
 
@@ -91,12 +108,13 @@ class AggregateShard:
             for row in rows:
                 (below if row[1] < self.replayed_to.get(row[0], 0) else above).append(row)
             for row in below:
-                self._replay(*row)
+                self._replay(*row[:5])
             self.replayed_to = {}
             rows = above
         every = self.policy.check_every
         for i, row in enumerate(rows, 1):
-            self.process(*row)
+            self.ingest_ms = row[5]
+            self.process(*row[:5])
             if i % every == 0:
                 self.checkpoint()
         self.checkpoint()
@@ -180,26 +198,20 @@ class AggregateShard:
     ) -> LogRecord:
         acc = window.acc
         if kind is RecordKind.RESULT:
-            value = {
-                "key": window.key,
-                "window": window.id,
-                "count": acc.count,
-                self.aggregate: acc.result(self.aggregate),
-            }
-            if isinstance(self.kind, TimeWindows):
-                value["start"] = window.start
-                value["end"] = window.end
+            span = (window.start, window.end) if isinstance(self.kind, TimeWindows) else None
+            value = result_value(window.key, window.id, acc, self.aggregate, span)
         else:
-            value = {"key": window.key, "window": window.id}
+            value = json.dumps({"key": window.key, "window": window.id}).encode()
         record = LogRecord(
             kind=kind,
             window=window.id,
             key=window.key,
             state=tuple(acc.as_list()),
-            value=json.dumps(value, separators=(",", ":")).encode(),
+            value=value,
             open_windows=len(self.windows),
             position=tuple(sorted(self.position.items())),
             event_marks=tuple(sorted((self.marks if marks is None else marks).items())),
+            ingest_ms=self.ingest_ms if kind is RecordKind.RESULT else 0,
         ).sealed()
         self.seq += 1
         self.emit(record)

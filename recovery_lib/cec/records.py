@@ -15,7 +15,8 @@ a record whose fingerprint does not match is skipped by recovery and by readers.
 
 Kafka layout: value = JSON of the window and its aggregates (what a consumer reads of an R),
 headers ``rl.id`` (window id), ``rl.cec`` (kind), ``rl.cec.meta`` (N, position, marks, state)
-and ``rl.cec.fp``. Control records are recognised by ``rl.cec`` in {open, check}."""
+and ``rl.cec.fp``; control records (G_open, G_check) also carry ``rl.control``, so readers
+of the topic skip them unless they ask."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from recovery_lib.io.sinks.ids import ID_HEADER
+from recovery_lib.io.sinks.ids import CONTROL_HEADER, ID_HEADER
 
 KIND_HEADER = "rl.cec"
+INGEST_HEADER = "rl.ingest_ms"  # as job/frames.py writes it: where the latency collector looks
 META_HEADER = "rl.cec.meta"
 FINGERPRINT_HEADER = "rl.cec.fp"
 
@@ -57,6 +59,7 @@ class LogRecord:
     event_marks: tuple[tuple[int, int], ...] = ()
     fingerprint: int = 0
     offset: int = -1  # where it lies in its partition (filled in when read back)
+    ingest_ms: int = 0  # a result's: ingest time of the tuple that closed it (latency)
 
     @property
     def is_control(self) -> bool:
@@ -81,12 +84,17 @@ class LogRecord:
         return self.fingerprint == self.computed_fingerprint()
 
     def headers(self) -> list[tuple[str, bytes]]:
-        return [
+        headers = [
             (ID_HEADER, self.record_id.encode()),
             (KIND_HEADER, self.kind.value.encode()),
             (META_HEADER, self._meta().encode()),
             (FINGERPRINT_HEADER, str(self.fingerprint).encode()),
         ]
+        if self.is_control:  # readers skip it unless they ask (io/sinks/ids.py)
+            headers.append((CONTROL_HEADER, b"cec"))
+        elif self.ingest_ms:
+            headers.append((INGEST_HEADER, str(self.ingest_ms).encode()))
+        return headers
 
     @property
     def record_id(self) -> str:

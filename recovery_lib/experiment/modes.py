@@ -55,6 +55,18 @@ class CausalMode(NativeMode):
         return "causal"
 
 
+class CECMode(NativeMode):
+    """Continuous eventual checkpointing (recovery_lib/cec) for a job whose build returns a CEC
+    aggregate: its windows live in the driver and are recovered from the output log; the
+    restart itself is native. (The reference run computes the same aggregate on Spark's state
+    store: an independent implementation.)"""
+
+    name = "cec"
+
+    def job_mode(self, contract: ConsistencyContract) -> str:
+        return "cec"
+
+
 class StandbyMode:
     """A warm standby fed by shipped checkpoints takes over when the primary's lease expires;
     the old primary is fenced (recovery_lib/ha/standby). A takeover re-executes batches, so a job
@@ -71,5 +83,7 @@ class StandbyMode:
         return StandbyPair(spec, workdir, store, run_id)
 
 
-MODES: dict[str, RecoveryMode] = {m.name: m for m in (NativeMode(), CausalMode(), StandbyMode())}
+MODES: dict[str, RecoveryMode] = {
+    m.name: m for m in (NativeMode(), CausalMode(), StandbyMode(), CECMode())
+}
 REFERENCE_MODE: RecoveryMode = MODES["native"]  # the failure-free run

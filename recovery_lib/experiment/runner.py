@@ -46,6 +46,7 @@ from recovery_lib.runtime.faults import (
     ARM_DIR_ENV,
     MIDWRITE_ARM,
     TASKFAIL_ARM,
+    TORN_ARM,
     WRITEFAIL_ARM,
     arm,
 )
@@ -56,7 +57,15 @@ from recovery_lib.verify.oracle import judge
 
 # task-retry: a task fails before it writes; write-retry: a sink task fails after writing
 # --midwrite-rows records. Spark retries both (a task-level failure, the driver lives on).
-FAILURE_KINDS = ("driver-kill", "mid-write", "executor-kill", "task-retry", "write-retry", "pause")
+FAILURE_KINDS = (
+    "driver-kill",
+    "mid-write",
+    "executor-kill",
+    "task-retry",
+    "write-retry",
+    "pause",
+    "torn-write",  # mode cec: a window footprint written torn, then the driver killed
+)
 # The sink modes an experiment's faulty run can use (io/sinks/modes.py); the oracle reads the
 # output as each mode's consumer does. (transactional needs a broker that hides aborted records.)
 SINKS = {
@@ -147,6 +156,14 @@ class ExperimentConfig:
             MODES[self.mode].job_mode(job.contract) == "causal",
             fix="Use --mode causal (or standby), or --sink two-phase or dedup",
         )
+        if "torn-write" in self.kinds and self.mode != "cec":
+            raise ValueError("torn-write damages a CEC window footprint: it needs --mode cec")
+        if self.mode == "cec" and "write-retry" in self.kinds:
+            raise ValueError(
+                "write-retry fails a sink task; a CEC aggregate writes its log in the driver. "
+                "Use driver-kill, mid-write (a kill between the log's records), torn-write, "
+                "task-retry or executor-kill"
+            )
         if "executor-kill" in self.kinds and not self.cluster:
             raise ValueError("executor-kill needs separate executor processes: add --cluster")
         if self.mode == "standby" and "executor-kill" in self.kinds:
@@ -445,6 +462,7 @@ class Experiment:
             (MIDWRITE_ARM, "midwrite.fired"),
             (TASKFAIL_ARM, "taskfail.fired"),
             (WRITEFAIL_ARM, "writefail.fired"),
+            (TORN_ARM, "torn.fired"),
         ):
             if (arm_dir / armed).exists() and not (arm_dir / fired).exists():
                 return False  # an armed hook has not fired yet
@@ -501,6 +519,10 @@ class Experiment:
         elif kind == "write-retry":
             arm(arm_dir, WRITEFAIL_ARM, f"rows={self.cfg.midwrite_rows}")
             failure["_marker"], failure["_arm"] = "writefail.fired", WRITEFAIL_ARM
+            failure["fired"] = None
+        elif kind == "torn-write":
+            arm(arm_dir, TORN_ARM, f"rows={self.cfg.midwrite_rows}")
+            failure["_marker"], failure["_arm"] = "torn.fired", TORN_ARM
             failure["fired"] = None
         elif kind == "executor-kill":
             state = cluster_mod.cluster_state()

@@ -16,6 +16,8 @@ from recovery_lib.job.options import JobOptions, parse_pairs
 from recovery_lib.job.spec import JobSpec
 from recovery_lib.nexmark.config import GeneratorConfig
 
+JOB_MODES = ("native", "causal", "cec")
+
 
 def parse_options(
     spec: JobSpec, argv: list[str] | None = None
@@ -58,7 +60,11 @@ def parse_options(
     )
     parser.add_argument("--metrics", default=None, help="DuckDB metrics store to write to")
     parser.add_argument(
-        "--mode", default="native", help="native | causal (log nondeterminism, replay it)"
+        "--mode",
+        default="native",
+        choices=JOB_MODES,
+        help="native | causal (log nondeterminism, replay it) | cec (a CEC aggregate's windows "
+        "checkpointed into its output log, recovery_lib/cec)",
     )
     parser.add_argument("--run-id", default=None, help="metrics run id (the supervisor's)")
     parser.add_argument("--heartbeat", default=None, help="file the driver rewrites every second")
@@ -110,6 +116,12 @@ def parse_options(
         max_records_per_batch=args.max_records,
         ending_offsets=args.ending_offsets,
     )
+    if args.mode == "cec" and args.sink_mode != "dedup":
+        parser.error(
+            f"--sink-mode {args.sink_mode} with --mode cec: a CEC aggregate writes its output "
+            "log itself, and a plain consumer already reads each result once; leave the sink "
+            "mode at its default"
+        )
     if args.mode == "causal":
         from recovery_lib.settings import get_settings
 
@@ -141,10 +153,28 @@ def check_sink_mode(
         )
 
 
+def _start(built: Any, opts: JobOptions, mode: str) -> Any:
+    """Start what ``build`` returned: an output DataFrame through the sink, or a CEC aggregate
+    (recovery_lib/cec) on its own output log in mode cec, on Spark's state store otherwise."""
+    from recovery_lib.cec.native import native_frame
+    from recovery_lib.cec.spark import CECPlan, start_query
+    from recovery_lib.job.frames import write_output
+
+    if isinstance(built, CECPlan):
+        if mode == "cec":
+            return start_query(built, opts)
+        return write_output(native_frame(built, opts), opts)
+    if mode == "cec":
+        raise SystemExit(
+            f"--mode cec: job {opts.query}'s build returns a DataFrame, not a CEC aggregate; "
+            "mode cec needs a job whose build returns recovery_lib.cec.cec_aggregate(...)"
+        )
+    return write_output(built, opts)
+
+
 def run(spec: JobSpec, argv: list[str] | None = None) -> None:
     """Run ``spec.build(spark, opts)`` as a supervised streaming job: topics, metrics,
     heartbeats (works under spark-submit and python -m)."""
-    from recovery_lib.job.frames import write_output
     from recovery_lib.kafka.admin import TopicAdmin
     from recovery_lib.metrics.listener import MetricsListener
     from recovery_lib.metrics.store import MetricsStore
@@ -232,7 +262,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             )
         )
     try:
-        streaming = write_output(df, opts)
+        streaming = _start(df, opts, args.mode)
         streaming.awaitTermination()
         status = "finished"
         if store is not None:  # the last batches' progress events may still be on their way

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from recovery_lib.io.sinks.commit_gate import CommitGate
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
 from recovery_lib.io.sinks.fences import FENCE_HEADER
-from recovery_lib.io.sinks.ids import ID_HEADER
+from recovery_lib.io.sinks.ids import CONTROL_HEADER, ID_HEADER
 from recovery_lib.job.frames import INGEST_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
@@ -79,7 +79,7 @@ class LatencyCollector:
             while not self._stop.is_set():
                 msgs = consumer.consume(num_messages=5000, timeout=0.2)
                 for headers, visible in self._visible(msgs):
-                    if FENCE_HEADER in headers:  # a standby's fence record, not an output
+                    if FENCE_HEADER in headers or CONTROL_HEADER in headers:  # not outputs
                         continue
                     rid = headers.get(ID_HEADER)
                     if rid is not None:

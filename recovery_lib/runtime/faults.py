@@ -84,6 +84,7 @@ MIDWRITE_ARM = "midwrite.arm"
 TASKFAIL_ARM = "taskfail.arm"
 WRITEFAIL_ARM = "writefail.arm"
 AFTERLOG_ARM = "afterlog.arm"
+TORN_ARM = "torn.arm"
 
 
 class InjectedTaskFailure(RuntimeError):
@@ -179,6 +180,20 @@ def maybe_fail_task(attempt: int | None) -> None:
         return
     if (directory / TASKFAIL_ARM).exists() and _claim(directory, "taskfail.fired"):
         raise InjectedTaskFailure("injected failure on the task's first attempt (task-retry fault)")
+
+
+@dataclass(frozen=True)
+class _ArmedTornWrite(_ArmedMidWrite):
+    """A CEC footprint written damaged (a torn write), then the job killed."""
+
+    @property
+    def marker(self) -> Path:
+        return self.directory / "torn.fired"
+
+
+def armed_torn_write() -> _ArmedTornWrite | None:
+    """A torn-write kill armed at run time: the next CEC footprint after ``rows`` records."""
+    return _armed(TORN_ARM, "torn.fired", _ArmedTornWrite)
 
 
 def sink_write_fault() -> MidWriteKill | None:

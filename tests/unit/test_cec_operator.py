@@ -81,7 +81,7 @@ def _shard(kind, log: Log, parts: int, policy: CheckpointPolicy) -> AggregateSha
 
 
 def _run(shard: AggregateShard, rows: list[Tuple]) -> None:
-    shard.process_batch(rows)
+    shard.process_batch([(*row, 0) for row in rows])
 
 
 kinds = st.one_of(

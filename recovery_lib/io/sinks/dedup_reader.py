@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from recovery_lib.io.sinks.fences import FenceFilter
-from recovery_lib.io.sinks.ids import EPOCH_HEADER, ID_HEADER
+from recovery_lib.io.sinks.ids import CONTROL_HEADER, EPOCH_HEADER, ID_HEADER
 from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
@@ -40,10 +40,12 @@ def read_topic(
     config: Mapping[str, str] | None = None,
     start: Mapping[int, int] | None = None,
     fence: FenceFilter | None = None,
+    control: bool = False,
 ) -> Iterator[SinkRecord]:
     """Every record of ``topic`` present when called, partition by partition (from the offsets
     in ``start`` where given, else from the log start), without fence records and fenced ones
-    (counted in ``fence.dropped`` when a filter is passed)."""
+    (counted in ``fence.dropped`` when a filter is passed), and without control records (CEC
+    footprints) unless ``control``."""
     fence = fence if fence is not None else FenceFilter()
     settings = get_settings()
     config = dict(config) if config is not None else client_config()
@@ -88,7 +90,9 @@ def read_topic(
                     rid = hmap.get(ID_HEADER)
                     epoch_raw = hmap.get(EPOCH_HEADER)
                     epoch = int(epoch_raw) if epoch_raw is not None else None
-                    if not fence.accept(topic, part, epoch, hmap):
+                    if not fence.accept(topic, part, epoch, hmap) or (
+                        not control and CONTROL_HEADER in hmap
+                    ):
                         if msg.offset() + 1 >= end:
                             done = True
                         continue

@@ -15,6 +15,9 @@ EPOCH_HEADER = "rl.epoch"
 # the sink turns into this header of the first record depending on them (see causal/log.py).
 DET_COLUMN = "rl_determinants"
 DET_HEADER = "rl.det"
+# A record that carries a mechanism's state rather than an output (CEC's window footprints):
+# readers skip it unless asked for control records.
+CONTROL_HEADER = "rl.control"
 
 
 def output_id(batch_id: int, partition: int, seq: int, prefix: str = "") -> str:

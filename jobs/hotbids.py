@@ -1,0 +1,40 @@
+"""A time-based sliding-window aggregate on NexMark bids (the first half of Q5): bids and the
+highest price per auction over 10 s windows sliding every 2 s, by event time. Its build
+returns a CEC aggregate (``--mode cec``; ``--mode native`` runs Spark's window aggregation).
+
+    python -m jobs.hotbids --prefix nx --mode cec
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from recovery_lib.cec import AggregateSpec, CECPlan, TimeWindows, cec_aggregate
+from recovery_lib.job import JobOptions, JobSpec
+from recovery_lib.job.runner import run
+from recovery_lib.nexmark.streams import BID_SCHEMA, NEXMARK_PREFIX
+
+
+def build(spark: SparkSession, opts: JobOptions) -> CECPlan:
+    kind = TimeWindows(size_ms=opts.window_s * 1000, slide_ms=opts.slide_s * 1000)
+    spec = AggregateSpec(
+        key="auction", value="price", kind=kind, aggregate="max", event_time="dateTime"
+    )
+    return cec_aggregate(spark, opts, "bids", BID_SCHEMA, spec)
+
+
+JOB = JobSpec(
+    name="hotbids",
+    build=build,
+    inputs=("bids",),
+    default_prefix=NEXMARK_PREFIX,
+    description="bids and highest price per auction over sliding event-time windows",
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(JOB, argv)
+
+
+if __name__ == "__main__":
+    main()
