@@ -126,3 +126,18 @@ class CECAggregate:
             "extent": max((s.extent() for s in self._shards), default=0),
             "replay_size": max((s.replay_size() for s in self._shards), default=0),
         }
+
+
+def replay_floor(log: OutputLog) -> dict[int, int]:
+    """T of the output log's eventual checkpoint as of now, per input partition: a recovery
+    never reads the input below it (T only moves forward: footprints are only ever added
+    later in the log), so garbage collection may delete input records below it, not above."""
+    partitions = sorted(log.bounds_all())
+    floor: dict[int, int] = {}
+    for shard, (low, end) in log.bounds(partitions).items():
+        checkpoint = eventual_checkpoint(log.newest_first(shard, low, end), end)
+        if checkpoint.empty:
+            return {}  # a shard that never wrote: its recovery reads the input from the start
+        for p, o in checkpoint.replay_from.items():
+            floor[p] = min(floor.get(p, o), o)
+    return floor

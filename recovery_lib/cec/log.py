@@ -38,6 +38,12 @@ class OutputLog:
     _written: int = 0
 
     # -- recovery --------------------------------------------------------------------------
+    def bounds_all(self) -> list[int]:
+        """The log's partitions (one per shard)."""
+        from recovery_lib.kafka.admin import TopicAdmin
+
+        return TopicAdmin(dict(self.config)).partitions(self.topic)
+
     def bounds(self, partitions: list[int]) -> dict[int, tuple[int, int]]:
         """(low, end) of each partition: where the log starts (after retention or GC) and ends."""
         settings = get_settings()

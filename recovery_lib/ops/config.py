@@ -22,7 +22,9 @@ class StreamJob(BaseModel):
     job: str
     input_prefix: str = "nexmark"
     placement: Literal["local", "cluster"] = "local"
-    mode: Literal["native", "causal"] = "native"
+    # native | causal (recovery_lib/causal) | cec (a job whose build returns a CEC aggregate,
+    # recovery_lib/cec)
+    mode: Literal["native", "causal", "cec"] = "native"
     # A warm standby fed by shipped checkpoints takes over when the job's lease expires
     # (recovery_lib/ha/standby); the checkpoint then lives in the new primary's directory.
     standby: bool = False
@@ -46,6 +48,15 @@ class StreamJob(BaseModel):
     def _known_job(cls, value: str) -> str:
         resolve_job(value)  # raises saying how to name a job
         return value
+
+    @model_validator(mode="after")
+    def _cec_writes_its_own_log(self) -> StreamJob:
+        if self.mode == "cec" and (self.standby or self.sink_mode != "dedup"):
+            raise ValueError(
+                f"job {self.name}: mode cec writes its output log itself and recovers from it; "
+                "leave sink_mode at dedup and standby off"
+            )
+        return self
 
     @model_validator(mode="after")
     def _release_needs_a_replayable_job(self) -> StreamJob:

@@ -16,7 +16,9 @@ resume from what was shipped to it, so GC never passes the newest complete shipp
   nothing older is read again. Without such a snapshot the delta chain is kept whole;
 - determinants of batches before ``oldest_kept`` (the causal log's low-water mark);
 - optionally (``delete_input_records``), input records before the oldest kept batch's start
-  offsets, through Kafka's DeleteRecords (only when no other consumer reads those topics).
+  offsets, through Kafka's DeleteRecords (only when no other consumer reads those topics),
+  and never at or above ``input_floor`` (a CEC job's replay start T, recovery_lib/cec).
+  A CEC job's output topic is its checkpoint: GC never truncates it.
 
 ``dry_run`` lists the same plan without touching anything. Each pass is reported to the
 metrics store (table gc_runs).
@@ -108,6 +110,7 @@ def plan_gc(
     keep_batches: int,
     shipped: int | None = None,
     delete_input_records: bool = False,
+    input_floor: dict[str, dict[int, int]] | None = None,
 ) -> GcPlan:
     checkpoint = Path(checkpoint)
     if keep_batches < 1:
@@ -137,6 +140,12 @@ def plan_gc(
             plan.input_records_before = source_offsets(checkpoint, oldest - 1)
         except OSError:
             plan.notes.append(f"offsets of batch {oldest - 1} unreadable: input records kept")
+        for topic, floor in (input_floor or {}).items():
+            parts = plan.input_records_before.get(topic, {})
+            for part, offset in list(parts.items()):
+                parts[part] = min(offset, floor.get(int(part), 0))
+            if parts:
+                plan.notes.append(f"{topic}: kept from the CEC replay start {floor}")
     return plan
 
 
@@ -148,9 +157,10 @@ def run_gc(
     causal: Any = None,
     delete_input_records: bool = False,
     kafka: dict[str, str] | None = None,
+    input_floor: dict[str, dict[int, int]] | None = None,
 ) -> GcResult:
     """Plan and (unless ``dry_run``) execute; ``causal`` is the job's CausalConfig if any."""
-    plan = plan_gc(checkpoint, keep_batches, shipped, delete_input_records)
+    plan = plan_gc(checkpoint, keep_batches, shipped, delete_input_records, input_floor)
     result = GcResult(plan, dry_run)
     if dry_run:
         return result
@@ -237,6 +247,16 @@ def gc_job(
 
     job = get_job(name)
     causal = job.causal_config() if job.mode == "causal" else None
+    floor = None
+    if job.mode == "cec" and delete_input_records:
+        from recovery_lib.cec.aggregate import replay_floor
+        from recovery_lib.cec.log import OutputLog
+        from recovery_lib.kafka.clients import client_config
+
+        # The CEC job's single input: below T nothing is replayed again.
+        (input_name,) = job.spec.inputs
+        topic = job.inputs.get(input_name, f"{job.input_prefix}.{input_name}")
+        floor = {topic: replay_floor(OutputLog(job.out_topic, client_config()))}
     result = run_gc(
         job.checkpoint,
         keep_batches or job.keep_batches,
@@ -244,6 +264,7 @@ def gc_job(
         shipped=shipped_batch(job.standby_dir),
         causal=causal,
         delete_input_records=delete_input_records,
+        input_floor=floor,
     )
     with MetricsStore(get_settings().home / "metrics.duckdb") as store:
         record(store, name, result)

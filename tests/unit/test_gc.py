@@ -113,3 +113,14 @@ def test_every_kept_recovery_point_stays_rebuildable(
             assert rebuildable(store, batch + 1, kind), (store, batch)
     for batch in range(oldest, committed + 1):
         assert (ck / "commits" / str(batch)).exists() and (ck / "offsets" / str(batch)).exists()
+
+
+def test_input_records_stay_at_and_above_a_cec_jobs_replay_start(tmp_path):
+    ck = make_checkpoint(tmp_path, committed=10, snapshot_every=5)
+    (ck / "offsets" / "8").write_text('v1\n{"batchWatermarkMs": 0}\n{"in": {"0": 100, "1": 80}}')
+    plain = plan_gc(ck, keep_batches=2, delete_input_records=True)
+    assert plain.input_records_before == {"in": {"0": 100, "1": 80}}
+    floor = {"in": {0: 50, 1: 90}}  # T of the eventual checkpoint per input partition
+    plan = plan_gc(ck, keep_batches=2, delete_input_records=True, input_floor=floor)
+    assert plan.input_records_before == {"in": {"0": 50, "1": 80}}
+    assert any("CEC replay start" in note for note in plan.notes)
