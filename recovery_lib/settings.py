@@ -131,14 +131,19 @@ class Settings(BaseSettings):
 
     # Continuous eventual checkpointing (recovery_lib/cec).
     cec_extent_target: float = Field(
-        default=float("inf"),
+        default=100_000,
         description="Q: G_check the oldest windows when recovery would read more log records "
         "than this back to the oldest footprint (inf: G_open only).",
     )
     cec_replay_target: float = Field(
-        default=float("inf"),
+        default=1_000_000,
         description="U: G_check the oldest windows when recovery would replay more input "
-        "tuples than this (inf: never).",
+        "tuples than this (inf: never; also bounds how much input GC must keep).",
+    )
+    cec_footprints: bool = Field(
+        default=True,
+        description="False: no G_open/G_check at all (the no-checkpointing baseline of the "
+        "benchmarks; such a job cannot recover its windows).",
     )
     cec_interval_ms: float = Field(
         default=10.0, description="CI: time given to G_check writing in each period."

@@ -8,6 +8,7 @@ import zlib
 from dataclasses import dataclass, field
 from functools import partial
 
+from recovery_lib.cec.exceptions import CECError
 from recovery_lib.cec.log import OutputLog
 from recovery_lib.cec.operator import AggregateShard, InputTuple, ShardStats
 from recovery_lib.cec.policy import CheckpointPolicy
@@ -79,6 +80,12 @@ class CECAggregate:
         loaded; returns where the input replay starts."""
         t0 = time.monotonic()
         bounds = self.log.bounds(list(range(self.shards)))
+        if not self.policy.footprints and any(end > low for low, end in bounds.values()):
+            raise CECError(
+                f"{self.log.topic} holds results of an earlier run, and footprints are off "
+                "(cec_footprints=false, the benchmarks' baseline): its open windows cannot be "
+                "recovered. Use a fresh output topic, or turn footprints on."
+            )
         starts: dict[int, int] = {}
         extent = torn = windows = 0
         empty = True

@@ -84,6 +84,7 @@ def policy_from_settings() -> CheckpointPolicy:
         replay_target=s.cec_replay_target,
         interval_ms=s.cec_interval_ms,
         period_ms=s.cec_period_ms,
+        footprints=s.cec_footprints,
     )
 
 
