@@ -1,4 +1,4 @@
-"""``recovery bench io|nexmark|recovery|standby|campaign|causal|sinks``: benchmarks that
+"""``recovery bench io|nexmark|recovery|standby|campaign|causal|sinks|cec``: benchmarks that
 write a JSON report and a PNG chart (bench/)."""
 
 from __future__ import annotations
@@ -266,4 +266,23 @@ def bench_sinks(
         with broker_for_run(console.print):
             run_sink_bench(job, values, rate, duration, out, console)
     except (ValueError, KafkaLayerError) as exc:
+        abort(exc)
+
+
+@bench_app.command("cec")
+def bench_cec(
+    scale: float = typer.Option(1.0, help="Multiplies every backlog (0.1 for a quick look)."),
+    out: str = typer.Option("reports/bench_cec", help="Report prefix (.json and .png)."),
+) -> None:
+    """CEC against Spark's HDFS and RocksDB state checkpointing on one aggregate: overhead,
+    recovery cost by Q, U and CP, and Spark's own restart (paper 003, Figs. 5-9)."""
+    from recovery_lib.bench.cec_bench import run_cec_bench
+    from recovery_lib.kafka.broker import broker_for_run
+
+    if scale <= 0:
+        abort(ValueError(f"--scale must be positive, got {scale}"))
+    try:
+        with broker_for_run(console.print):
+            run_cec_bench(out, console, scale=scale)
+    except (ValueError, RuntimeError, KafkaLayerError) as exc:
         abort(exc)
