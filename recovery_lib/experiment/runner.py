@@ -376,6 +376,8 @@ class Experiment:
             env={ARM_DIR_ENV: str(arm_dir)},
             spark_conf=self._spark_conf(cfg),
             heartbeat_timeout_s=cfg.heartbeat_timeout_s,
+            # Every injected failure may cost a restart; the default budget covers the rest.
+            max_restarts=ProcessSpec.max_restarts + (cfg.repeat if inject is not None else 0),
         )
         sup = mode.supervisor(spec, self.workdir / name, self.store, run_id)
         self._supervisors.append(sup)
