@@ -237,7 +237,45 @@ def consistency(path: Path) -> None:
         st.dataframe(gx, hide_index=True, width="stretch")
 
 
+def cec_panel(path: Path) -> None:
+    """CEC jobs: open windows, the extent a recovery would read, the input it would replay,
+    and what the last recoveries loaded."""
+    st.subheader("Continuous eventual checkpoints (CEC jobs)")
+    state = views.cec_state(path)
+    if state.empty:
+        st.info("No CEC job has reported yet (a job with mode cec, e.g. jobs/avgprice.py).")
+        return
+    latest = state.groupby("query").tail(1)
+    for _, row in latest.iterrows():
+        a, b, c = st.columns(3)
+        a.metric(f"{row['query']}: open windows", f"{int(row['open_windows']):,}")
+        b.metric("extent q (records a recovery reads back)", f"{int(row['extent']):,}")
+        c.metric("replay u (input tuples)", f"{int(row['replay_size']):,}")
+    long = state.melt(["query", "ts_ms"], ["open_windows", "extent"], "measure", "value")
+    st.altair_chart(
+        alt.Chart(long)
+        .mark_line()
+        .encode(
+            x=alt.X("ts:T", title="time"),
+            y=alt.Y("value:Q"),
+            color="measure:N",
+            strokeDash="query:N",
+        )
+        .transform_calculate(ts="datum.ts_ms")
+        .properties(height=180),
+        width="stretch",
+    )
+    recoveries = views.cec_recoveries(path)
+    if recoveries.empty:
+        st.caption("no CEC recovery yet")
+    else:
+        last = recoveries.iloc[0]
+        st.metric("EC-load time of the last recovery", f"{last['ec_load_s']:.2f} s")
+        st.dataframe(recoveries, hide_index=True, width="stretch")
+
+
 def checkpoints(path: Path) -> None:
+    cec_panel(path)
     shipped = views.standby_shipments(path)
     st.subheader("State shipping to standbys")
     if shipped.empty:

@@ -73,6 +73,12 @@ def populated_store(path: Path) -> Path:
             "gc_runs",
             [("q3_local", T0, False, 41, 32, 120, 1_234_567, None, "{}")],
         )
+        cec = store.start_run("avgprice", "cec", {"run": "faulty"})
+        for k in range(3):
+            state = {"open_windows": 900 + k, "extent": 2_800 + 10 * k, "replay_size": 14_000}
+            store.event(cec, "cec_state", state, T0 + k * 5_000)
+        recovery = {"open_windows": 898, "extent": 2_871, "torn": 1, "ec_load_s": 0.128}
+        store.event(cec, "cec_recovery", {**recovery, "replayed": 14_166}, T0 + 20_000)
     return path
 
 
@@ -112,6 +118,9 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     assert shipped["lag_batches"].tolist() == [0, 1]  # newest first
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["not exactly-once"] == "1"
+    assert metrics["avgprice: open windows"] == "902"  # the CEC panel: the newest state
+    assert metrics["EC-load time of the last recovery"] == "0.13 s"
+    assert any("ec_load_s" in f.columns for f in frames)
     charts = at.get("vega_lite_chart")
     assert len(charts) >= 7  # sparklines, timeline, state, recoveries, damage, shipping, GC
 

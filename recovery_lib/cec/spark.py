@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from recovery_lib.cec.aggregate import AggregateSpec, CECAggregate, RecoveryReport
+from recovery_lib.cec.aggregate import AggregateSpec, CECAggregate
 from recovery_lib.cec.exceptions import InputTruncated
 from recovery_lib.cec.log import OutputLog
 from recovery_lib.cec.operator import InputTuple
@@ -95,10 +95,14 @@ class CECBatchWriter:
     plan: CECPlan
     opts: JobOptions
     policy: CheckpointPolicy = field(default_factory=policy_from_settings)
-    on_recovery: Callable[[RecoveryReport, int], None] | None = None
+    # Where the writer reports (the metrics store's events: cec_recovery once per process,
+    # cec_state at most every ``state_every_s``): kind, detail.
+    events: Callable[[str, dict[str, Any]], None] | None = None
+    state_every_s: float = 5.0
     faults: bool = True  # honour the experiments' armed faults (mid-write, torn-write)
     aggregate: CECAggregate | None = None
     _input_partitions: tuple[int, ...] = ()
+    _state_reported: float = 0.0
 
     def _open(self) -> CECAggregate:
         from recovery_lib.kafka.admin import TopicAdmin
@@ -126,25 +130,19 @@ class CECBatchWriter:
             report = self.aggregate.recover()
             t0 = time.monotonic()
             replay = self._replay(report.replay_from, self._batch_start(batch_id))
-            if self.on_recovery is not None:
-                self.on_recovery(report, len(replay))
-            print(
-                json.dumps(
-                    {
-                        "cec_recovery": {
-                            "batch": batch_id,
-                            "open_windows": report.open_windows,
-                            "extent": report.extent,
-                            "torn": report.torn,
-                            "ec_load_s": round(report.ec_load_s, 3),
-                            "scanned_bytes": report.scanned_bytes,
-                            "replayed": len(replay),
-                            "replay_s": round(time.monotonic() - t0, 3),
-                        }
-                    }
-                ),
-                flush=True,
-            )
+            detail = {
+                "batch": batch_id,
+                "open_windows": report.open_windows,
+                "extent": report.extent,
+                "torn": report.torn,
+                "ec_load_s": round(report.ec_load_s, 3),
+                "scanned_bytes": report.scanned_bytes,
+                "replayed": len(replay),
+                "replay_s": round(time.monotonic() - t0, 3),
+            }
+            print(json.dumps({"cec_recovery": detail}), flush=True)
+            if self.events is not None:
+                self.events("cec_recovery", detail)
         table = df.select(*ROW_COLUMNS).toArrow()  # Step 2.
         rows = sorted(
             zip(
@@ -157,6 +155,12 @@ class CECBatchWriter:
 
             self.aggregate.log.begin_batch(sink_write_fault(), armed_torn_write())
         self.aggregate.process_batch(replay + rows)  # Step 3: flushed inside
+        if (
+            self.events is not None
+            and time.monotonic() - self._state_reported >= self.state_every_s
+        ):
+            self._state_reported = time.monotonic()
+            self.events("cec_state", {"batch": batch_id, **self.aggregate.stats()})
 
     def _batch_start(self, batch_id: int) -> dict[int, int]:
         """Where this batch starts per input partition: the previous batch's end in the
@@ -203,9 +207,13 @@ class CECBatchWriter:
         return rows
 
 
-def start_query(plan: CECPlan, opts: JobOptions, writer: CECBatchWriter | None = None) -> Any:
+def start_query(
+    plan: CECPlan,
+    opts: JobOptions,
+    events: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Any:
     """Start the CEC job's streaming query (the runtime's ``write_output`` for a CEC plan)."""
-    writer = writer or CECBatchWriter(plan, opts)
+    writer = CECBatchWriter(plan, opts, events=events)
     stream = (
         plan.rows.select(*ROW_COLUMNS)
         .writeStream.foreachBatch(writer)

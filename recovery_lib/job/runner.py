@@ -153,7 +153,7 @@ def check_sink_mode(
         )
 
 
-def _start(built: Any, opts: JobOptions, mode: str) -> Any:
+def _start(built: Any, opts: JobOptions, mode: str, events: Any = None) -> Any:
     """Start what ``build`` returned: an output DataFrame through the sink, or a CEC aggregate
     (recovery_lib/cec) on its own output log in mode cec, on Spark's state store otherwise."""
     from recovery_lib.cec.native import native_frame
@@ -162,7 +162,7 @@ def _start(built: Any, opts: JobOptions, mode: str) -> Any:
 
     if isinstance(built, CECPlan):
         if mode == "cec":
-            return start_query(built, opts)
+            return start_query(built, opts, events)
         return write_output(native_frame(built, opts), opts)
     if mode == "cec":
         raise SystemExit(
@@ -262,7 +262,13 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             )
         )
     try:
-        streaming = _start(df, opts, args.mode)
+        events = None
+        if store is not None:
+
+            def events(kind: str, detail: dict[str, Any]) -> None:
+                store.event(run_id, kind, detail)
+
+        streaming = _start(df, opts, args.mode, events)
         streaming.awaitTermination()
         status = "finished"
         if store is not None:  # the last batches' progress events may still be on their way

@@ -136,6 +136,40 @@ def recoveries(path: str | Path) -> pd.DataFrame:
     return frame.dropna(subset=["restart_time_s"])
 
 
+def cec_state(path: str | Path) -> pd.DataFrame:
+    """CEC jobs over time (events ``cec_state``): open windows, extent q, replay size u."""
+    frame = read_frame(
+        path,
+        """SELECT e.run_id, r.query, e.ts_ms,
+                  TRY_CAST(json_extract_string(e.detail, '$.open_windows') AS BIGINT)
+                      AS open_windows,
+                  TRY_CAST(json_extract_string(e.detail, '$.extent') AS BIGINT) AS extent,
+                  TRY_CAST(json_extract_string(e.detail, '$.replay_size') AS BIGINT)
+                      AS replay_size,
+                  TRY_CAST(json_extract_string(e.detail, '$.checks') AS BIGINT) AS checks
+           FROM events e JOIN runs r USING (run_id)
+           WHERE e.kind = 'cec_state' ORDER BY e.ts_ms""",
+    )
+    return frame
+
+
+def cec_recoveries(path: str | Path) -> pd.DataFrame:
+    """One row per CEC recovery (events ``cec_recovery``) that found something to load."""
+    frame = read_frame(
+        path,
+        """SELECT e.run_id, r.query, e.ts_ms,
+                  TRY_CAST(json_extract_string(e.detail, '$.open_windows') AS BIGINT)
+                      AS open_windows,
+                  TRY_CAST(json_extract_string(e.detail, '$.extent') AS BIGINT) AS extent,
+                  TRY_CAST(json_extract_string(e.detail, '$.torn') AS BIGINT) AS torn,
+                  TRY_CAST(json_extract_string(e.detail, '$.ec_load_s') AS DOUBLE) AS ec_load_s,
+                  TRY_CAST(json_extract_string(e.detail, '$.replayed') AS BIGINT) AS replayed
+           FROM events e JOIN runs r USING (run_id)
+           WHERE e.kind = 'cec_recovery' ORDER BY e.ts_ms DESC""",
+    )
+    return frame[frame["extent"].fillna(0) > 0]
+
+
 def consistency(path: str | Path) -> pd.DataFrame:
     return read_frame(
         path,
