@@ -28,7 +28,7 @@ from typing import Any
 
 from rich.console import Console
 
-from recovery_lib.io.sinks.modes import visibility_gate
+from recovery_lib.io.sinks.modes import output_partitions, visibility_gate
 from recovery_lib.job import JobOptions, write_output
 from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import resolve_job
@@ -89,10 +89,7 @@ def _measure_sink(
         sink_mode=sink,
         trigger_interval=f"{interval_s:g} seconds",
     )
-    # release: one output partition per task of the output stage (a stateful job's tasks are
-    # its shuffle partitions)
-    shuffle = get_settings().spark_shuffle_partitions
-    admin.create(opts.out_topic, max(gen.partitions, shuffle))
+    admin.create(opts.out_topic, output_partitions(sink, gen.partitions))
     admin.create(opts.dlq_topic, 1)
     collector = LatencyCollector(opts.out_topic, prefix, None, gate=visibility_gate(sink)).start()
     query = write_output(spec.build(spark, opts), opts)
@@ -161,7 +158,6 @@ def run_sink_bench(
     console: Console,
     warmup_s: float = 8.0,
 ) -> dict[str, Any]:
-    from recovery_lib.settings import get_settings
     from recovery_lib.spark.session import build_session
 
     for job in jobs:

@@ -30,7 +30,12 @@ from recovery_lib.experiment.inputs import ExperimentInput, GeneratedInput, Reco
 from recovery_lib.experiment.modes import MODES, REFERENCE_MODE
 from recovery_lib.experiment.recovery_metrics import output_gap_s, recovery_time_s
 from recovery_lib.io.sinks.dedup_reader import read_topic
-from recovery_lib.io.sinks.modes import consumer_dedups, consumer_records, visibility_gate
+from recovery_lib.io.sinks.modes import (
+    consumer_dedups,
+    consumer_records,
+    output_partitions,
+    visibility_gate,
+)
 from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec, resolve_job
@@ -333,7 +338,8 @@ class Experiment:
         """Phase 1: output topic, metrics run, the job under its mode's supervisor, ready."""
         cfg = self.cfg
         out_topic = f"{self.gen.topic_prefix}.out.{name}"
-        self.admin.create(out_topic, self.gen.partitions)
+        sink = SINKS[cfg.sink] if name == "faulty" else "dedup"
+        self.admin.create(out_topic, output_partitions(sink, self.gen.partitions))
         mode = MODES[cfg.mode] if name == "faulty" else REFERENCE_MODE
         run_id = self.store.start_run(
             self.job.name,

@@ -11,7 +11,7 @@ import dataclasses
 import os
 from typing import Any
 
-from recovery_lib.io.sinks.modes import SINK_MODES, sink_mode
+from recovery_lib.io.sinks.modes import SINK_MODES, output_partitions, sink_mode
 from recovery_lib.job.options import JobOptions, parse_pairs
 from recovery_lib.job.spec import JobSpec
 from recovery_lib.nexmark.config import GeneratorConfig
@@ -195,12 +195,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
         else None
     )
     admin = TopicAdmin(opts.kafka)
-    partitions = opts.generator.partitions
-    if opts.sink_mode in ("release", "transactional"):
-        # Task p writes Kafka partition p: a stateful job's output tasks are its shuffle
-        # partitions. (An existing topic keeps its count; the sink names the fix if too few.)
-        partitions = max(partitions, get_settings().spark_shuffle_partitions)
-    admin.create(opts.out_topic, partitions)
+    admin.create(opts.out_topic, output_partitions(opts.sink_mode, opts.generator.partitions))
     admin.create(opts.dlq_topic, 1)
     master = None
     if args.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):

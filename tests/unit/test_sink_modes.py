@@ -197,3 +197,13 @@ def test_an_armed_write_failure_raises_once_after_its_rows(tmp_path, monkeypatch
     with pytest.raises(faults.InjectedTaskFailure, match="after 3 records"):
         fault.fire()
     assert faults.sink_write_fault() is None  # fired: the retry writes undisturbed
+
+
+def test_release_output_topics_get_a_partition_per_output_task() -> None:
+    from recovery_lib.io.sinks.modes import output_partitions
+    from recovery_lib.settings import get_settings
+
+    shuffle = get_settings().spark_shuffle_partitions
+    assert output_partitions("release", 2) == max(2, shuffle)
+    assert output_partitions("transactional", 64) == max(64, shuffle)
+    assert output_partitions("dedup", 2) == output_partitions("at-least-once", 2) == 2

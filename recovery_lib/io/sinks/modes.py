@@ -35,6 +35,17 @@ def sink_mode(name: str) -> str:
     return mode
 
 
+def output_partitions(mode: str, partitions: int) -> int:
+    """Partitions to create an output topic with. release and transactional write task p to
+    Kafka partition p, and a stateful job's output tasks are its shuffle partitions. (An
+    existing topic keeps its count; the sink names the fix if too few.)"""
+    if sink_mode(mode) in ("release", "transactional"):
+        from recovery_lib.settings import get_settings
+
+        return max(partitions, get_settings().spark_shuffle_partitions)
+    return partitions
+
+
 def consumer_dedups(mode: str) -> bool:
     """Whether the mode's consumer drops copies of an id (the ``dedup`` mode's reader)."""
     return sink_mode(mode) == "dedup"
