@@ -31,11 +31,14 @@ from recovery_lib.cec.exceptions import InputTruncated
 from recovery_lib.cec.log import OutputLog
 from recovery_lib.cec.operator import InputTuple
 from recovery_lib.cec.policy import CheckpointPolicy
+from recovery_lib.cec.windows import TimeWindows
+from recovery_lib.verify.contract import ConsistencyContract
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from recovery_lib.job.options import JobOptions
+    from recovery_lib.verify.inputs import InputView
 
 ROW_COLUMNS = ("partition", "offset", "key", "value", "event_ms", "ingest_ms")
 
@@ -103,6 +106,7 @@ class CECBatchWriter:
     aggregate: CECAggregate | None = None
     _input_partitions: tuple[int, ...] = ()
     _state_reported: float = 0.0
+    replayed_bytes: int = 0  # input bytes read by the last recovery's replay
 
     def _open(self) -> CECAggregate:
         from recovery_lib.kafka.admin import TopicAdmin
@@ -138,6 +142,7 @@ class CECBatchWriter:
                 "ec_load_s": round(report.ec_load_s, 3),
                 "scanned_bytes": report.scanned_bytes,
                 "replayed": len(replay),
+                "replayed_bytes": self.replayed_bytes,
                 "replay_s": round(time.monotonic() - t0, 3),
             }
             print(json.dumps({"cec_recovery": detail}), flush=True)
@@ -201,6 +206,7 @@ class CECBatchWriter:
                 values = batch.column("value").to_pylist()
                 stamps = batch.column("timestamp").cast("int64").to_pylist()
                 for offset, raw, stamp in zip(offsets, values, stamps, strict=True):
+                    self.replayed_bytes += len(raw or b"")
                     parsed = self.plan.parse(raw or b"")
                     if parsed is not None:  # (the timestamp is in microseconds)
                         rows.append((p, offset, *parsed, (stamp or 0) // 1000))
@@ -248,3 +254,38 @@ def cec_aggregate(
         "ingest_ms",
     )
     return CECPlan(rows, input, spec, json_fields(spec))
+
+
+@dataclass(frozen=True)
+class _ClosedBy:
+    """The latest window end every run has closed once the input is consumed: CEC's watermark
+    (oldest partition's newest event time) and Spark's (newest event time minus the delay),
+    whichever is earlier, less one slide (Spark evicts a window at the first batch past it)."""
+
+    input: str
+    event_field: str
+    kind: TimeWindows
+    spark_delay_ms: int
+
+    def __call__(self, inputs: InputView) -> int | None:
+        newest: dict[int, int] = {}
+        for record, value in inputs.decoded(self.input):
+            if isinstance(value, dict) and isinstance(value.get(self.event_field), int):
+                t = value[self.event_field]
+                newest[record.partition] = max(newest.get(record.partition, t), t)
+        if not newest:
+            return None
+        cec = min(newest.values()) - self.kind.lateness_ms
+        spark = max(newest.values()) - self.spark_delay_ms
+        return min(cec, spark) - self.kind.slide
+
+
+def windowed_contract(
+    input: str, event_field: str, kind: TimeWindows, spark_delay_ms: int
+) -> ConsistencyContract:
+    """A deterministic time-windowed CEC job's contract: results compared exactly, up to the
+    windows every run must have closed (``ConsistencyContract.closed_by``)."""
+    return ConsistencyContract(
+        window_end=lambda value: int(value["end"]),
+        closed_by=_ClosedBy(input, event_field, kind, spark_delay_ms),
+    )

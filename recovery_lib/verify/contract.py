@@ -179,8 +179,14 @@ class ConsistencyContract:
     # Event-time windowed outputs: the window's end (ms) of an output value, so a comparison as
     # of a snapshot can leave out windows the job's watermark has not closed yet.
     window_end: Callable[[dict[str, Any]], int] | None = None
+    # With ``window_end``: the latest window end every run must have closed once its input
+    # is consumed (from the input's event times). Windows ending later close or not depending
+    # on the run's watermark rule (e.g. CEC's against Spark's): both sides leave them out.
+    closed_by: Callable[[InputView], int | None] | None = None
 
     def __post_init__(self) -> None:
+        if self.closed_by is not None and self.window_end is None:
+            raise ValueError("closed_by needs window_end: the end of an output's window")
         if not self.deterministic and self.agreement is None and not self.invariants:
             raise ValueError(
                 "a nondeterministic job's contract needs an agreement (Fields, KeyTotals) or "

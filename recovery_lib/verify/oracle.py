@@ -68,6 +68,8 @@ class ConsistencyReport:
     invariants: list[InvariantResult] = field(default_factory=list)
     failures_not_fired: int = 0
     examples: dict[str, list[str]] = field(default_factory=dict)
+    # Outputs of windows past the contract's ``closed_by``, left out on each side.
+    left_open: dict[str, int] = field(default_factory=dict)
 
     @property
     def guarantee(self) -> Guarantee:
@@ -127,6 +129,7 @@ class ConsistencyReport:
             "invariants": [r.to_dict() for r in self.invariants],
             "failures_not_fired": self.failures_not_fired,
             "examples": self.examples,
+            "left_open": self.left_open,
         }
 
 
@@ -172,11 +175,16 @@ def judge(
     view = contract.view
     lost = extra = None
     reference_count = None
+    left_open: dict[str, int] = {}
     if reference_output is not None:
         reference = consumer_view(reference_output, dedup=True)  # read deduplicated
         reference_count = len(reference)
+        compared = seen
+        cutoff = _closed_by(contract, inputs)
+        if cutoff is not None:
+            compared, reference, left_open = _closed_windows(contract, cutoff, seen, reference)
         if view is not None:
-            got, want = view.units(seen), view.units(reference)
+            got, want = view.units(compared), view.units(reference)
             missing = want - got
             surplus = got - want
             lost = sum(missing.values())
@@ -201,7 +209,37 @@ def judge(
         invariants=results,
         failures_not_fired=failures_not_fired,
         examples=examples,
+        left_open=left_open,
     )
+
+
+def _closed_by(contract: ConsistencyContract, inputs: InputView | None) -> int | None:
+    if contract.closed_by is None or inputs is None:
+        return None
+    return contract.closed_by(inputs)
+
+
+def _closed_windows(
+    contract: ConsistencyContract, cutoff: int, run: list[Output], reference: list[Output]
+) -> tuple[list[Output], list[Output], dict[str, int]]:
+    """Both sides without the windows that end after ``cutoff`` (see ``closed_by``)."""
+    end_of = contract.window_end
+    assert end_of is not None  # the contract checks it
+
+    def closed(out: Output) -> bool:
+        try:
+            return end_of(out.value) <= cutoff
+        except (KeyError, TypeError, ValueError):
+            return True  # not a window result: compared
+
+    run_kept = [o for o in run if closed(o)]
+    ref_kept = [o for o in reference if closed(o)]
+    counts = {
+        "closed_by_ms": cutoff,
+        "run": len(run) - len(run_kept),
+        "reference": len(reference) - len(ref_kept),
+    }
+    return run_kept, ref_kept, counts
 
 
 def _show(item: Hashable) -> str:

@@ -348,3 +348,28 @@ def test_an_invariant_without_its_input_leaves_the_verdict_to_the_reference_run(
     assert with_reference.verdict is Verdict.CONSISTENT
     alone = judge("q3", Q3.contract, out, None, True, None)
     assert alone.verdict is Verdict.INCONCLUSIVE
+
+
+def test_windows_past_what_every_run_must_close_are_left_out_on_both_sides() -> None:
+    from recovery_lib.cec.spark import windowed_contract
+    from recovery_lib.cec.windows import TimeWindows
+
+    kind = TimeWindows(10, 5)
+    contract = windowed_contract("bids", "dateTime", kind, spark_delay_ms=5)
+    # Two partitions whose newest event times are 40 and 33: every run closed windows ending
+    # by min(33 - 0, 40 - 5) - 5 = 28.
+    records = [
+        InputRecord(p, o, b"a", json.dumps({"dateTime": t}).encode())
+        for p, times in ((0, (1, 20, 40)), (1, (2, 33)))
+        for o, t in enumerate(times)
+    ]
+    inputs = InputView({"bids": "bids"}, reader=lambda _topic: records)
+    windows = [{"key": "a", "window": f"a|{s}", "start": s, "end": s + 10} for s in range(0, 30, 5)]
+    reference = [rec(w["window"], w) for w in windows]  # ends 10 .. 35
+    # A run whose watermark closed fewer windows at the end: consistent.
+    early = judge("hotbids", contract, reference[:4], reference, dedup=False, inputs=inputs)
+    assert early.verdict is Verdict.CONSISTENT, early.to_dict()
+    assert early.left_open == {"closed_by_ms": 28, "run": 0, "reference": 2}
+    # A run that lost a window every run must have closed: lost.
+    lost = judge("hotbids", contract, reference[1:], reference, dedup=False, inputs=inputs)
+    assert lost.lost == 1 and lost.guarantee is Guarantee.AT_MOST_ONCE
