@@ -76,3 +76,24 @@ def committed_input_ends(report: dict) -> dict[int, int]:
     ck = get_settings().home / "experiments" / report["experiment"] / "faulty" / "ck" / "avgprice"
     (parts,) = committed_offsets(ck).values()
     return {int(p): o for p, o in parts.items()}
+
+
+@pytest.mark.long
+def test_cec_time_windows_exactly_once_through_driver_and_mid_write_kills(kafka_bootstrap):
+    """Sliding event-time windows (hotbids): compared up to the windows every run must have
+    closed, the rest left out on both sides and counted."""
+    cfg = ExperimentConfig(
+        query="hotbids",
+        mode="cec",
+        fail="driver-kill,mid-write",
+        repeat=2,
+        every_s=15.0,
+        fail_at_s=12.0,
+        rate=800.0,
+        duration_s=40.0,
+    )
+    report = Experiment(cfg).run()
+    c = report["consistency"]
+    assert [f["fired"] for f in report["failures"]] == [True, True], report["failures"]
+    assert c["verdict"] == "consistent" and c["guarantee"] == "exactly-once", c
+    assert c["outputs"] > 1_000

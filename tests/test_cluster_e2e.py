@@ -198,3 +198,23 @@ def test_an_interrupted_start_stops_what_it_started(recovery_home, monkeypatch):
     assert len(launched) == 2  # the master came up and the worker was started
     assert not any(pid_alive(p.pid) for p in launched)
     assert cluster_state() is None
+
+
+def test_cec_survives_executor_kills_on_the_cluster(cluster):
+    """An executor kill makes Spark re-run read tasks; the windows in the driver stay."""
+    cfg = ExperimentConfig(
+        query="avgprice",
+        mode="cec",
+        fail="executor-kill,driver-kill",
+        repeat=2,
+        every_s=15.0,
+        fail_at_s=12.0,
+        rate=800.0,
+        duration_s=40.0,
+        cluster=True,
+        executor_cores=1,
+    )
+    report = Experiment(cfg).run()
+    c = report["consistency"]
+    assert [f["fired"] for f in report["failures"]] == [True, True], report["failures"]
+    assert c["verdict"] == "consistent" and c["guarantee"] == "exactly-once", c
