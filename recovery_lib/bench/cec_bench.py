@@ -70,7 +70,7 @@ OVERHEAD_VARIANTS = (
     Variant("Spark, HDFS state", "native", {"RECOVERY_STATE_STORE": "hdfs"}),
     Variant("Spark, RocksDB state", "native", {"RECOVERY_STATE_STORE": "rocksdb"}),
 )
-RECOVERY_WORKLOAD = Workload("100k items, window 10", items=100_000, window=10, tuples=1_000_000)
+RECOVERY_WORKLOAD = Workload("100k items, window 10", items=100_000, window=10, tuples=600_000)
 # Spark's own recovery against CEC's: fewer keys, as applyInPandasWithState calls Python once
 # per key and batch (measured: ~700 tuples/s with 100k keys on this machine).
 COMPARE_WORKLOAD = Workload("10k items, window 10", items=10_000, window=10, tuples=200_000)
