@@ -46,7 +46,9 @@ def experiment_run(
     ),
     param: list[str] = typer.Option(None, help="name=value for the job (repeat)."),
     mode: str = typer.Option(
-        "native", help="Recovery mode: native | causal | standby (later: active)."
+        "native",
+        help="Recovery mode: native | causal | standby | cec (a job whose build returns a CEC "
+        "aggregate).",
     ),
     fail: str = typer.Option(
         "driver-kill",
