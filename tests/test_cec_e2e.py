@@ -31,24 +31,16 @@ def _recoveries(experiment: str) -> list[dict]:
     ]
 
 
-def test_cec_aggregate_exactly_once_through_a_torn_footprint_and_a_mid_write_kill(
-    kafka_bootstrap,
-):
+def test_cec_aggregate_exactly_once_through_a_torn_footprint_and_a_kill(kafka_bootstrap):
+    # torn-write: in the middle of a batch's records, a footprint is written damaged and the
+    # driver SIGKILLed (a mid-write kill whose last write is torn).
     cfg = ExperimentConfig(
-        query="avgprice",
-        mode="cec",
-        fail="torn-write,mid-write",
-        repeat=2,
-        every_s=14.0,
-        fail_at_s=12.0,
-        jitter_s=2.0,
-        rate=800.0,
-        duration_s=40.0,
+        query="avgprice", mode="cec", fail="torn-write", fail_at_s=10.0, rate=800.0, duration_s=26.0
     )
     report = Experiment(cfg).run()
     c = report["consistency"]
-    assert [f["fired"] for f in report["failures"]] == [True, True], report["failures"]
-    assert len(report["restarts"]) == 2
+    assert [f["fired"] for f in report["failures"]] == [True], report["failures"]
+    assert len(report["restarts"]) == 1
     assert c["verdict"] == "consistent" and c["guarantee"] == "exactly-once", c
     assert c["outputs"] == c["reference_outputs"] > 0
     # A plain consumer: every result once in the raw log; footprints only when asked for.
@@ -57,15 +49,13 @@ def test_cec_aggregate_exactly_once_through_a_torn_footprint_and_a_mid_write_kil
     assert max(results.values()) == 1
     kinds = Counter(dict(r.headers)[KIND_HEADER].decode() for r in read_topic(faulty, control=True))
     assert kinds["open"] > 0 and kinds["R"] == sum(results.values())
-    # Each restart rebuilt the open windows from the log; the first met the torn footprint.
-    first, *after = _recoveries(report["experiment"])
+    # The restart rebuilt the open windows from the log, skipping the torn footprint.
+    first, recovery = _recoveries(report["experiment"])
     assert first["open_windows"] == 0  # a fresh start: an empty log
-    assert len(after) == 2
-    assert after[0]["torn"] == 1
-    for recovery in after:
-        assert recovery["open_windows"] > 0
-        assert recovery["extent"] >= recovery["open_windows"]
-        assert recovery["replayed"] > 0
+    assert recovery["torn"] == 1
+    assert recovery["open_windows"] > 0
+    assert recovery["extent"] >= recovery["open_windows"]
+    assert recovery["replayed"] > 0
     # What GC may delete of the input: below T of the log's eventual checkpoint, never more.
     floor = replay_floor(OutputLog(faulty, client_config()))
     ends = committed_input_ends(report)
@@ -80,6 +70,8 @@ def committed_input_ends(report: dict) -> dict[int, int]:
 
 @pytest.mark.long
 def test_cec_time_windows_exactly_once_through_driver_and_mid_write_kills(kafka_bootstrap):
+    # (count windows through a mid-write kill and a task retry: tests/test_cluster_e2e.py and
+    # the measured runs in docs/cec.md)
     """Sliding event-time windows (hotbids): compared up to the windows every run must have
     closed, the rest left out on both sides and counted."""
     cfg = ExperimentConfig(
