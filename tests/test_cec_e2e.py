@@ -70,8 +70,7 @@ def committed_input_ends(report: dict) -> dict[int, int]:
 
 @pytest.mark.long
 def test_cec_time_windows_exactly_once_through_driver_and_mid_write_kills(kafka_bootstrap):
-    # (count windows through a mid-write kill and a task retry: tests/test_cluster_e2e.py and
-    # the measured runs in docs/cec.md)
+    # (count windows through an executor kill and a mid-write kill: tests/test_cluster_e2e.py)
     """Sliding event-time windows (hotbids): compared up to the windows every run must have
     closed, the rest left out on both sides and counted."""
     cfg = ExperimentConfig(

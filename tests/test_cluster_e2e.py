@@ -201,11 +201,12 @@ def test_an_interrupted_start_stops_what_it_started(recovery_home, monkeypatch):
 
 
 def test_cec_survives_executor_kills_on_the_cluster(cluster):
-    """An executor kill makes Spark re-run read tasks; the windows in the driver stay."""
+    """An executor kill makes Spark re-run read tasks, the windows in the driver stay; a
+    mid-write kill loses them, and CEC rebuilds them from the log."""
     cfg = ExperimentConfig(
         query="avgprice",
         mode="cec",
-        fail="executor-kill,driver-kill",
+        fail="executor-kill,mid-write",
         repeat=2,
         every_s=15.0,
         fail_at_s=12.0,
