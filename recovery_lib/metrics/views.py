@@ -136,38 +136,36 @@ def recoveries(path: str | Path) -> pd.DataFrame:
     return frame.dropna(subset=["restart_time_s"])
 
 
+def _event_fields(path: str | Path, kind: str, fields: dict[str, str]) -> pd.DataFrame:
+    """Events of ``kind`` with these fields of their detail (name -> SQL type), oldest first."""
+    columns = ",\n".join(
+        f"TRY_CAST(json_extract_string(e.detail, '$.{name}') AS {sql}) AS {name}"
+        for name, sql in fields.items()
+    )
+    return read_frame(
+        path,
+        f"""SELECT e.run_id, r.query, e.ts_ms, {columns}
+            FROM events e JOIN runs r USING (run_id)
+            WHERE e.kind = ? ORDER BY e.ts_ms""",
+        [kind],
+    )
+
+
 def cec_state(path: str | Path) -> pd.DataFrame:
     """CEC jobs over time (events ``cec_state``): open windows, extent q, replay size u."""
-    frame = read_frame(
-        path,
-        """SELECT e.run_id, r.query, e.ts_ms,
-                  TRY_CAST(json_extract_string(e.detail, '$.open_windows') AS BIGINT)
-                      AS open_windows,
-                  TRY_CAST(json_extract_string(e.detail, '$.extent') AS BIGINT) AS extent,
-                  TRY_CAST(json_extract_string(e.detail, '$.replay_size') AS BIGINT)
-                      AS replay_size,
-                  TRY_CAST(json_extract_string(e.detail, '$.checks') AS BIGINT) AS checks
-           FROM events e JOIN runs r USING (run_id)
-           WHERE e.kind = 'cec_state' ORDER BY e.ts_ms""",
-    )
-    return frame
+    fields = ("open_windows", "extent", "replay_size", "checks")
+    return _event_fields(path, "cec_state", dict.fromkeys(fields, "BIGINT"))
 
 
 def cec_recoveries(path: str | Path) -> pd.DataFrame:
-    """One row per CEC recovery (events ``cec_recovery``) that found something to load."""
-    frame = read_frame(
-        path,
-        """SELECT e.run_id, r.query, e.ts_ms,
-                  TRY_CAST(json_extract_string(e.detail, '$.open_windows') AS BIGINT)
-                      AS open_windows,
-                  TRY_CAST(json_extract_string(e.detail, '$.extent') AS BIGINT) AS extent,
-                  TRY_CAST(json_extract_string(e.detail, '$.torn') AS BIGINT) AS torn,
-                  TRY_CAST(json_extract_string(e.detail, '$.ec_load_s') AS DOUBLE) AS ec_load_s,
-                  TRY_CAST(json_extract_string(e.detail, '$.replayed') AS BIGINT) AS replayed
-           FROM events e JOIN runs r USING (run_id)
-           WHERE e.kind = 'cec_recovery' ORDER BY e.ts_ms DESC""",
+    """One row per CEC recovery (events ``cec_recovery``) that found something to load,
+    newest first."""
+    fields = {"open_windows": "BIGINT", "extent": "BIGINT", "torn": "BIGINT"}
+    frame = _event_fields(
+        path, "cec_recovery", {**fields, "ec_load_s": "DOUBLE", "replayed": "BIGINT"}
     )
-    return frame[frame["extent"].fillna(0) > 0]
+    frame = frame[frame["extent"].fillna(0) > 0]
+    return frame.iloc[::-1].reset_index(drop=True)
 
 
 def consistency(path: str | Path) -> pd.DataFrame:
