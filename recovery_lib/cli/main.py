@@ -11,6 +11,7 @@ import typer
 
 from recovery_lib.cli.bench_cmd import bench_app
 from recovery_lib.cli.broker_cmd import broker_app
+from recovery_lib.cli.checkpoint_cmd import checkpoint_app
 from recovery_lib.cli.cluster_cmd import cluster_app
 from recovery_lib.cli.demo_cmd import demo
 from recovery_lib.cli.experiment_cmd import experiment_app
@@ -37,6 +38,7 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(job_app, name="job")
 app.add_typer(standby_app, name="standby")
+app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(ops_app, name="ops")
 
 

@@ -51,6 +51,12 @@ def parse_options(
     )
     parser.add_argument("--max-records", type=int, default=None)
     parser.add_argument(
+        "--follow-log",
+        default=None,
+        help="re-run batches with the boundaries of this offset log, then cut freely (the "
+        "tail `recovery checkpoint rewind` moved aside: <moved_to>/offsets)",
+    )
+    parser.add_argument(
         "--available-now", action="store_true", help="process what is there, then stop"
     )
     parser.add_argument(
@@ -115,6 +121,7 @@ def parse_options(
         available_now=args.available_now,
         max_records_per_batch=args.max_records,
         ending_offsets=args.ending_offsets,
+        follow_log=args.follow_log,
     )
     if args.mode == "cec" and args.sink_mode != "dedup":
         parser.error(
