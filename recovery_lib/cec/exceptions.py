@@ -19,3 +19,8 @@ class InconsistentReplay(CECError):
 
 class InputTruncated(CECError):
     """The input topic no longer holds the offsets the replay from T needs."""
+
+
+class KeySpansPartitions(CECError):
+    """A count window's key arrives on several input partitions (its order would depend on
+    batch cuts)."""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from recovery_lib.cec.exceptions import InconsistentReplay
+from recovery_lib.cec.exceptions import InconsistentReplay, KeySpansPartitions
 from recovery_lib.cec.policy import CheckpointPolicy, CheckpointSlices
 from recovery_lib.cec.records import LogRecord, RecordKind
 from recovery_lib.cec.windows import Accumulator, CountWindows, TimeWindows, WindowKind
@@ -45,9 +45,11 @@ def result_value(
 
 
 class OpenWindow:
-    __slots__ = ("id", "key", "acc", "footprint", "seq", "start", "end")
+    __slots__ = ("id", "key", "acc", "footprint", "seq", "start", "end", "partition")
 
-    def __init__(self, wid: str, key: str, start: int = 0, end: int = 0) -> None:
+    def __init__(
+        self, wid: str, key: str, start: int = 0, end: int = 0, partition: int = -1
+    ) -> None:
         self.id = wid
         self.key = key
         self.acc = Accumulator()
@@ -55,6 +57,7 @@ class OpenWindow:
         self.seq = 0  # log sequence of that footprint
         self.start = start
         self.end = end
+        self.partition = partition  # count windows: the input partition of the key
 
 
 @dataclass
@@ -133,7 +136,7 @@ class AggregateShard:
     def _count_tuple(self, partition: int, offset: int, key: str, value: float) -> None:
         wid = self._by_key.get(key)
         if wid is None:
-            window = OpenWindow(f"{key}@{partition}:{offset}", key)
+            window = OpenWindow(f"{key}@{partition}:{offset}", key, partition=partition)
             if self.kind.size == 1:  # opens and closes at once: no footprint needed
                 window.acc.add(value)
                 self.position[partition] = offset + 1
@@ -144,6 +147,13 @@ class AggregateShard:
             self._footprint(window, RecordKind.OPEN)
         else:
             window = self.windows[wid]
+            if window.partition != partition:
+                raise KeySpansPartitions(
+                    f"key {key!r} arrives on more than one input partition (window {wid}, now "
+                    f"partition {partition}): a count window's contents would depend on how "
+                    "batches interleave them. Produce the input with the key as the Kafka key "
+                    "(or partition it by the key)"
+                )
         window.acc.add(value)
         self.position[partition] = offset + 1
         if window.acc.count >= self.kind.size:
@@ -288,6 +298,7 @@ class AggregateShard:
                 heapq.heappush(self._ends, (window.end, window.id))
             else:
                 self._by_key[fp.key] = fp.window
+                window.partition = int(fp.window.rsplit("@", 1)[1].split(":")[0])
             self.windows[window.id] = window
         self.position = dict(checkpoint.position)
         self.marks = dict(checkpoint.event_marks)

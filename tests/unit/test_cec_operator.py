@@ -205,3 +205,11 @@ def test_the_extent_target_bounds_what_recovery_reads() -> None:
         assert len(checkpoint.footprints) == 50
     assert extents[100] <= 101
     assert extents[math.inf] == sizes[math.inf] == 1_050  # the whole log
+
+
+def test_a_count_window_key_on_two_input_partitions_is_refused() -> None:
+    from recovery_lib.cec.exceptions import KeySpansPartitions
+
+    shard = _shard(CountWindows(3), Log(), 2, CheckpointPolicy())
+    with pytest.raises(KeySpansPartitions, match="more than one input partition"):
+        _run(shard, [(0, 0, "a", 1.0, 0), (1, 0, "a", 1.0, 0)])
