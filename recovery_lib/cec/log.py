@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from recovery_lib.cec.records import LogRecord
+from recovery_lib.cec.records import KIND_HEADER, LazyRecord, LogRecord
 from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
 
@@ -58,7 +58,7 @@ class OutputLog:
         finally:
             probe.close()
 
-    def newest_first(self, partition: int, low: int, end: int) -> Iterator[LogRecord]:
+    def newest_first(self, partition: int, low: int, end: int) -> Iterator[LazyRecord]:
         """The partition's CEC records from ``end`` back to ``low``, newest first (messages
         that are no CEC record are skipped)."""
         consumer = Consumer(
@@ -79,9 +79,9 @@ class OutputLog:
         finally:
             consumer.close()
 
-    def _read(self, consumer: Any, partition: int, lo: int, hi: int) -> list[LogRecord]:
+    def _read(self, consumer: Any, partition: int, lo: int, hi: int) -> list[LazyRecord]:
         consumer.assign([TopicPartition(self.topic, partition, lo)])
-        out: list[LogRecord] = []
+        out: list[LazyRecord] = []
         next_offset = lo
         while next_offset < hi:
             for msg in consumer.consume(num_messages=min(hi - next_offset, 10_000), timeout=1.0):
@@ -97,10 +97,11 @@ class OutputLog:
                     break
                 next_offset = msg.offset() + 1
                 value = msg.value() or b""
+                headers = msg.headers() or []
                 self.cost.records += 1
-                self.cost.bytes += len(value) + sum(len(v or b"") for _, v in msg.headers() or ())
-                record = LogRecord.decode(msg.key(), value, msg.headers(), msg.offset())
-                if record is not None:
+                self.cost.bytes += len(value) + sum(len(v or b"") for _, v in headers)
+                record = LazyRecord(msg.key(), value, headers, msg.offset())
+                if record.kind is not None or any(k == KIND_HEADER for k, _ in headers):
                     out.append(record)
         consumer.unassign()
         return out

@@ -65,6 +65,10 @@ class LogRecord:
     def is_control(self) -> bool:
         return self.kind is not RecordKind.RESULT
 
+    def full(self) -> LogRecord:
+        """The record itself (the backward scan also takes ``LazyRecord``)."""
+        return self
+
     def _meta(self) -> str:
         return json.dumps(
             [self.open_windows, self.position, self.event_marks, self.state],
@@ -151,6 +155,41 @@ class LogRecord:
                 fingerprint=-1,
                 offset=offset,
             )
+
+
+class LazyRecord:
+    """A log message as the backward scan meets it: its kind and window read from two headers,
+    the whole record (JSON, fingerprint) decoded only when the scan needs it (the log's end
+    and one footprint per open window)."""
+
+    __slots__ = ("offset", "_key", "_value", "_headers", "kind", "window", "_full")
+
+    def __init__(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes]],
+        offset: int,
+    ) -> None:
+        self.offset = offset
+        self._key, self._value, self._headers = key, value, headers
+        self._full: LogRecord | None = None
+        h = dict(headers)
+        try:
+            self.kind: RecordKind | None = RecordKind(h[KIND_HEADER].decode())
+            rid = h[ID_HEADER].decode()
+        except (KeyError, ValueError, UnicodeDecodeError):
+            self.kind, rid = None, ""
+        if self.kind is not None and self.kind is not RecordKind.RESULT:
+            rid = rid.split(":", 1)[-1].rsplit("@", 1)[0]
+        self.window = rid
+
+    def full(self) -> LogRecord:
+        if self._full is None:
+            decoded = LogRecord.decode(self._key, self._value, self._headers, self.offset)
+            assert decoded is not None  # built only for messages with a kind header
+            self._full = decoded
+        return self._full
 
 
 def is_control(headers: Sequence[tuple[str, bytes]] | None) -> bool:

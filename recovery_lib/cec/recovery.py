@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from recovery_lib.cec.exceptions import LogTooShort
-from recovery_lib.cec.records import LogRecord, RecordKind
+from recovery_lib.cec.records import LazyRecord, LogRecord, RecordKind
 
 
 @dataclass(frozen=True)
@@ -51,24 +51,33 @@ class _Scan:
     torn: int = 0
 
 
-def eventual_checkpoint(newest_first: Iterable[LogRecord], log_end: int) -> EventualCheckpoint:
-    """Steps 1 and 2 over a shard's log read backwards (``log_end`` = its end offset)."""
+def eventual_checkpoint(
+    newest_first: Iterable[LogRecord | LazyRecord], log_end: int
+) -> EventualCheckpoint:
+    """Steps 1 and 2 over a shard's log read backwards (``log_end`` = its end offset). Only the
+    log's end and the footprints taken are decoded whole and checked against their
+    fingerprints; the other records are passed by their kind and window."""
     scan = _Scan()
     head: LogRecord | None = None
     for record in newest_first:
         scan.extent += 1
-        if not record.intact:
-            scan.torn += 1
-            continue
         if head is None:  # Step 1: the log's end state.
-            head = record
+            full = record.full()
+            if not full.intact:
+                scan.torn += 1
+                continue
+            head = full
             if head.open_windows == 0:
                 break
         # Step 2: newest footprint of each window still open at t_c.
         if record.kind is RecordKind.RESULT:
             scan.closed.add(record.window)
         elif record.window not in scan.closed and record.window not in scan.found:
-            scan.found[record.window] = record
+            full = record.full()
+            if not full.intact:
+                scan.torn += 1
+                continue
+            scan.found[record.window] = full
             if len(scan.found) == head.open_windows:
                 break
     if head is None:

@@ -213,3 +213,18 @@ def test_a_count_window_key_on_two_input_partitions_is_refused() -> None:
     shard = _shard(CountWindows(3), Log(), 2, CheckpointPolicy())
     with pytest.raises(KeySpansPartitions, match="more than one input partition"):
         _run(shard, [(0, 0, "a", 1.0, 0), (1, 0, "a", 1.0, 0)])
+
+
+def test_the_lazy_scan_of_kafka_messages_finds_the_same_eventual_checkpoint() -> None:
+    from recovery_lib.cec.records import LazyRecord
+
+    log = Log()
+    policy = CheckpointPolicy(extent_target=5, check_every=1)
+    rows = [(p, o, f"k{(o * 7 + p) % 9}", float(o), 10 * o) for p in (0, 1) for o in range(60)]
+    _run(_shard(TimeWindows(30, 10), log, 2, policy), rows)
+    torn = replace(log.records[-1], value=log.records[-1].value + b"!")
+    log.append(torn)
+    messages = [LazyRecord(r.key.encode(), r.value, r.headers(), r.offset) for r in log.records]
+    eager = eventual_checkpoint(log.newest_first(), len(log.records))
+    lazy = eventual_checkpoint(reversed(messages), len(log.records))
+    assert lazy == eager and lazy.torn == 1 and lazy.footprints
