@@ -67,6 +67,10 @@ class OutputLog:
                 "group.id": "recovery-cec-scan",
                 "enable.auto.commit": "false",
                 "enable.partition.eof": "true",
+                # The scan knows every offset it wants is there: a fetch at the log's end must
+                # not wait for more (the default 500 ms per chunk and shard was most of the
+                # EC-load time).
+                "fetch.wait.max.ms": "5",
             }
         )
         try:
