@@ -422,7 +422,7 @@ def _chart(report: dict[str, Any], path: Path) -> None:
         )
     ax.set_xlabel("extent (log records read back)")
     ax.set_ylabel("EC-load (s)")
-    ax.set_title("EC-load grows with the extent (Figs. 6-7)")
+    ax.set_title("EC-load against the extent (Figs. 6-7)")
     ax.legend()
     ax = axes[2]
     cp = [r for r in report["recovery"] if r["knob"] == "CP"]
