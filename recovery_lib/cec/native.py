@@ -13,7 +13,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from recovery_lib.cec.operator import result_value
-from recovery_lib.cec.windows import Accumulator, CountWindows, TimeWindows
+from recovery_lib.cec.windows import (
+    Accumulator,
+    CountWindows,
+    TimeWindows,
+    count_window_id,
+    time_window_id,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,7 +60,7 @@ def _count_windows(plan: CECPlan, kind: CountWindows) -> DataFrame:
             rows["partition"], rows["offset"], rows["value"], rows["ingest_ms"], strict=True
         ):
             if not wid:
-                wid, acc = f"{k}@{p}:{o}", Accumulator()
+                wid, acc = count_window_id(k, int(p), int(o)), Accumulator()
             acc.add(float(v))
             if acc.count >= size:
                 out.append((k, result_value(k, wid, acc, aggregate, None).decode(), int(ingest)))
@@ -104,7 +110,11 @@ def _time_windows(plan: CECPlan, kind: TimeWindows, opts: JobOptions) -> DataFra
         for f in frames:
             values = [
                 result_value(
-                    k, f"{k}|{s}", Accumulator(int(c), t, h, lo), aggregate, (int(s), int(e))
+                    k,
+                    time_window_id(k, int(s)),
+                    Accumulator(int(c), t, h, lo),
+                    aggregate,
+                    (int(s), int(e)),
                 ).decode()
                 for k, s, e, c, t, h, lo in zip(
                     f["key"],

@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING
 from recovery_lib.cec.exceptions import InconsistentReplay, KeySpansPartitions
 from recovery_lib.cec.policy import CheckpointPolicy, CheckpointSlices
 from recovery_lib.cec.records import LogRecord, RecordKind
-from recovery_lib.cec.windows import Accumulator, CountWindows, TimeWindows, WindowKind
+from recovery_lib.cec.windows import (
+    Accumulator,
+    CountWindows,
+    TimeWindows,
+    WindowKind,
+    count_window_id,
+    count_window_partition,
+    time_window_id,
+    time_window_start,
+)
 
 if TYPE_CHECKING:
     from recovery_lib.cec.recovery import EventualCheckpoint
@@ -136,7 +145,7 @@ class AggregateShard:
     def _count_tuple(self, partition: int, offset: int, key: str, value: float) -> None:
         wid = self._by_key.get(key)
         if wid is None:
-            window = OpenWindow(f"{key}@{partition}:{offset}", key, partition=partition)
+            window = OpenWindow(count_window_id(key, partition, offset), key, partition=partition)
             if self.kind.size == 1:  # opens and closes at once: no footprint needed
                 window.acc.add(value)
                 self.position[partition] = offset + 1
@@ -177,7 +186,7 @@ class AggregateShard:
             if end <= watermark:
                 self.stats.late += 1  # its window has closed already
                 continue
-            wid = f"{key}|{start}"
+            wid = time_window_id(key, start)
             window = self.windows.get(wid)
             if window is None:
                 window = OpenWindow(wid, key, start, end)
@@ -293,12 +302,12 @@ class AggregateShard:
             window.footprint = dict(fp.position)
             window.seq = fp.offset
             if isinstance(self.kind, TimeWindows):
-                window.start = int(fp.window.rsplit("|", 1)[1])
+                window.start = time_window_start(fp.window)
                 window.end = window.start + self.kind.size_ms
                 heapq.heappush(self._ends, (window.end, window.id))
             else:
                 self._by_key[fp.key] = fp.window
-                window.partition = int(fp.window.rsplit("@", 1)[1].split(":")[0])
+                window.partition = count_window_partition(fp.window)
             self.windows[window.id] = window
         self.position = dict(checkpoint.position)
         self.marks = dict(checkpoint.event_marks)
@@ -311,7 +320,7 @@ class AggregateShard:
         if isinstance(self.kind, CountWindows):
             wids = [self._by_key.get(key)]
         else:
-            wids = [f"{key}|{s}" for s in self.kind.starts(event_ms)]
+            wids = [time_window_id(key, s) for s in self.kind.starts(event_ms)]
         applied = False
         for wid in wids:
             window = self.windows.get(wid) if wid is not None else None

@@ -59,6 +59,26 @@ class TimeWindows:
 WindowKind = CountWindows | TimeWindows
 
 
+# Window ids: the CEC operator and the native aggregate (native.py) must name a window alike,
+# since the oracle compares their results.
+def count_window_id(key: str, partition: int, offset: int) -> str:
+    """A count window: its key and the input position of the tuple that opened it."""
+    return f"{key}@{partition}:{offset}"
+
+
+def count_window_partition(window: str) -> int:
+    return int(window.rsplit("@", 1)[1].split(":")[0])
+
+
+def time_window_id(key: str, start: int) -> str:
+    """A time window: its key and start (ms)."""
+    return f"{key}|{start}"
+
+
+def time_window_start(window: str) -> int:
+    return int(window.rsplit("|", 1)[1])
+
+
 class Accumulator:
     """count, sum, max and min of a window's values; every aggregate reads from them."""
 
