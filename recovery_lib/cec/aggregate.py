@@ -12,7 +12,7 @@ from recovery_lib.cec.exceptions import CECError
 from recovery_lib.cec.log import OutputLog
 from recovery_lib.cec.operator import AggregateShard, InputTuple, ShardStats
 from recovery_lib.cec.policy import CheckpointPolicy
-from recovery_lib.cec.recovery import eventual_checkpoint
+from recovery_lib.cec.recovery import EventualCheckpoint, eventual_checkpoint
 from recovery_lib.cec.windows import AGGREGATES, TimeWindows, WindowKind
 
 
@@ -86,30 +86,17 @@ class CECAggregate:
                 "(cec_footprints=false, the benchmarks' baseline): its open windows cannot be "
                 "recovered. Use a fresh output topic, or turn footprints on."
             )
-        starts: dict[int, int] = {}
-        extent = torn = windows = 0
-        empty = True
-        for s, shard in enumerate(self._shards):
-            low, end = bounds[s]
-            checkpoint = eventual_checkpoint(self.log.newest_first(s, low, end), end)
+        checkpoints = shard_checkpoints(self.log, bounds)
+        for shard, checkpoint in zip(self._shards, checkpoints, strict=True):
             shard.load(checkpoint)
-            extent += checkpoint.extent
-            torn += checkpoint.torn
-            windows += len(checkpoint.footprints)
-            empty = empty and checkpoint.empty
-            for p, o in (checkpoint.replay_from if not checkpoint.empty else {}).items():
-                starts[p] = min(starts.get(p, o), o)
-            if checkpoint.empty:  # this shard starts from nothing: its input from the start
-                for p in self.input_partitions:
-                    starts[p] = 0
         return RecoveryReport(
-            open_windows=windows,
-            extent=extent,
-            torn=torn,
+            open_windows=sum(len(c.footprints) for c in checkpoints),
+            extent=sum(c.extent for c in checkpoints),
+            torn=sum(c.torn for c in checkpoints),
             scanned_bytes=self.log.cost.bytes,
             ec_load_s=time.monotonic() - t0,
-            replay_from=starts,
-            empty=empty,
+            replay_from=replay_start(checkpoints, self.input_partitions),
+            empty=all(c.empty for c in checkpoints),
         )
 
     def process_batch(self, rows: list[InputTuple]) -> None:
@@ -135,16 +122,33 @@ class CECAggregate:
         }
 
 
+def shard_checkpoints(
+    log: OutputLog, bounds: dict[int, tuple[int, int]]
+) -> list[EventualCheckpoint]:
+    """Every shard's eventual checkpoint, read back from its partition (low, end) of the log."""
+    return [
+        eventual_checkpoint(log.newest_first(shard, low, end), end)
+        for shard, (low, end) in sorted(bounds.items())
+    ]
+
+
+def replay_start(
+    checkpoints: list[EventualCheckpoint], input_partitions: tuple[int, ...]
+) -> dict[int, int]:
+    """Where the input replay starts: per input partition the oldest T of all shards; from the
+    start (0) when a shard has nothing in the log (its recovery reads the input from there)."""
+    if any(c.empty for c in checkpoints):
+        return dict.fromkeys(input_partitions, 0)
+    start: dict[int, int] = {}
+    for checkpoint in checkpoints:
+        for p, o in checkpoint.replay_from.items():
+            start[p] = min(start.get(p, o), o)
+    return start
+
+
 def replay_floor(log: OutputLog) -> dict[int, int]:
     """T of the output log's eventual checkpoint as of now, per input partition: a recovery
     never reads the input below it (T only moves forward: footprints are only ever added
-    later in the log), so garbage collection may delete input records below it, not above."""
-    partitions = sorted(log.bounds_all())
-    floor: dict[int, int] = {}
-    for shard, (low, end) in log.bounds(partitions).items():
-        checkpoint = eventual_checkpoint(log.newest_first(shard, low, end), end)
-        if checkpoint.empty:
-            return {}  # a shard that never wrote: its recovery reads the input from the start
-        for p, o in checkpoint.replay_from.items():
-            floor[p] = min(floor.get(p, o), o)
-    return floor
+    later in the log), so garbage collection may delete input records below it, not above
+    ({}: nothing may be deleted, a shard would read the input from its start)."""
+    return replay_start(shard_checkpoints(log, log.bounds(log.partitions())), ())

@@ -38,7 +38,7 @@ class OutputLog:
     _written: int = 0
 
     # -- recovery --------------------------------------------------------------------------
-    def bounds_all(self) -> list[int]:
+    def partitions(self) -> list[int]:
         """The log's partitions (one per shard)."""
         from recovery_lib.kafka.admin import TopicAdmin
 

@@ -104,7 +104,6 @@ class CECBatchWriter:
     state_every_s: float = 5.0
     faults: bool = True  # honour the experiments' armed faults (mid-write, torn-write)
     aggregate: CECAggregate | None = None
-    _input_partitions: tuple[int, ...] = ()
     _state_reported: float = 0.0
     replayed_bytes: int = 0  # input bytes read by the last recovery's replay
 
@@ -112,14 +111,11 @@ class CECBatchWriter:
         from recovery_lib.kafka.admin import TopicAdmin
 
         admin = TopicAdmin(self.opts.kafka)
-        topic = self.plan_topic
-        self._input_partitions = tuple(admin.partitions(topic))
-        shards = len(admin.partitions(self.opts.out_topic))
         return CECAggregate(
             self.plan.spec,
             OutputLog(self.opts.out_topic, self.opts.kafka),
-            shards,
-            self._input_partitions,
+            len(admin.partitions(self.opts.out_topic)),
+            tuple(admin.partitions(self.plan_topic)),
             self.policy,
         )
 

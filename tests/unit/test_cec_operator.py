@@ -228,3 +228,23 @@ def test_the_lazy_scan_of_kafka_messages_finds_the_same_eventual_checkpoint() ->
     eager = eventual_checkpoint(log.newest_first(), len(log.records))
     lazy = eventual_checkpoint(reversed(messages), len(log.records))
     assert lazy == eager and lazy.torn == 1 and lazy.footprints
+
+
+def test_the_replay_starts_at_the_oldest_footprint_of_all_shards_or_from_zero() -> None:
+    from recovery_lib.cec.aggregate import replay_start
+
+    def checkpoint_after(rows):  # noqa: ANN001, ANN202
+        log = Log()
+        _run(_shard(CountWindows(2), log, 2, CheckpointPolicy()), rows)
+        return eventual_checkpoint(log.newest_first(), len(log.records))
+
+    # Shard one: its open window opened at offset 4 of partition 0 (after a closed window).
+    one = checkpoint_after([(0, 2, "a", 1.0, 0), (0, 3, "a", 1.0, 0), (0, 4, "a", 1.0, 0)])
+    # Shard two: its open window opened at offset 1 of partition 1, before which it had read
+    # nothing of partition 1 (absent: from offset 0).
+    two = checkpoint_after([(0, 5, "b", 1.0, 0), (0, 6, "b", 1.0, 0), (1, 1, "c", 1.0, 0)])
+    assert one.replay_from == {0: 4} and two.replay_from == {0: 7}
+    assert replay_start([one, two], (0, 1)) == {0: 4}
+    empty = eventual_checkpoint(iter(()), 0)  # a shard that never wrote: from the start
+    assert replay_start([one, empty], (0, 1)) == {0: 0, 1: 0}
+    assert replay_start([empty], ()) == {}
