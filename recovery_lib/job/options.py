@@ -4,6 +4,7 @@ its mode (native or causal) and the fencing epoch. Built from the command line b
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from recovery_lib.causal.log import CausalConfig
@@ -21,6 +22,14 @@ def parse_pairs(items: list[str], option: str, require_value: bool = False) -> d
             raise ValueError(f"{option} takes name=value, got {item!r}")
         out[name] = value
     return out
+
+
+def input_topic(name: str, prefix: str, inputs: Mapping[str, str]) -> str:
+    """The topic a job's input ``name`` is read from: ``inputs[name]`` if given, else
+    ``<prefix>.<name>`` (``name`` without a prefix)."""
+    if name in inputs:
+        return inputs[name]
+    return f"{prefix}.{name}" if prefix else name
 
 
 @dataclass
@@ -93,9 +102,7 @@ class JobOptions:
 
     def topic_for(self, name: str) -> str:
         """The topic input ``name`` is read from."""
-        if name in self.inputs:
-            return self.inputs[name]
-        return f"{self.prefix}.{name}" if self.prefix else name
+        return input_topic(name, self.prefix, self.inputs)
 
     def param(self, name: str) -> str:
         try:

@@ -251,11 +251,12 @@ def gc_job(
     if job.mode == "cec" and delete_input_records:
         from recovery_lib.cec.aggregate import replay_floor
         from recovery_lib.cec.log import OutputLog
+        from recovery_lib.job.options import input_topic
         from recovery_lib.kafka.clients import client_config
 
         # The CEC job's single input: below T nothing is replayed again.
         (input_name,) = job.spec.inputs
-        topic = job.inputs.get(input_name, f"{job.input_prefix}.{input_name}")
+        topic = input_topic(input_name, job.input_prefix, job.inputs)
         floor = {topic: replay_floor(OutputLog(job.out_topic, client_config()))}
     result = run_gc(
         job.checkpoint,
