@@ -71,6 +71,14 @@ FAILURE_KINDS = (
     "pause",
     "torn-write",  # mode cec: a window footprint written torn, then the driver killed
 )
+# Failures a hook in the job fires when a task or the driver reaches it, armed by a file:
+# kind -> (arm file, marker the hook writes when it fires, armed with --midwrite-rows).
+HOOK_FAULTS = {
+    "mid-write": (MIDWRITE_ARM, "midwrite.fired", True),
+    "task-retry": (TASKFAIL_ARM, "taskfail.fired", False),
+    "write-retry": (WRITEFAIL_ARM, "writefail.fired", True),
+    "torn-write": (TORN_ARM, "torn.fired", True),
+}
 # The sink modes an experiment's faulty run can use (io/sinks/modes.py); the oracle reads the
 # output as each mode's consumer does. (transactional needs a broker that hides aborted records.)
 SINKS = {
@@ -466,12 +474,7 @@ class Experiment:
         hook has fired), so each failure hits a running job."""
         if not sup.ready_for_next_failure():
             return False
-        for armed, fired in (
-            (MIDWRITE_ARM, "midwrite.fired"),
-            (TASKFAIL_ARM, "taskfail.fired"),
-            (WRITEFAIL_ARM, "writefail.fired"),
-            (TORN_ARM, "torn.fired"),
-        ):
+        for armed, fired, _rows in HOOK_FAULTS.values():
             if (arm_dir / armed).exists() and not (arm_dir / fired).exists():
                 return False  # an armed hook has not fired yet
         if kind == "executor-kill":
@@ -516,22 +519,11 @@ class Experiment:
             if not sup.is_ready():  # nothing to kill: the job is not up
                 failure["fired"] = False
             sup.kill_group(signal.SIGKILL)
-        elif kind == "mid-write":
-            arm(arm_dir, MIDWRITE_ARM, f"rows={self.cfg.midwrite_rows}")
-            failure["_marker"], failure["_arm"] = "midwrite.fired", MIDWRITE_ARM
+        elif kind in HOOK_FAULTS:
+            armed, fired, after_rows = HOOK_FAULTS[kind]
+            arm(arm_dir, armed, f"rows={self.cfg.midwrite_rows}" if after_rows else "")
+            failure["_marker"], failure["_arm"] = fired, armed
             failure["fired"] = None  # known once the hook fires (or not)
-        elif kind == "task-retry":
-            arm(arm_dir, TASKFAIL_ARM)
-            failure["_marker"], failure["_arm"] = "taskfail.fired", TASKFAIL_ARM
-            failure["fired"] = None
-        elif kind == "write-retry":
-            arm(arm_dir, WRITEFAIL_ARM, f"rows={self.cfg.midwrite_rows}")
-            failure["_marker"], failure["_arm"] = "writefail.fired", WRITEFAIL_ARM
-            failure["fired"] = None
-        elif kind == "torn-write":
-            arm(arm_dir, TORN_ARM, f"rows={self.cfg.midwrite_rows}")
-            failure["_marker"], failure["_arm"] = "torn.fired", TORN_ARM
-            failure["fired"] = None
         elif kind == "executor-kill":
             state = cluster_mod.cluster_state()
             pids = cluster_mod.executor_pids(state) if state else []
