@@ -127,9 +127,7 @@ class LogRecord:
             n, position, marks, state = json.loads(h.get(META_HEADER, b"null"))
             fingerprint = int(h.get(FINGERPRINT_HEADER, b"-1"))
             record_kind = RecordKind(kind.decode())
-            window = h.get(ID_HEADER, b"").decode()
-            if record_kind is not RecordKind.RESULT:
-                window = window.split(":", 1)[1].rsplit("@", 1)[0]
+            window = window_of(record_kind, h.get(ID_HEADER, b"").decode())
             return cls(
                 kind=record_kind,
                 window=window,
@@ -157,6 +155,13 @@ class LogRecord:
             )
 
 
+def window_of(kind: RecordKind, record_id: str) -> str:
+    """The window a record id names (the inverse of ``LogRecord.record_id``)."""
+    if kind is RecordKind.RESULT:
+        return record_id
+    return record_id.split(":", 1)[1].rsplit("@", 1)[0]
+
+
 class LazyRecord:
     """A log message as the backward scan meets it: its kind and window read from two headers,
     the whole record (JSON, fingerprint) decoded only when the scan needs it (the log's end
@@ -177,12 +182,9 @@ class LazyRecord:
         h = dict(headers)
         try:
             self.kind: RecordKind | None = RecordKind(h[KIND_HEADER].decode())
-            rid = h[ID_HEADER].decode()
-        except (KeyError, ValueError, UnicodeDecodeError):
-            self.kind, rid = None, ""
-        if self.kind is not None and self.kind is not RecordKind.RESULT:
-            rid = rid.split(":", 1)[-1].rsplit("@", 1)[0]
-        self.window = rid
+            self.window = window_of(self.kind, h[ID_HEADER].decode())
+        except (KeyError, ValueError, IndexError, UnicodeDecodeError):
+            self.kind, self.window = None, ""  # decoded whole, it shows as torn
 
     def full(self) -> LogRecord:
         if self._full is None:
