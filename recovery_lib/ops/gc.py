@@ -27,15 +27,18 @@ metrics store (table gc_runs).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recovery_lib.runtime.checkpoint import batch_ids, last_committed, source_offsets
-
-_VERSIONED = re.compile(r"^\.?(\d+)\.(delta|snapshot|changelog|zip)(\.crc)?$")
-SNAPSHOT_KINDS = ("snapshot", "zip")
+from recovery_lib.runtime.checkpoint import (
+    SNAPSHOT_KINDS,
+    batch_ids,
+    last_committed,
+    source_offsets,
+    state_stores,
+    store_versions,
+)
 
 
 @dataclass
@@ -84,15 +87,8 @@ def shipped_batch(standby_dir: Path | None) -> int | None:
 def _state_files(state_root: Path, oldest_kept_version: int) -> list[Path]:
     """Files of every state store directory that no kept version needs."""
     doomed: list[Path] = []
-    if not state_root.exists():
-        return doomed
-    directories = {p.parent for p in state_root.rglob("*") if _VERSIONED.match(p.name)}
-    for directory in sorted(directories):
-        versions: dict[int, list[tuple[Path, str]]] = {}
-        for path in directory.iterdir():
-            m = _VERSIONED.match(path.name)
-            if m:
-                versions.setdefault(int(m.group(1)), []).append((path, m.group(2)))
+    for directory in state_stores(state_root):
+        versions = store_versions(directory)
         bases = [
             v
             for v, files in versions.items()

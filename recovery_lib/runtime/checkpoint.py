@@ -4,13 +4,36 @@ source offsets they cover. (Rewinding and shipping checkpoints build on this lat
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+# State store files: HDFS-backed ``<v>.delta`` / ``<v>.snapshot``, RocksDB ``<v>.changelog`` /
+# ``<v>.zip`` (and their ``.crc``); version v is a store's state after batch v - 1.
+_STATE_FILE = re.compile(r"^\.?(\d+)\.(delta|snapshot|changelog|zip)(\.crc)?$")
+SNAPSHOT_KINDS = frozenset({"snapshot", "zip"})
 
 
 def batch_ids(directory: Path) -> list[int]:
     if not directory.exists():
         return []
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def state_stores(state_root: Path) -> list[Path]:
+    """Every state store directory (one per operator and partition) under ``state_root``."""
+    if not state_root.exists():
+        return []
+    return sorted({p.parent for p in state_root.rglob("*") if _STATE_FILE.match(p.name)})
+
+
+def store_versions(store: Path) -> dict[int, list[tuple[Path, str]]]:
+    """A store's files by version: (path, kind), kind one of delta, snapshot, changelog, zip."""
+    versions: dict[int, list[tuple[Path, str]]] = {}
+    for path in store.iterdir():
+        m = _STATE_FILE.match(path.name)
+        if m:
+            versions.setdefault(int(m.group(1)), []).append((path, m.group(2)))
+    return versions
 
 
 def last_committed(checkpoint: str | Path) -> int | None:

@@ -24,16 +24,18 @@ determinants those batches logged, so a re-run repeats them.
 
 from __future__ import annotations
 
-import re
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recovery_lib.runtime.checkpoint import batch_ids, last_committed
-
-_VERSIONED = re.compile(r"^\.?(\d+)\.(delta|snapshot|changelog|zip)(\.crc)?$")
-_SNAPSHOTS = ("snapshot", "zip")
+from recovery_lib.runtime.checkpoint import (
+    SNAPSHOT_KINDS,
+    batch_ids,
+    last_committed,
+    state_stores,
+    store_versions,
+)
 
 
 class RewindRefused(RuntimeError):
@@ -55,30 +57,15 @@ class RewindPlan:
         return (self.last_committed or 0) - self.to_batch
 
 
-def _store_versions(directory: Path) -> dict[int, set[str]]:
-    versions: dict[int, set[str]] = {}
-    for path in directory.iterdir():
-        m = _VERSIONED.match(path.name)
-        if m:
-            versions.setdefault(int(m.group(1)), set()).add(m.group(2))
-    return versions
-
-
-def rebuilds(versions: dict[int, set[str]], version: int) -> bool:
-    """Can a store load ``version`` from these files? A snapshot at or before it (or none
+def rebuilds(store: Path, version: int) -> bool:
+    """Can ``store`` load ``version`` from its files? A snapshot at or before it (or none
     needed: version 0 is empty) plus every delta/changelog after the snapshot."""
     if version == 0:
         return True
-    bases = [v for v, kinds in versions.items() if v <= version and kinds & set(_SNAPSHOTS)]
+    kinds = {v: {kind for _, kind in files} for v, files in store_versions(store).items()}
+    bases = [v for v, k in kinds.items() if v <= version and k & SNAPSHOT_KINDS]
     base = max(bases, default=0)
-    return all(versions.get(v, set()) - set(_SNAPSHOTS) for v in range(base + 1, version + 1))
-
-
-def _stores(checkpoint: Path) -> list[Path]:
-    state = checkpoint / "state"
-    if not state.exists():
-        return []
-    return sorted({p.parent for p in state.rglob("*") if _VERSIONED.match(p.name)})
+    return all(kinds.get(v, set()) - SNAPSHOT_KINDS for v in range(base + 1, version + 1))
 
 
 def plan_rewind(checkpoint: str | Path, to_batch: int) -> RewindPlan:
@@ -102,20 +89,18 @@ def plan_rewind(checkpoint: str | Path, to_batch: int) -> RewindPlan:
             f"only the newest batches); the oldest batch left is {min(batch_ids(ck / 'commits'))}"
         )
     version = to_batch + 1  # a store's version v is its state after batch v - 1
-    stores = _stores(ck)
+    stores = state_stores(ck / "state")
     plan.stores = len(stores)
     for store in stores:
-        versions = _store_versions(store)
-        if not rebuilds(versions, version):
+        if not rebuilds(store, version):
             raise RewindRefused(
                 f"state store {store.relative_to(ck)} cannot rebuild version {version} (state "
                 f"after batch {to_batch}): its snapshot or deltas were removed, probably by "
                 "checkpoint GC. Rewind to a newer batch"
             )
-        for path in sorted(store.iterdir()):
-            m = _VERSIONED.match(path.name)
-            if m and int(m.group(1)) > version:
-                plan.files.append(str(path.relative_to(ck)))
+        for v, files in sorted(store_versions(store).items()):
+            if v > version:
+                plan.files += sorted(str(path.relative_to(ck)) for path, _ in files)
     for log in ("offsets", "commits"):
         for batch in batch_ids(ck / log):
             if batch > to_batch:
@@ -140,7 +125,7 @@ def rewind(checkpoint: str | Path, to_batch: int, dry_run: bool = False) -> Rewi
     plan.moved_to = str(target)
     committed = last_committed(ck)  # Step 4.
     offsets = batch_ids(ck / "offsets")
-    broken = [s for s in _stores(ck) if not rebuilds(_store_versions(s), to_batch + 1)]
+    broken = [s for s in state_stores(ck / "state") if not rebuilds(s, to_batch + 1)]
     if committed != to_batch or (offsets and offsets[-1] != to_batch) or broken:
         raise RewindRefused(
             f"after moving {len(plan.files)} files to {target} the checkpoint does not verify "
