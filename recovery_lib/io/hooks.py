@@ -7,7 +7,11 @@ without io knowing them:
 
 * ``cutPolicy`` (source): a ``CutPolicy`` subclass, e.g. the standby's follow policy;
 * ``writeGuard`` (sink): ``factory(options) -> WriteGuard | None``, e.g. fencing epochs;
-* ``writeFault`` (sink): ``factory() -> WriteFault | None``, e.g. the armed mid-write kill.
+* ``writeFault`` (sink): ``factory() -> WriteFault | None``, e.g. the armed mid-write kill;
+* ``commitHook`` (sink): ``factory(options) -> CommitHook``, e.g. a checkpoint protocol's
+  channel record and marker forwarding;
+* ``recordHeaders`` (sink): ``factory(options) -> RecordHeaders``, e.g. the piggybacked
+  clocks of communication-induced checkpointing.
 """
 
 from __future__ import annotations
@@ -34,6 +38,20 @@ class WriteFault(Protocol):
     def should_fire(self, batch_id: int | None, rows_written: int) -> bool: ...
 
     def fire(self) -> None: ...
+
+
+class CommitHook(Protocol):
+    """Called on the driver once every task of micro-batch ``batch_id`` succeeded and its
+    records are acknowledged, before Spark writes the batch to its commit log. A re-run of
+    the batch calls it again. Raising fails the batch (Spark re-runs it)."""
+
+    def committed(self, batch_id: int) -> None: ...
+
+
+class RecordHeaders(Protocol):
+    """Asked by a sink task for headers to add to every record of ``batch_id``."""
+
+    def for_batch(self, batch_id: int) -> list[tuple[str, bytes]]: ...
 
 
 def load_hook(ref: str, option: str, error: type[IOLayerError] = InvalidSinkOption) -> Any:

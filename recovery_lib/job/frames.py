@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK
 from recovery_lib.ha.standby.follow import FOLLOW_POLICY
-from recovery_lib.io.sinks.ids import DET_COLUMN
+from recovery_lib.io.sinks.ids import CONTROL_HEADER, DET_COLUMN
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.job.options import JobOptions
 from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
@@ -49,13 +49,20 @@ def read_json_input(
         reader = reader.option("maxOffsetsPerTrigger", str(opts.max_records_per_batch))
     if opts.ending_offsets:
         reader = reader.option("endingOffsets", opts.ending_offsets)
+    reader = reader.options(**opts.source_options)
     if opts.follow_log:
+        # After the followed batches, the policy the mechanism chose (or free cuts).
+        then = opts.source_options.get("cutPolicy", "free")
         reader = (
             reader.option("cutPolicy", FOLLOW_POLICY)
             .option("followLog", opts.follow_log)
             .option("followCheckpoint", opts.checkpoint_path)
+            .option("followThen", then)
         )
-    raw = reader.load()
+    # Records that carry a mechanism's state (markers, footprints) are not input.
+    raw = reader.load().where(
+        ~F.coalesce(F.exists("headers", lambda h: h["key"] == CONTROL_HEADER), F.lit(False))
+    )
     parsed = raw.select(
         F.col("key").cast("string").alias("key"),
         F.col("value"),
@@ -188,6 +195,7 @@ def write_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQu
         .option("checkpointLocation", opts.checkpoint_path)
         .option("epoch", str(opts.epoch))
         .option("writeFault", SINK_FAULT_HOOK)  # experiments arm mid-write kills at run time
+        .options(**opts.sink_options)
         .queryName(opts.query)
     )
     if opts.epoch_store:  # standby jobs: a zombie primary's sink is fenced

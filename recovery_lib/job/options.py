@@ -57,6 +57,10 @@ class JobOptions:
     inputs: dict[str, str] = field(default_factory=dict)  # input name -> topic (overrides)
     params: dict[str, str] = field(default_factory=dict)  # the job's own --param name=value
     causal: CausalConfig | None = None  # set in mode "causal": nondeterminism is logged
+    # A mechanism's own source / sink options (a pipeline's checkpoint protocol: cut policy,
+    # commit hook, record headers), given to every input and to the sink as they are.
+    source_options: dict[str, str] = field(default_factory=dict)
+    sink_options: dict[str, str] = field(default_factory=dict)
     # Standby jobs (recovery_lib/ha/standby): the fencing epoch the sink writes with and the epoch
     # store it checks; a standby replays its primary's batches from this shipped offset-log tail.
     epoch: int = 0

@@ -51,6 +51,23 @@ def parse_options(
     )
     parser.add_argument("--max-records", type=int, default=None)
     parser.add_argument(
+        "--trigger-interval",
+        default="0 seconds",
+        help="processing-time trigger, e.g. '2 seconds' (default: as soon as the last ended)",
+    )
+    parser.add_argument(
+        "--source-option",
+        action="append",
+        default=[],
+        help="name=value passed to every input's source (a mechanism's cut policy and options)",
+    )
+    parser.add_argument(
+        "--sink-option",
+        action="append",
+        default=[],
+        help="name=value passed to the sink (a mechanism's commit hook, record headers)",
+    )
+    parser.add_argument(
         "--follow-log",
         default=None,
         help="re-run batches with the boundaries of this offset log, then cut freely (the "
@@ -99,6 +116,8 @@ def parse_options(
     try:
         inputs = parse_pairs(args.input, "--input")
         params = parse_pairs(args.param, "--param")
+        source_options = parse_pairs(args.source_option, "--source-option")
+        sink_options = parse_pairs(args.sink_option, "--sink-option")
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     unknown = sorted(set(inputs) - set(spec.inputs))
@@ -120,8 +139,11 @@ def parse_options(
         sink_mode=args.sink_mode,
         available_now=args.available_now,
         max_records_per_batch=args.max_records,
+        trigger_interval=args.trigger_interval,
         ending_offsets=args.ending_offsets,
         follow_log=args.follow_log,
+        source_options=source_options,
+        sink_options=sink_options,
     )
     if args.mode == "cec" and args.sink_mode != "dedup":
         parser.error(

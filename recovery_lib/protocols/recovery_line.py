@@ -95,9 +95,17 @@ def recovery_line(
     return RecoveryLine(points, failed, rolled, steps)
 
 
-def invalid_checkpoints(graph: CheckpointGraph, strict: bool = True) -> list[StageCheckpoint]:
-    """Checkpoints no consistent set of checkpoints contains (on a Z-cycle)."""
-    latest = {name: graph.latest(name) for name in graph.stages}
+def invalid_checkpoints(
+    graph: CheckpointGraph,
+    strict: bool = True,
+    current: Mapping[str, StageCheckpoint] | None = None,
+) -> list[StageCheckpoint]:
+    """Checkpoints no consistent set of checkpoints contains (on a Z-cycle). ``current``:
+    live stages' present states, which count as their next checkpoint (without them, a
+    checkpoint that only a stage's future checkpoint would make consistent counts as
+    invalid)."""
+    current = current or {}
+    latest = {name: current.get(name) or graph.latest(name) for name in graph.stages}
     out = []
     for checkpoint in graph.checkpoints():
         start = {**latest, checkpoint.stage: checkpoint}
@@ -107,7 +115,11 @@ def invalid_checkpoints(graph: CheckpointGraph, strict: bool = True) -> list[Sta
     return out
 
 
-def invalid_share(graph: CheckpointGraph, strict: bool = True) -> float:
+def invalid_share(
+    graph: CheckpointGraph,
+    strict: bool = True,
+    current: Mapping[str, StageCheckpoint] | None = None,
+) -> float:
     """Invalid checkpoints as a share of all checkpoints taken (CheckMate's "% invalid")."""
     total = sum(1 for c in graph.checkpoints() if c.index != INITIAL)
-    return len(invalid_checkpoints(graph, strict)) / total if total else 0.0
+    return len(invalid_checkpoints(graph, strict, current)) / total if total else 0.0

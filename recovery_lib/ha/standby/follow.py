@@ -9,7 +9,8 @@ same record in both runs and readers can dedup. The primary's offset-log entries
 Spark asks a source ``latestOffset(start)`` while planning batch b = (newest entry of the
 query's own offset log) + 1, before writing entry b. This policy reads the query's offset log
 to learn b, and returns the end recorded in the primary's entry b for this source's topics.
-Past the tail it cuts freely, as the primary would have.
+Past the tail it cuts as the primary would have: freely, or by the policy named in
+``followThen`` (a pipeline stage's checkpoint protocol).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from recovery_lib.io.cut_policies import CutPolicy, FreeCut
+from recovery_lib.io.cut_policies import CutPolicy, make_cut_policy
 from recovery_lib.io.exceptions import InvalidSourceOption
 from recovery_lib.io.offsets import Offsets
 from recovery_lib.runtime.checkpoint import batch_ids
@@ -54,7 +55,10 @@ class FollowLog(CutPolicy):
                 "cutPolicy=follow needs followLog (the shipped tail of the primary's offset "
                 "log) and followCheckpoint (this query's own checkpoint directory)"
             ) from None
-        self.free = FreeCut(options)
+        then = opts.get("followthen", "free")
+        if then == FOLLOW_POLICY:
+            raise InvalidSourceOption("followThen cannot be the follow policy itself")
+        self.then = make_cut_policy(then, options)
         self.done = False
         self.followed: list[int] = []
 
@@ -74,7 +78,7 @@ class FollowLog(CutPolicy):
                     for t, parts in start.items()
                 }
             self.done = True  # past the primary's last batch: from here on, a normal source
-        return self.free.cut(start, available, max_rows)
+        return self.then.cut(start, available, max_rows)
 
 
 FOLLOW_POLICY = f"{__name__}:FollowLog"  # the source's cutPolicy option names it so

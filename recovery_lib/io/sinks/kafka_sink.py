@@ -53,7 +53,7 @@ from pyspark.sql.types import (
 
 from recovery_lib.io.client_cache import cached, evict
 from recovery_lib.io.exceptions import InvalidSinkOption, SinkDeliveryError, WriterFenced
-from recovery_lib.io.hooks import WriteFault, WriteGuard, load_hook
+from recovery_lib.io.hooks import CommitHook, WriteFault, WriteGuard, load_hook
 from recovery_lib.io.sinks.commit_gate import COMMIT_HEADER, TXN_HEADER, commit_record
 from recovery_lib.io.sinks.ids import DET_COLUMN, DET_HEADER, EPOCH_HEADER, ID_HEADER, output_id
 from recovery_lib.io.sinks.modes import SINK_MODES
@@ -92,6 +92,8 @@ class SinkOptions:
     stable_order: bool = False
     write_guard: str = ""  # hook module:attr, io.hooks.WriteGuard factory
     write_fault: str = ""  # hook module:attr, io.hooks.WriteFault factory
+    commit_hook: str = ""  # hook module:attr, io.hooks.CommitHook factory
+    record_headers: str = ""  # hook module:attr, io.hooks.RecordHeaders factory
     hook_options: tuple[tuple[str, str], ...] = ()  # what the guard factory is given
 
     @classmethod
@@ -128,6 +130,8 @@ class SinkOptions:
             stable_order=opts.get("stableorder", "false") == "true",
             write_guard=opts.get("writeguard", ""),
             write_fault=opts.get("writefault", ""),
+            commit_hook=opts.get("commithook", ""),
+            record_headers=opts.get("recordheaders", ""),
             hook_options=tuple(sorted(opts.items())),
         )
 
@@ -138,6 +142,18 @@ class SinkOptions:
 
     def fault(self) -> WriteFault | None:
         return load_hook(self.write_fault, "writeFault")() if self.write_fault else None
+
+    def on_commit(self) -> CommitHook | None:
+        if not self.commit_hook:
+            return None
+        return load_hook(self.commit_hook, "commitHook")(dict(self.hook_options))
+
+    def batch_headers(self, batch_id: int) -> list[tuple[str, bytes]]:
+        if not self.record_headers:
+            return []
+        return load_hook(self.record_headers, "recordHeaders")(
+            dict(self.hook_options)
+        ).for_batch(batch_id)
 
 
 def validate_sink_schema(
@@ -217,6 +233,12 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         # Made on the driver when the query starts: tells this run's transactions from an
         # earlier run's (two_phase), since Spark's task attempt ids restart with the driver.
         self.run_token = uuid.uuid4().hex[:12]
+        self._commit_hook: CommitHook | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_commit_hook"] = None  # driver-only, may hold clients
+        return state
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         task = task_info()
@@ -356,6 +378,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
         fault = self.options.fault()
         guard = self.options.guard()
+        headers = [*(headers or ()), *self.options.batch_headers(batch_id)]
         self._guard_check(guard, producer, batch_id, partition)
         epoch = str(self.options.epoch).encode()
         prefix = self.options.sink_id
@@ -380,7 +403,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                 record_headers = [
                     (ID_HEADER, output_id(batch_id, partition, seq, prefix).encode()),
                     (EPOCH_HEADER, epoch),
-                    *(headers or ()),
+                    *headers,
                 ]
                 if extra_headers is not None and extra_headers[i]:
                     record_headers.extend((h["key"], h["value"]) for h in extra_headers[i])
@@ -427,9 +450,16 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records are already acknowledged by the broker when a task succeeds; two_phase
-        makes them visible now, with a commit record in every partition (on the driver)."""
-        if self.options.mode != "two_phase":
-            return
+        makes them visible now, with a commit record in every partition (on the driver).
+        Then the commit hook, if any (a checkpoint protocol's channel record)."""
+        if self.options.mode == "two_phase":
+            self._commit_two_phase(messages, batchId)
+        if self.options.commit_hook:
+            if self._commit_hook is None:
+                self._commit_hook = self.options.on_commit()
+            self._commit_hook.committed(batchId)
+
+    def _commit_two_phase(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         tokens = [m.txn for m in messages if isinstance(m, SinkCommit) and m.txn]
         settings = get_settings()
         producer = cached("producer:commit", self._producer_config(), _new_producer)
