@@ -1,0 +1,268 @@
+"""Run a pipeline: one supervised process per stage, the protocol's coordinator (COOR), and
+recovery by the protocol's plan when stages die.
+
+Everything of a pipeline lives under ``<home>``:
+
+    checkpoints/<stage>/<job>   each stage's Spark checkpoint
+    protocol/                   the protocol's records (protocols/stage_log.py)
+    stages/<stage>/             each stage's process log and heartbeat
+
+Recovery after stage deaths: the protocol's plan names the stages to roll back and where;
+live ones among them are stopped, every planned checkpoint is rewound (runtime/rewind.py, or
+moved aside entirely to start from the beginning), and the stages restart following their
+moved offset-log tail so the re-run batches keep their boundaries and output ids; the release
+sink then drops what was already written. Stages the plan does not name keep running.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recovery_lib.kafka.clients import client_config
+from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.pipeline.spec import PipelineSpec, StageSpec
+from recovery_lib.protocols.base import PipelineView, RecoveryPlan, protocol
+from recovery_lib.protocols.checkpoints import INITIAL, Stage
+from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor, with_arg
+
+
+@dataclass
+class Recovery:
+    failed: list[str]
+    causes: dict[str, str]
+    detected_ms: int
+    plan: RecoveryPlan
+    ready_ms: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def restart_time_s(self) -> float | None:
+        """Failure detected -> every restarted stage serving again."""
+        if not self.plan.restart or set(self.ready_ms) < self.plan.restart:
+            return None
+        return (max(self.ready_ms.values()) - self.detected_ms) / 1000
+
+
+class PipelineRun:
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        home: str | Path,
+        kafka: dict[str, str] | None = None,
+        input_prefix: str = "nexmark",
+        store: MetricsStore | None = None,
+        run_id: str | None = None,
+        max_recoveries: int = 5,
+    ) -> None:
+        self.spec = spec
+        self.home = Path(home)
+        self.kafka = kafka or client_config()
+        self.input_prefix = input_prefix
+        self.store = store
+        self.run_id = run_id
+        self.max_recoveries = max_recoveries
+        self.protocol = protocol(spec.protocol)
+        self.view = self._view()
+        self.supervisors = {s.name: self._supervisor(s) for s in spec.stages}
+        self.recoveries: list[Recovery] = []
+        self._coordinator: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.epochs_injected = 0
+
+    # -- layout ------------------------------------------------------------------------------
+
+    def checkpoint(self, stage: StageSpec) -> Path:
+        return self.home / "checkpoints" / stage.name / stage.spec().name
+
+    def _view(self) -> PipelineView:
+        stages = []
+        for stage in self.spec.stages:
+            stages.append(
+                Stage(
+                    stage.name,
+                    reads=tuple(self.spec.input_topics(stage, self.input_prefix).values()),
+                    writes=(self.spec.output_topic(stage),),
+                    # Every stage re-runs deterministically: native if its job is, causal
+                    # (logged nondeterminism) otherwise; its release sink drops re-sent copies.
+                    replays_outputs=True,
+                )
+            )
+        return PipelineView(
+            stages=tuple(stages),
+            checkpoints={s.name: self.checkpoint(s) for s in self.spec.stages},
+            protocol_dir=self.home / "protocol",
+            kafka=dict(self.kafka),
+            checkpoint_interval_ms=int(self.spec.checkpoint_interval_s * 1000),
+            strict=self.spec.rollback == "strict",
+            unaligned=frozenset(self.spec.unaligned),
+        )
+
+    def _args(self, stage: StageSpec) -> list[str]:
+        job = stage.spec()
+        mode = "causal" if job.contract.replay_needs_causal else "native"
+        args = [
+            "--prefix",
+            self.spec.name,
+            "--checkpoints",
+            str(self.home / "checkpoints" / stage.name),
+            "--output-topic",
+            self.spec.output_topic(stage),
+            "--partitions",
+            str(stage.partitions),
+            "--sink-mode",
+            "release",
+            "--mode",
+            mode,
+            "--trigger-interval",
+            stage.trigger_interval,
+        ]
+        for name, topic in self.spec.input_topics(stage, self.input_prefix).items():
+            args += ["--input", f"{name}={topic}"]
+        for name, value in stage.params.items():
+            args += ["--param", f"{name}={value}"]
+        for k, v in self.protocol.source_options(self.view, stage.name).items():
+            args += ["--source-option", f"{k}={v}"]
+        for k, v in self.protocol.sink_options(self.view, stage.name).items():
+            args += ["--sink-option", f"{k}={v}"]
+        return args
+
+    def _supervisor(self, stage: StageSpec) -> Supervisor:
+        process = ProcessSpec.for_job(stage.spec().ref, stage.name, self._args(stage))
+        return Supervisor(
+            process,
+            self.home / "stages" / stage.name,
+            self.store,
+            self.run_id,
+        )
+
+    def event(self, kind: str, detail: dict[str, Any]) -> None:
+        if self.store is not None and self.run_id is not None:
+            self.store.event(self.run_id, kind, {"pipeline": self.spec.name, **detail})
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def create_topics(self) -> None:
+        from recovery_lib.kafka.admin import TopicAdmin
+
+        admin = TopicAdmin(self.kafka)
+        for stage in self.spec.stages:
+            admin.create(self.spec.output_topic(stage), stage.partitions)
+        admin.create(f"{self.spec.name}.deadletter", 1)
+
+    def start(self) -> None:
+        self.create_topics()
+        for sup in self.supervisors.values():
+            sup.start()
+        if self.spec.protocol == "coor":
+            self._coordinator = threading.Thread(
+                target=self._coordinate, name=f"coordinator-{self.spec.name}", daemon=True
+            )
+            self._coordinator.start()
+
+    def wait_ready(self, timeout_s: float = 240.0) -> None:
+        for sup in self.supervisors.values():
+            sup.wait_ready(timeout_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._coordinator is not None:
+            self._coordinator.join(timeout=10)
+        for sup in self.supervisors.values():
+            sup.stop()
+
+    def __enter__(self) -> PipelineRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- COOR's coordinator ------------------------------------------------------------------
+
+    def _coordinate(self) -> None:
+        from recovery_lib.protocols.coordinated import inject_epoch, last_epoch
+        from recovery_lib.protocols.hooks import topic_ends
+
+        epoch = last_epoch(self.view.protocol_dir)
+        sources = self.view.source_topics()
+        while not self._stop.wait(self.spec.marker_interval_s):
+            epoch += 1
+            ends = {t: topic_ends(dict(self.kafka), t) for t in sources}
+            inject_epoch(self.view.protocol_dir, ends, epoch)
+            self.epochs_injected += 1
+
+    # -- supervision -------------------------------------------------------------------------
+
+    def tick(self) -> Recovery | None:
+        """Notice restarted stages being ready; on deaths, recover by the protocol's plan."""
+        for recovery in self.recoveries:
+            for stage in recovery.plan.restart - set(recovery.ready_ms):
+                if self.supervisors[stage].is_ready():
+                    recovery.ready_ms[stage] = now_ms()
+                    if set(recovery.ready_ms) >= recovery.plan.restart:
+                        self.event("pipeline_ready", {"restart_time_s": recovery.restart_time_s})
+        causes = {name: c for name, sup in self.supervisors.items() if (c := sup.check())}
+        if not causes:
+            return None
+        return self.recover(causes)
+
+    def recover(self, causes: dict[str, str]) -> Recovery:
+        detected = now_ms()
+        if len(self.recoveries) >= self.max_recoveries:
+            raise RuntimeError(
+                f"pipeline {self.spec.name}: stages {sorted(causes)} died and the recovery "
+                f"budget ({self.max_recoveries}) is spent; see {self.home / 'stages'}"
+            )
+        failed = set(causes)
+        for name in failed:
+            self.supervisors[name].kill_group(signal.SIGKILL)
+        plan = self.protocol.plan(self.view, failed)
+        recovery = Recovery(sorted(failed), causes, detected, plan)
+        self.recoveries.append(recovery)
+        self.event(
+            "pipeline_recovery",
+            {
+                "protocol": self.spec.protocol,
+                "failed": sorted(failed),
+                "causes": causes,
+                "rewind": plan.rewind,
+                "restart": sorted(plan.restart),
+                "local": plan.local,
+                **{k: v for k, v in plan.detail.items() if k != "failed"},
+            },
+        )
+        for name in sorted(plan.restart - failed):
+            self.supervisors[name].kill_group(signal.SIGKILL)
+        for name, batch in sorted(plan.rewind.items()):
+            tail = self._rewind(name, batch)
+            sup = self.supervisors[name]
+            if tail is not None:
+                sup.spec.args = with_arg(sup.spec.args, "--follow-log", str(tail))
+        for name in sorted(plan.restart):
+            self.supervisors[name].start()
+        return recovery
+
+    def _rewind(self, stage: str, batch: int) -> Path | None:
+        """Rewind ``stage``'s checkpoint to ``batch`` (INITIAL: move it all aside); returns the
+        moved offset-log tail to follow, if any."""
+        from recovery_lib.runtime.rewind import rewind
+
+        checkpoint = self.view.checkpoints[stage]
+        if batch == INITIAL:
+            if not checkpoint.exists():
+                return None
+            target = checkpoint.with_name(checkpoint.name + ".rewound") / (
+                f"{time.strftime('%Y%m%dT%H%M%S')}-reset"
+            )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(checkpoint), str(target))
+            tail = target / "offsets"
+        else:
+            moved = rewind(checkpoint, batch).moved_to
+            tail = Path(moved) / "offsets" if moved else None
+        self.event("stage_rewound", {"stage": stage, "to_batch": batch, "tail": str(tail)})
+        return tail if tail is not None and tail.exists() else None

@@ -1,0 +1,154 @@
+"""Pipelines file validation, the protocols' stage options, COOR's aligned cut and epoch
+bookkeeping on checkpoint files (no Spark, no broker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from recovery_lib.io.cut_policies import make_cut_policy
+from recovery_lib.pipeline.runner import PipelineRun
+from recovery_lib.pipeline.spec import load_pipelines
+from recovery_lib.protocols.coordinated import (
+    MarkerCut,
+    epochs_completed,
+    global_checkpoint,
+    inject_epoch,
+)
+from recovery_lib.protocols.stage_log import CheckpointRecord, StageLog, register_epoch
+
+Q1 = """
+pipelines:
+  - name: q1p
+    protocol: {protocol}
+    stages:
+      - name: route
+        job: jobs.pipelines.nexmark:ROUTE_BIDS_BY_AUCTION
+        inputs: {{bids: nexmark.bids}}
+      - name: convert
+        job: q1
+        inputs: {{bids: stage:route}}
+"""
+
+CYCLE = """
+pipelines:
+  - name: loop
+    protocol: {protocol}
+    {extra}
+    stages:
+      - name: a
+        job: jobs.pipelines.nexmark:ROUTE_BIDS_BY_AUCTION
+        inputs: {{bids: stage:b}}
+      - name: b
+        job: jobs.pipelines.nexmark:ROUTE_BIDS_BY_BIDDER
+        inputs: {{bids: stage:a}}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_pipeline_connects_stages_by_topics(tmp_path):
+    spec = load_pipelines(write(tmp_path, Q1.format(protocol="unc")))["q1p"]
+    convert = spec.stage("convert")
+    assert spec.input_topics(convert) == {"bids": "q1p.route"}
+    assert spec.output_topic(convert) == "q1p.convert"
+    assert spec.feedback_topics() == set()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (Q1.format(protocol="unc").replace("stage:route", "stage:nope"), "names no stage"),
+        (Q1.format(protocol="unc").replace("job: q1", "job: nosuchjob"), "no job 'nosuchjob'"),
+        (Q1.format(protocol="unc").replace("{bids: stage:route}", "{asks: x}"), "not inputs"),
+        (Q1.format(protocol="zzz"), "protocol"),
+        (CYCLE.format(protocol="coor", extra=""), "aligned COOR deadlocks"),
+    ],
+)
+def test_wrong_pipelines_say_what_to_fix(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        load_pipelines(write(tmp_path, text))
+
+
+def test_a_cycle_is_found_and_coor_runs_it_only_unaligned(tmp_path):
+    spec = load_pipelines(write(tmp_path, CYCLE.format(protocol="unc", extra="")))["loop"]
+    assert spec.feedback_topics() == {"loop.a", "loop.b"}
+    text = CYCLE.format(protocol="coor", extra="unaligned: [loop.a]")
+    spec = load_pipelines(write(tmp_path, text))["loop"]
+    assert spec.unaligned == ["loop.a"]
+
+
+@pytest.mark.parametrize("protocol", ["coor", "unc", "cic"])
+def test_each_protocol_names_its_hooks_in_the_stage_command(tmp_path, protocol):
+    spec = load_pipelines(write(tmp_path, Q1.format(protocol=protocol)))["q1p"]
+    run = PipelineRun(spec, tmp_path / "home", kafka={"bootstrap.servers": "127.0.0.1:9"})
+    args = run.supervisors["convert"].spec.args
+    options = [args[i + 1] for i, a in enumerate(args) if a in ("--source-option", "--sink-option")]
+    assert "commitHook=recovery_lib.protocols.hooks:StageCommitHook" in options
+    assert f"protocol={protocol}" in options
+    assert args[args.index("--sink-mode") + 1] == "release"
+    assert "--input" in args and "bids=q1p.route" in args
+    cut = next(o for o in options if o.startswith("cutPolicy="))
+    assert cut.endswith({"coor": "MarkerCut", "unc": "free", "cic": "ForcedCut"}[protocol])
+    if protocol == "cic":
+        assert "recordHeaders=recovery_lib.protocols.hooks:StageHeaders" in options
+        assert "protocolStageIndex=1" in options and "protocolStages=2" in options
+    if protocol == "coor":
+        assert "markerTopics=q1p.route" in options
+
+
+def offset_log(checkpoint: Path, batch: int, ends: dict, committed: bool = True) -> None:
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "commits").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "offsets" / str(batch)).write_text(f"v1\n{{}}\n{json.dumps(ends)}\n")
+    if committed:
+        (checkpoint / "commits" / str(batch)).write_text("v1\n{}\n")
+
+
+def test_the_marker_cut_aligns_every_partition_on_the_next_epoch(tmp_path):
+    protocol_dir, ck = tmp_path / "protocol", tmp_path / "ck"
+    options = {
+        "protocolDir": str(protocol_dir),
+        "stageCheckpoint": str(ck),
+        "markerTopics": "t",
+    }
+    policy = make_cut_policy("recovery_lib.protocols.coordinated:MarkerCut", options)
+    assert isinstance(policy, MarkerCut)
+    start = {"t": {"0": 0, "1": 0}}
+    available = {"t": {"0": 100, "1": 100}}
+    # No epoch yet: free.
+    assert policy.cut(start, available, None) == available
+    inject_epoch(protocol_dir, {"t": {0: 40, 1: 70}}, 1)
+    inject_epoch(protocol_dir, {"t": {0: 90, 1: 95}}, 2)
+    assert policy.cut(start, available, None) == {"t": {"0": 40, "1": 70}}
+    # Partition 0 reached epoch 1, partition 1 did not (an admission limit cut it short):
+    # partition 0 holds, partition 1 goes on to its marker.
+    offset_log(ck, 0, {"t": {"0": 40, "1": 50}})
+    assert policy.cut({"t": {"0": 40, "1": 50}}, available, None) == {"t": {"0": 40, "1": 70}}
+    offset_log(ck, 1, {"t": {"0": 40, "1": 70}})
+    assert epochs_completed(protocol_dir, ["t"], {"t": {"0": 40, "1": 70}}, []) == [1]
+    assert policy.cut({"t": {"0": 40, "1": 70}}, available, None) == {"t": {"0": 90, "1": 95}}
+    with pytest.raises(Exception, match="protocolDir"):
+        make_cut_policy("recovery_lib.protocols.coordinated:MarkerCut", {})
+
+
+def test_the_global_checkpoint_is_the_newest_epoch_every_stage_committed(tmp_path):
+    protocol_dir = tmp_path / "protocol"
+    cks = {s: tmp_path / s for s in ("a", "b")}
+    for stage, epochs in (("a", {0: [1], 3: [2], 5: [3]}), ("b", {1: [1], 4: [2]})):
+        for batch in range(6):
+            offset_log(cks[stage], batch, {"x": {"0": batch}}, committed=batch != 5)
+            StageLog(protocol_dir, stage).write(
+                CheckpointRecord(batch, {}, 0, epochs=epochs.get(batch, []))
+            )
+    # a committed epochs 1, 2 (batch 5 with epoch 3 never reached the commit log); b 1, 2.
+    assert global_checkpoint(protocol_dir, cks) == (2, {"a": 3, "b": 4})
+    register_epoch(protocol_dir, "y", 1, {0: 5})
+    register_epoch(protocol_dir, "y", 1, {0: 9})  # a re-run registers again: the first stands
+    assert epochs_completed(protocol_dir, ["y"], {"y": {"0": 5}}, []) == [1]
