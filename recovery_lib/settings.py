@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     jobs_file: Path | None = Field(
         default=None, description="YAML of the supervised jobs (default: dags/streaming_jobs.yaml)."
     )
+    pipelines_file: Path | None = Field(
+        default=None,
+        description="YAML of the pipelines of stages (default: dags/pipelines.yaml).",
+    )
     airflow_spark_conn_id: str = Field(
         default="spark_default", description="Airflow connection the SparkSubmitOperator uses."
     )

@@ -19,6 +19,7 @@ from recovery_lib.cli.gc_cmd import gc
 from recovery_lib.cli.job_cmd import job_app
 from recovery_lib.cli.nexmark_cmd import nexmark_app
 from recovery_lib.cli.ops_cmd import ops_app
+from recovery_lib.cli.pipeline_cmd import pipeline_app
 from recovery_lib.cli.standby_cmd import standby_app
 from recovery_lib.cli.topics_cmd import topics_app
 from recovery_lib.cli.verify_cmd import expectations_cmd, verify
@@ -40,6 +41,7 @@ app.add_typer(job_app, name="job")
 app.add_typer(standby_app, name="standby")
 app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(ops_app, name="ops")
+app.add_typer(pipeline_app, name="pipeline")
 
 
 @app.callback()

@@ -1,18 +1,20 @@
-"""Pipelines of stages: one YAML file (dags/pipelines.yaml by default, ``RECOVERY_PIPELINES_FILE``
-to override), next to the jobs file. A stage is a job of the public job API running as its
-own Spark query and process; stages are connected by Kafka topics, and the topic between two
-stages is the upstream's in-flight log.
+"""Pipelines of stages: one YAML file (dags/pipelines.yaml by default,
+``RECOVERY_PIPELINES_FILE`` to override), next to the jobs file; a running pipeline keeps
+everything under ``<RECOVERY_HOME>/pipelines/<name>``. A stage is a job of the public job API
+running as its own Spark query and process; stages are connected by Kafka topics, and the
+topic between two stages is the upstream's in-flight log.
+
 
     pipelines:
-      - name: q3p
+      - name: q1p
         protocol: unc            # coor | unc | cic (recovery_lib/protocols)
         stages:
           - name: route
-            job: jobs.pipelines.q3:ROUTE
-            inputs: {persons: nexmark.persons, auctions: nexmark.auctions}
-          - name: join
-            job: jobs.pipelines.q3:JOIN
-            inputs: {routed: stage:route}      # another stage's output topic
+            job: jobs.pipelines.nexmark:ROUTE_BIDS_BY_AUCTION
+            inputs: {bids: nexmark.bids}
+          - name: convert
+            job: q1
+            inputs: {bids: stage:route}          # another stage's output topic
 
 A stage's output topic is ``<pipeline>.<stage>`` unless ``output`` says otherwise.
 """
@@ -150,9 +152,18 @@ class PipelinesFile(BaseModel):
     pipelines: list[PipelineSpec] = Field(default_factory=list)
 
 
-def load_pipelines(path: str | Path) -> dict[str, PipelineSpec]:
+def pipelines_file() -> Path:
+    from recovery_lib.settings import get_settings
+
+    configured = get_settings().pipelines_file
+    if configured is not None:
+        return configured
+    return Path(__file__).resolve().parents[2] / "dags" / "pipelines.yaml"
+
+
+def load_pipelines(path: str | Path | None = None) -> dict[str, PipelineSpec]:
     """The pipelines of a file by name; a ValueError says which entry is wrong and why."""
-    path = Path(path)
+    path = Path(path) if path is not None else pipelines_file()
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError:
@@ -167,3 +178,18 @@ def load_pipelines(path: str | Path) -> dict[str, PipelineSpec]:
     if len(set(names)) != len(names):
         raise ValueError(f"pipelines file {path}: pipeline names repeat: {names}")
     return {p.name: p for p in parsed.pipelines}
+
+
+def get_pipeline(name: str, path: str | Path | None = None) -> PipelineSpec:
+    pipelines = load_pipelines(path)
+    if name not in pipelines:
+        raise ValueError(
+            f"no pipeline {name!r} in {path or pipelines_file()}; configured: {sorted(pipelines)}"
+        )
+    return pipelines[name]
+
+
+def pipeline_home(name: str) -> Path:
+    from recovery_lib.settings import get_settings
+
+    return get_settings().home / "pipelines" / name

@@ -130,6 +130,9 @@ class Uncoordinated(CheckpointProtocol):
             if index != last:  # the failed stage at its last commit: Spark resumes there
                 plan.rewind[stage] = index
         plan.detail["line"] = {s: p.index for s, p in line.points.items()}
+        # What the paper's rule (every sender's later messages are orphans) would roll back.
+        strict = line if view.strict else recovery_line(graph, failed, current, strict=True)
+        plan.detail["strict_rollback"] = sorted(strict.rolled_back)
         invalid = invalid_checkpoints(graph, strict=True, current=current)
         plan.detail["invalid"] = len(invalid)
         plan.detail["checkpoints"] = sum(1 for _ in graph.checkpoints())

@@ -53,6 +53,12 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def test_the_repositorys_pipelines_file_is_valid():
+    pipelines = load_pipelines()
+    assert {"q1p", "q3p", "q8p", "q12p"} <= set(pipelines)
+    assert {p.protocol for p in pipelines.values()} == {"coor", "unc", "cic"}
+
+
 def test_a_pipeline_connects_stages_by_topics(tmp_path):
     spec = load_pipelines(write(tmp_path, Q1.format(protocol="unc")))["q1p"]
     convert = spec.stage("convert")
