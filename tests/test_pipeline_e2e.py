@@ -104,3 +104,38 @@ def test_unc_recovers_a_killed_stage_alone_exactly_once(kafka_bootstrap, tmp_pat
     got = [json.loads(r.value) for r in records]
     comparison = compare(got, expected)
     assert comparison.equal, comparison
+
+
+@pytest.mark.long
+def test_coor_rolls_every_stage_back_to_the_last_global_checkpoint(kafka_bootstrap, tmp_path):
+    config = GeneratorConfig(topic_prefix=f"pl{uuid.uuid4().hex[:8]}", partitions=2)
+    ensure_topics(config)
+    spec = q1_pipeline("coor", config.topic_prefix, marker_interval_s=3.0)
+    run, pids, records, expected = run_with_kill(spec, config, tmp_path / "home", "route")
+    recovery = run.recoveries[0]
+    assert recovery.plan.restart == {"route", "convert"} and not recovery.plan.local
+    assert recovery.plan.detail["epoch"] is not None, "no global checkpoint before the kill"
+    assert run.supervisors["convert"].pid != pids["convert"]
+    assert run.epochs_injected >= 3
+    ids = Counter(r.id for r in records)
+    assert max(ids.values()) == 1, "a record was written twice into the output topic"
+    comparison = compare([json.loads(r.value) for r in records], expected)
+    assert comparison.equal, comparison
+
+
+@pytest.mark.long
+def test_cic_carries_its_clocks_and_recovers_locally(kafka_bootstrap, tmp_path):
+    from recovery_lib.protocols.communication_induced import CIC_HEADER
+
+    config = GeneratorConfig(topic_prefix=f"pl{uuid.uuid4().hex[:8]}", partitions=2)
+    ensure_topics(config)
+    spec = q1_pipeline("cic", config.topic_prefix)
+    run, pids, records, expected = run_with_kill(spec, config, tmp_path / "home", "convert")
+    recovery = run.recoveries[0]
+    assert recovery.plan.local and recovery.plan.restart == {"convert"}
+    assert run.supervisors["route"].pid == pids["route"]
+    # Every record between the stages carries route's clocks.
+    routed = list(read_topic(spec.output_topic(spec.stages[0])))
+    assert routed and all(CIC_HEADER in dict(r.headers or ()) for r in routed)
+    comparison = compare([json.loads(r.value) for r in records], expected)
+    assert comparison.equal, comparison

@@ -53,7 +53,8 @@ class StageSpec(BaseModel):
 
 class PipelineSpec(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_]+$")
-    protocol: Literal["coor", "unc", "cic"] = "unc"
+    # none: each query alone, as Spark does (the baseline)
+    protocol: Literal["none", "coor", "unc", "cic"] = "unc"
     stages: list[StageSpec] = Field(min_length=1)
     # UNC / CIC: a checkpoint per this many seconds (0: every committed batch is one).
     checkpoint_interval_s: float = Field(default=0.0, ge=0)

@@ -196,6 +196,23 @@ class Coordinated(CheckpointProtocol):
         return plan
 
 
+class SparkOnly(CheckpointProtocol):
+    """No protocol: what a chain of Spark queries does today. Each query checkpoints alone
+    and a failed one restarts from its own last commit; nobody computes a recovery line. The
+    baseline the others are normalised to (its stages run no protocol hook)."""
+
+    name = "none"
+
+    def source_options(self, view: PipelineView, stage: str) -> dict[str, str]:
+        return {}
+
+    def sink_options(self, view: PipelineView, stage: str) -> dict[str, str]:
+        return {}
+
+    def plan(self, view: PipelineView, failed: set[str]) -> RecoveryPlan:
+        return RecoveryPlan(restart=set(failed), detail={"failed": sorted(failed)})
+
+
 def last_commit(view: PipelineView, stage: str) -> int:
     from recovery_lib.runtime.checkpoint import last_committed
 
@@ -204,7 +221,7 @@ def last_commit(view: PipelineView, stage: str) -> int:
 
 
 PROTOCOLS: dict[str, CheckpointProtocol] = {
-    p.name: p for p in (Coordinated(), Uncoordinated(), CommunicationInduced())
+    p.name: p for p in (SparkOnly(), Coordinated(), Uncoordinated(), CommunicationInduced())
 }
 
 

@@ -158,3 +158,86 @@ def test_the_global_checkpoint_is_the_newest_epoch_every_stage_committed(tmp_pat
     register_epoch(protocol_dir, "y", 1, {0: 5})
     register_epoch(protocol_dir, "y", 1, {0: 9})  # a re-run registers again: the first stands
     assert epochs_completed(protocol_dir, ["y"], {"y": {"0": 5}}, []) == [1]
+
+
+def hook(tmp_path: Path, protocol: str, monkeypatch, ends: dict, **extra):
+    from recovery_lib.protocols import hooks
+
+    monkeypatch.setattr(hooks, "topic_ends", lambda kafka, topic: dict(ends))
+    options = {
+        "protocol": protocol,
+        "protocolDir": str(tmp_path / "protocol"),
+        "protocolStage": "s",
+        "checkpointLocation": str(tmp_path / "ck"),
+        "topic": "out",
+        "kafka.bootstrap.servers": "127.0.0.1:9",
+        **extra,
+    }
+    return hooks.StageCommitHook(options)
+
+
+def test_the_commit_hook_forwards_each_completed_epoch_once(tmp_path, monkeypatch):
+    protocol_dir, ck = tmp_path / "protocol", tmp_path / "ck"
+    out_ends = {0: 10, 1: 12}
+    stage_hook = hook(tmp_path, "coor", monkeypatch, out_ends, markerTopics="t")
+    inject_epoch(protocol_dir, {"t": {0: 40}}, 1)
+    offset_log(ck, 0, {"t": {"0": 40}}, committed=False)
+    stage_hook.committed(0)
+    offset_log(ck, 0, {"t": {"0": 40}})
+    record = StageLog(protocol_dir, "s").read(0)
+    assert record.epochs == [1] and record.checkpoint and record.sent == {"out": {"0": 10, "1": 12}}
+    # The output topic's epoch 1 is where the stage's outputs stood after that batch.
+    assert epochs_completed(protocol_dir, ["out"], {"out": {"0": 10, "1": 12}}, []) == [1]
+    # Epoch 2 lands where batch 0 ended (no input since): batch 1 records it for batch 0.
+    inject_epoch(protocol_dir, {"t": {0: 40}}, 2)
+    inject_epoch(protocol_dir, {"t": {0: 55}}, 3)
+    offset_log(ck, 1, {"t": {"0": 55}})
+    stage_hook.committed(1)
+    assert StageLog(protocol_dir, "s").read(0).epochs == [1, 2]
+    assert StageLog(protocol_dir, "s").read(1).epochs == [3]
+    assert global_checkpoint(protocol_dir, {"s": ck}) == (3, {"s": 1})
+    # A batch between markers is a commit but no checkpoint of COOR.
+    offset_log(ck, 2, {"t": {"0": 60}})
+    stage_hook.committed(2)
+    assert not StageLog(protocol_dir, "s").read(2).checkpoint
+
+
+def test_unc_keeps_one_checkpoint_per_interval(tmp_path, monkeypatch):
+    ck = tmp_path / "ck"
+    stage_hook = hook(tmp_path, "unc", monkeypatch, {0: 1}, checkpointIntervalMs="60000")
+    for batch in range(3):
+        offset_log(ck, batch, {"t": {"0": batch}})
+        stage_hook.committed(batch)
+    records = StageLog(tmp_path / "protocol", "s").records()
+    assert [r.checkpoint for r in records] == [True, False, False]
+
+
+def test_the_cic_hook_continues_the_cut_policys_clocks(tmp_path, monkeypatch):
+    from recovery_lib.protocols.communication_induced import (
+        BatchClocks,
+        Clocks,
+        _state_path,
+        clocks_after,
+    )
+    from recovery_lib.protocols.stage_log import write_atomic
+
+    protocol_dir, ck = tmp_path / "protocol", tmp_path / "ck"
+    stage_hook = hook(
+        tmp_path, "cic", monkeypatch, {0: 5}, protocolReceivers="1", checkpointIntervalMs="60000"
+    )
+    with pytest.raises(RuntimeError, match="no CIC clocks"):
+        offset_log(ck, 0, {"t": {"0": 1}})
+        stage_hook.committed(0)
+    for batch, forced in ((0, False), (1, True)):
+        write_atomic(
+            _state_path(protocol_dir, "s", batch),
+            BatchClocks(Clocks.initial(0, 2), forced=forced).to_json(),
+        )
+    stage_hook.committed(0)  # the first batch is a checkpoint (none before it)
+    after = clocks_after(StageLog(protocol_dir, "s"), 0, 0, 2)
+    assert after.ckpt[0] == 2 and after.sent_to == [False, False]
+    offset_log(ck, 1, {"t": {"0": 2}})
+    monkeypatch.setattr("recovery_lib.protocols.hooks.topic_ends", lambda k, t: {0: 9})
+    stage_hook.committed(1)  # forced by its cut policy, within the interval
+    record = StageLog(protocol_dir, "s").read(1)
+    assert record.forced and record.checkpoint
