@@ -27,6 +27,17 @@ from recovery_lib.runtime.faults import SINK_FAULT_HOOK
 INGEST_HEADER = "rl.ingest_ms"
 
 
+def _ingest_ms() -> Column:
+    """When the input was written by another job (a pipeline's upstream stage), the ingest
+    time of the event it came from travels in the ``rl.ingest_ms`` header, so latency is end
+    to end across stages; otherwise the record's Kafka timestamp."""
+    upstream = F.filter("headers", lambda h: h["key"] == INGEST_HEADER)
+    return F.coalesce(
+        F.try_element_at(upstream, F.lit(1))["value"].cast("string").try_cast("long"),
+        F.unix_millis("timestamp"),
+    )
+
+
 def read_json_input(
     spark: SparkSession,
     opts: JobOptions,
@@ -69,7 +80,7 @@ def read_json_input(
         F.col("topic"),
         F.col("partition"),
         F.col("offset"),
-        F.unix_millis("timestamp").alias("ingest_ms"),
+        _ingest_ms().alias("ingest_ms"),
         F.from_json(F.col("value").cast("string"), schema).alias("e"),
     )
     missing = [F.when(F.col(f"e.{field}").isNull(), F.lit(field)) for field in required]
