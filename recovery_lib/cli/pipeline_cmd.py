@@ -100,3 +100,26 @@ def line_cmd(
     console.print_json(
         json.dumps({"rewind": plan.rewind, "restart": sorted(plan.restart), **plan.detail})
     )
+
+
+@pipeline_app.command("feed-reachability")
+def feed_reachability_cmd(
+    events: int = typer.Option(100_000, help="Events to write."),
+    rate: float = typer.Option(0.0, help="Events per second (0: as fast as possible)."),
+    prefix: str = typer.Option("reach", help="Topics <prefix>.links and <prefix>.sources."),
+    nodes: int = typer.Option(1_000_000, help="Node ids 0..nodes-1."),
+    seed: int = typer.Option(7),
+    partitions: int = typer.Option(2),
+) -> None:
+    """Input of the cyclic reachability query (links and source nodes, 60/15/20/5 % new link /
+    new source / delete link / delete source)."""
+    from recovery_lib.kafka.admin import TopicAdmin
+    from recovery_lib.pipeline.reachability import ReachabilityConfig, produce
+
+    config = ReachabilityConfig(nodes=nodes, seed=seed, topic_prefix=prefix, partitions=partitions)
+    admin = TopicAdmin()
+    for topic in (config.links_topic, config.sources_topic):
+        admin.create(topic, partitions)
+    with console.status(f"writing {events:,} events to {prefix}.links / {prefix}.sources ..."):
+        written = produce(config, events, rate or None)
+    console.print(f"wrote {written:,} events")
