@@ -58,6 +58,7 @@ class MetricsListener(TerminationAwareListener):
         d = p.durationMs or {}
         state_rows = sum(op.numRowsTotal for op in p.stateOperators) if p.stateOperators else 0
         state_mem = sum(op.memoryUsedBytes for op in p.stateOperators) if p.stateOperators else 0
+        state_commit = sum(op.commitTimeMs for op in p.stateOperators or ())
         dead = 0
         observed = p.observedMetrics or {}
         for name, row in observed.items():
@@ -84,6 +85,7 @@ class MetricsListener(TerminationAwareListener):
                     state_rows,
                     state_mem,
                     dead,
+                    state_commit,
                 )
             ],
         )

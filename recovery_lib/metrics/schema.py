@@ -5,7 +5,8 @@ Times are epoch milliseconds (BIGINT) unless a name says otherwise.
 runs            one row per job run: query, mode ('native', later 'causal', 'standby', ...),
                 config (JSON), started_ms, stopped_ms, status ('running'|'finished'|'failed')
 micro_batches   one row per streaming progress event: batch id, input rows and rates,
-                duration parts (ms), state rows and memory, dead letters seen in the batch
+                duration parts (ms), state rows and memory, dead letters seen in the batch,
+                the state stores' commit time (ms)
 latency_samples one row per sampled output record: visible_ms (record's time at the sink)
                 minus ingest_ms (ingest time of the newest input it depends on)
 throughput      per run and second: input events and output records
@@ -26,7 +27,7 @@ standby_shipments    one row per state-shipping round (DAG, CLI): job, copy numb
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 DDL = [
     """CREATE TABLE IF NOT EXISTS runs (
@@ -136,6 +137,8 @@ DDL = [
         detail JSON
     )""",
     """CREATE TABLE IF NOT EXISTS schema_info (version INTEGER)""",
+    # v5: the state stores' commit time per batch (a stage's snapshot in checkpoint protocols)
+    """ALTER TABLE micro_batches ADD COLUMN IF NOT EXISTS state_commit_ms BIGINT""",
 ]
 
 TABLES = (
