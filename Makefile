@@ -69,6 +69,9 @@ bench-sinks: $(STAMP)
 bench-cec: $(STAMP)
 	$(BIN)/recovery bench cec --out docs/benchmarks/bench_cec
 
+bench-protocols: $(STAMP)
+	$(BIN)/recovery bench protocols --out docs/benchmarks/bench_protocols
+
 bench-causal: $(STAMP)
 	$(BIN)/recovery bench causal --out docs/benchmarks/bench_causal
 

@@ -286,3 +286,22 @@ def bench_cec(
             run_cec_bench(out, console, scale=scale)
     except (ValueError, RuntimeError, KafkaLayerError) as exc:
         abort(exc)
+
+
+@bench_app.command("protocols")
+def bench_protocols(
+    suite: list[str] = typer.Option(
+        ["uniform", "recovery", "cyclic"],
+        help="uniform (capacity, overheads), recovery (local vs global), cyclic, skew.",
+    ),
+    pipeline: list[str] = typer.Option([], help="Only these pipelines (default: the suite's)."),
+    out: str = typer.Option("reports/bench_protocols", help="Report prefix (.json and .png)."),
+) -> None:
+    """COOR, UNC and CIC (and no protocol) on pipelines of Spark stages: capacity, latency,
+    checkpoint time, invalid and forced checkpoints, message overhead, recovery (paper 001)."""
+    from recovery_lib.bench.protocol_bench import run_protocol_bench
+
+    try:
+        run_protocol_bench(suite, out, console, pipeline or None)
+    except (ValueError, RuntimeError, KafkaLayerError) as exc:
+        abort(exc)

@@ -58,6 +58,7 @@ class PipelineRun:
         store: MetricsStore | None = None,
         run_id: str | None = None,
         max_recoveries: int = 5,
+        metrics_path: str | Path | None = None,
     ) -> None:
         self.spec = spec
         self.home = Path(home)
@@ -66,6 +67,7 @@ class PipelineRun:
         self.store = store
         self.run_id = run_id
         self.max_recoveries = max_recoveries
+        self.metrics_path = metrics_path
         self.protocol = protocol(spec.protocol)
         self.view = self._view()
         self.supervisors = {s.name: self._supervisor(s) for s in spec.stages}
@@ -125,6 +127,9 @@ class PipelineRun:
             args += ["--input", f"{name}={topic}"]
         for name, value in stage.params.items():
             args += ["--param", f"{name}={value}"]
+        if self.metrics_path is not None:  # each stage's micro-batches under <run>-<stage>
+            args += ["--metrics", str(self.metrics_path)]
+            args += ["--run-id", f"{self.run_id or self.spec.name}-{stage.name}"]
         for k, v in self.protocol.source_options(self.view, stage.name).items():
             args += ["--source-option", f"{k}={v}"]
         for k, v in self.protocol.sink_options(self.view, stage.name).items():

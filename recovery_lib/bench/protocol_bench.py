@@ -1,0 +1,419 @@
+"""``recovery bench protocols``: the checkpoint protocols on pipelines of Spark stages, measured
+as CheckMate section V does, every comparison within one invocation.
+
+A trial runs one pipeline of the pipelines file under one protocol on fresh topics:
+
+* capacity: the stages ready, a backlog of ``events`` written unpaced, time until the last
+  stage's output is complete; capacity = events / that time, normalised to protocol ``none``
+  (CheckMate normalises MST to a checkpoint-free run; a backlog drain is this machine's
+  stand-in for an MST search, which would cost an hour per pipeline and protocol here);
+* paced runs (``rate``): p50 / p99 end-to-end latency overall and per second (the ingest time
+  travels through the stages), with an optional SIGKILL of a stage: restart time (detected ->
+  every restarted stage serving), recovery time (detected -> latency back under twice its
+  pre-failure p50), the longest gap in the output, which stages restarted;
+* checkpoint time: COOR from marker registration to the last stage's commit of the epoch;
+  UNC / CIC a stage's snapshot (state store commit + commit-log write, Spark's progress);
+* invalid checkpoints (% of all, strict rule, the stages' final states as their next
+  checkpoint), forced checkpoints (CIC), message overhead ((payload + protocol bytes) /
+  payload bytes on the topics between stages; COOR's marker registry counts as protocol
+  bytes);
+* the oracle's verdict: NexMark outputs against the DuckDB reference, the cyclic query by its
+  invariants.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from recovery_lib.metrics.stats import percentile
+
+REFERENCE = {"q1p": "q1", "q3p": "q3", "q8p": "q8"}
+
+
+@dataclass(frozen=True)
+class Trial:
+    pipeline: str
+    protocol: str
+    events: int
+    rate: float | None = None  # None: a backlog, for capacity
+    kill: str | None = None  # a stage to SIGKILL
+    kill_at_s: float = 20.0
+    hot_ratio: float | None = None
+    checkpoint_interval_s: float | None = None
+
+    @property
+    def name(self) -> str:
+        parts = [self.pipeline, self.protocol, "backlog" if self.rate is None else f"{self.rate:g}"]
+        if self.hot_ratio is not None:
+            parts.append(f"hot{self.hot_ratio:g}")
+        if self.kill:
+            parts.append(f"kill-{self.kill}")
+        return "/".join(parts)
+
+
+def _fresh_spec(trial: Trial, prefix: str) -> Any:
+    """The file's pipeline under ``trial.protocol``, reading ``prefix``'s topics, with a
+    unique name (so its topics are fresh)."""
+    from recovery_lib.pipeline.spec import PipelineSpec, get_pipeline
+
+    base = get_pipeline(trial.pipeline)
+    stages = []
+    for stage in base.stages:
+        inputs = {
+            name: (prefix + topic[topic.index(".") :] if not topic.startswith("stage:") else topic)
+            for name, topic in stage.inputs.items()
+        }
+        stages.append(stage.model_copy(update={"inputs": inputs}))
+    data = {
+        **base.model_dump(),
+        "name": f"{base.name}_{uuid.uuid4().hex[:6]}",
+        "protocol": "unc",
+        "stages": [s.model_dump() for s in stages],
+        "unaligned": [],
+    }
+    if trial.checkpoint_interval_s is not None:
+        data["checkpoint_interval_s"] = trial.checkpoint_interval_s
+    spec = PipelineSpec.model_validate(data)
+    # COOR on a cycle: the fresh pipeline's own feedback topics stay unaligned.
+    unaligned = sorted(spec.feedback_topics()) if trial.protocol == "coor" else []
+    return PipelineSpec.model_validate({**data, "protocol": trial.protocol, "unaligned": unaligned})
+
+
+class _Input:
+    """The trial's input: NexMark events or the reachability query's links and sources."""
+
+    def __init__(self, trial: Trial, prefix: str) -> None:
+        self.trial = trial
+        self.prefix = prefix
+        self.reach = trial.pipeline == "reach"
+        if self.reach:
+            from recovery_lib.pipeline.reachability import ReachabilityConfig
+
+            self.config: Any = ReachabilityConfig(topic_prefix=prefix)
+        else:
+            from recovery_lib.nexmark.config import GeneratorConfig
+
+            extra = {"hot_ratio": trial.hot_ratio} if trial.hot_ratio is not None else {}
+            self.config = GeneratorConfig(topic_prefix=prefix, partitions=2, **extra)
+
+    def create(self) -> None:
+        from recovery_lib.kafka.admin import TopicAdmin
+
+        if self.reach:
+            admin = TopicAdmin()
+            for topic in (self.config.links_topic, self.config.sources_topic):
+                admin.create(topic, self.config.partitions)
+        else:
+            from recovery_lib.nexmark.producer import ensure_topics
+
+            ensure_topics(self.config)
+
+    def feed(self) -> None:
+        if self.reach:
+            from recovery_lib.pipeline.reachability import produce
+
+            produce(self.config, self.trial.events, self.trial.rate)
+        else:
+            from recovery_lib.nexmark.producer import produce_events
+
+            produce_events(self.config, count=self.trial.events, rate=self.trial.rate)
+
+    def expected_outputs(self) -> int | None:
+        query = REFERENCE.get(self.trial.pipeline)
+        if query is None:
+            return None
+        from recovery_lib.nexmark.reference import load_events, reference_rows
+
+        return len(reference_rows(load_events(self.config, self.trial.events), query))
+
+    def verdict(self, outputs: list[Any]) -> dict[str, Any]:
+        from recovery_lib.verify.contract import Output
+
+        values = [Output.decode(r.id, r.key, r.value) for r in outputs]
+        if self.reach:
+            from recovery_lib.pipeline.reachability import ReachablePaths, generate
+
+            records = [(n, v) for n, _, v in generate(self.config, self.trial.events)]
+            result = ReachablePaths(lambda _: records).check(values, object())
+            return {"ok": result.ok, "violations": dict(result.violations), **result.details}
+        query = REFERENCE.get(self.trial.pipeline)
+        if query is None:  # q12: processing-time windows, every bid counted once
+            from recovery_lib.nexmark.contracts import BidsCountedOnce
+            from recovery_lib.verify.inputs import InputView
+
+            view = InputView({"bids": self.config.bids_topic})
+            result = BidsCountedOnce().check(values, view)
+            return {"ok": result.ok, "violations": dict(result.violations)}
+        from recovery_lib.nexmark.reference import compare, load_events, reference_rows
+
+        expected = reference_rows(load_events(self.config, self.trial.events), query)
+        comparison = compare([v.value for v in values], expected)
+        return {"ok": comparison.equal, **comparison.__dict__}
+
+
+def run_trial(trial: Trial, workdir: Path, console: Console) -> dict[str, Any]:
+    from recovery_lib.io.sinks.dedup_reader import read_topic
+    from recovery_lib.metrics.latency import LatencyCollector
+    from recovery_lib.pipeline.runner import PipelineRun
+
+    prefix = f"pb{uuid.uuid4().hex[:8]}"
+    source = _Input(trial, prefix)
+    source.create()
+    spec = _fresh_spec(trial, prefix)
+    home = workdir / spec.name
+    metrics = workdir / "metrics.duckdb"
+    out_topic = spec.output_topic(spec.stages[-1])
+    expected = source.expected_outputs()
+    result: dict[str, Any] = {"trial": trial.name, **trial.__dict__, "pipeline_name": spec.name}
+    with PipelineRun(spec, home, run_id=spec.name, metrics_path=metrics) as run:
+        run.start()
+        run.wait_ready(300)
+        collector = LatencyCollector(out_topic, spec.name, None).start()
+        feeder = threading.Thread(target=source.feed, name="feeder", daemon=True)
+        fed_at = time.monotonic()
+        feeder.start()
+        killed_at: float | None = None
+        last_count, last_change = 0, time.monotonic()
+        deadline = fed_at + max(600.0, trial.events / 200)
+        while True:
+            run.tick()
+            now = time.monotonic()
+            if trial.kill and killed_at is None and now - fed_at >= trial.kill_at_s:
+                run.supervisors[trial.kill].kill_group(9)
+                killed_at = now
+            count = sum(collector.per_second.values())
+            if count != last_count:
+                last_count, last_change = count, now
+            recovered = not trial.kill or (
+                run.recoveries and run.recoveries[-1].restart_time_s is not None
+            )
+            if not feeder.is_alive() and recovered:
+                if expected is not None and count >= expected:
+                    break
+                if expected is None and now - last_change > 15:
+                    break
+            if now > deadline:
+                result["timed_out"] = True
+                break
+            time.sleep(0.25)
+        done_at = last_change
+        collector.stop()
+        result["drain_s"] = round(done_at - fed_at, 2)
+        result["throughput_eps"] = round(trial.events / max(done_at - fed_at, 1e-3), 1)
+        result["outputs"] = last_count
+        result["expected_outputs"] = expected
+        result.update(_latency(collector.samples, killed_at, fed_at))
+        result.update(_recovery(run))
+        result.update(_protocol_figures(run, spec, metrics))
+        records = list(read_topic(out_topic))
+        result["verdict"] = source.verdict(records)
+        result["written_twice"] = len(records) - len({r.id for r in records})
+    console.print_json(json.dumps({k: v for k, v in result.items() if k != "latency_per_s"}))
+    shutil.rmtree(home, ignore_errors=True)
+    return result
+
+
+def _latency(samples: list[tuple[int, int]], killed_at: float | None, fed_at: float) -> dict:
+    if not samples:
+        return {"latency_p50_ms": None, "latency_p99_ms": None, "latency_per_s": []}
+    per_s: dict[int, list[int]] = {}
+    for visible, latency in samples:
+        per_s.setdefault(visible // 1000, []).append(latency)
+    first = min(per_s)
+    series = [
+        {"s": s - first, "p50": percentile(v, 50), "p99": percentile(v, 99), "n": len(v)}
+        for s, v in sorted(per_s.items())
+    ]
+    out = {
+        "latency_p50_ms": percentile([lat for _, lat in samples], 50),
+        "latency_p99_ms": percentile([lat for _, lat in samples], 99),
+        "latency_per_s": series,
+    }
+    visible = sorted(v for v, _ in samples)
+    gaps = [b - a for a, b in zip(visible, visible[1:], strict=False)]
+    out["longest_output_gap_ms"] = max(gaps, default=0)
+    return out
+
+
+def _recovery(run: Any) -> dict[str, Any]:
+    if not run.recoveries:
+        return {"recoveries": []}
+    out = []
+    for r in run.recoveries:
+        out.append(
+            {
+                "failed": r.failed,
+                "restarted": sorted(r.plan.restart),
+                "rewound": r.plan.rewind,
+                "local": r.plan.local,
+                "restart_time_s": r.restart_time_s,
+                **{k: v for k, v in r.plan.detail.items() if k != "failed"},
+            }
+        )
+    return {"recoveries": out}
+
+
+def _protocol_figures(run: Any, spec: Any, metrics: Path) -> dict[str, Any]:
+    from recovery_lib.io.sinks.dedup_reader import read_topic
+    from recovery_lib.metrics.store import read_frame
+    from recovery_lib.protocols.recovery_line import invalid_checkpoints
+
+    view = run.view
+    graph = view.graph()
+    live = {s.name for s in view.stages}
+    checkpoints = list(graph.checkpoints())
+    invalid = invalid_checkpoints(graph, strict=True, current=view.current(live))
+    out: dict[str, Any] = {
+        "checkpoints": len(checkpoints),
+        "invalid_checkpoints": len(invalid),
+        "invalid_pct": round(100 * len(invalid) / len(checkpoints), 2) if checkpoints else 0.0,
+        "forced_checkpoints": sum(1 for c in checkpoints if c.forced),
+    }
+    if spec.protocol == "coor":
+        from recovery_lib.protocols.coordinated import checkpoint_times
+
+        times = list(checkpoint_times(view.protocol_dir, live).values())
+        out["checkpoint_time_ms"] = statistics.mean(times) if times else None
+        out["epochs_complete"] = len(times)
+    frame = read_frame(
+        metrics,
+        "SELECT run_id, wal_commit_ms, commit_offsets_ms, state_commit_ms FROM micro_batches "
+        "WHERE run_id LIKE ?",
+        [f"{spec.name}-%"],
+    )
+    if len(frame):
+        snap = frame["commit_offsets_ms"].fillna(0) + frame["state_commit_ms"].fillna(0)
+        out["stage_snapshot_ms"] = round(float(snap.mean()), 2)
+        if spec.protocol != "coor":
+            out["checkpoint_time_ms"] = out["stage_snapshot_ms"]
+    payload = protocol = 0
+    for stage in spec.stages[:-1]:
+        for record in read_topic(spec.output_topic(stage)):
+            payload += len(record.key or b"") + len(record.value or b"")
+            for key, value in record.headers:
+                size = len(key) + len(value or b"")
+                if key == "rl.cic":
+                    protocol += size
+                else:
+                    payload += size
+    markers = view.protocol_dir / "markers"
+    if markers.exists():
+        protocol += sum(p.stat().st_size for p in markers.glob("*.jsonl"))
+    out["message_overhead"] = round((payload + protocol) / payload, 4) if payload else None
+    return out
+
+
+SUITES = {
+    # Uniform NexMark: capacity and overheads per protocol, normalised to "none".
+    "uniform": [
+        Trial(p, proto, events)
+        for p, events in (("q1p", 60_000), ("q3p", 200_000), ("q8p", 200_000), ("q12p", 60_000))
+        for proto in ("none", "coor", "unc", "cic")
+    ],
+    # Local recovery vs global rollback: the middle stage of q3p killed at a paced rate.
+    "recovery": [
+        Trial("q3p", proto, 120_000, rate=4_000, kill="auctions", kill_at_s=15)
+        for proto in ("unc", "coor")
+    ],
+    # The cyclic query, UNC vs CIC, checkpoints every 2 s, a stage killed.
+    "cyclic": [
+        Trial("reach", proto, 40_000, rate=1_000, kill="join", checkpoint_interval_s=2)
+        for proto in ("unc", "cic")
+    ],
+    # Skew at a fixed rate with a failure.
+    "skew": [
+        Trial("q3p", proto, 120_000, rate=4_000, kill="join", hot_ratio=hot)
+        for hot in (0.1, 0.2, 0.3)
+        for proto in ("coor", "unc", "cic")
+    ],
+}
+
+
+def run_protocol_bench(
+    suites: list[str], out_prefix: str, console: Console, pipelines: list[str] | None = None
+) -> dict[str, Any]:
+    from recovery_lib.kafka.broker import broker_for_run
+    from recovery_lib.settings import get_settings
+
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:
+        raise ValueError(f"unknown suites {unknown}; choose from {sorted(SUITES)}")
+    out = Path(out_prefix)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    workdir = get_settings().home / "bench" / f"protocols-{uuid.uuid4().hex[:6]}"
+    report: dict[str, Any] = {"machine": "2 cores, local stages, embedded tansu broker"}
+    with broker_for_run(console.print):
+        for suite in suites:
+            trials = [t for t in SUITES[suite] if not pipelines or t.pipeline in pipelines]
+            console.print(f"[bold]{suite}[/]: {len(trials)} trials")
+            report[suite] = [run_trial(t, workdir, console) for t in trials]
+    report["summary"] = summarize(report)
+    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+    chart(report, Path(f"{out}.png"))
+    console.print(f"report: {out}.json, chart: {out}.png")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return report
+
+
+def summarize(report: dict[str, Any]) -> dict[str, Any]:
+    """Per pipeline: capacity normalised to protocol none, and the overheads."""
+    summary: dict[str, Any] = {}
+    for trial in report.get("uniform", []):
+        entry = summary.setdefault(trial["pipeline"], {})
+        entry[trial["protocol"]] = {
+            "throughput_eps": trial.get("throughput_eps"),
+            "message_overhead": trial.get("message_overhead"),
+            "invalid_pct": trial.get("invalid_pct"),
+            "checkpoint_time_ms": trial.get("checkpoint_time_ms"),
+            "verdict_ok": trial.get("verdict", {}).get("ok"),
+        }
+    for entry in summary.values():
+        base = (entry.get("none") or {}).get("throughput_eps")
+        for values in entry.values():
+            tp = values.get("throughput_eps")
+            values["normalised"] = round(tp / base, 3) if base and tp else None
+    return summary
+
+
+def chart(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    summary = report.get("summary", {})
+    protocols = ["none", "coor", "unc", "cic"]
+    for i, proto in enumerate(protocols):
+        xs = [j + i * 0.2 for j in range(len(summary))]
+        ys = [(summary[p].get(proto) or {}).get("normalised") or 0 for p in summary]
+        axes[0].bar(xs, ys, width=0.2, label=proto)
+    axes[0].set_xticks([j + 0.3 for j in range(len(summary))], list(summary))
+    axes[0].set_ylabel("capacity / capacity without protocol")
+    axes[0].set_title("uniform NexMark pipelines")
+    axes[0].legend()
+    for suite in ("recovery", "cyclic", "skew"):
+        for trial in report.get(suite, []):
+            series = trial.get("latency_per_s") or []
+            if series:
+                axes[1].plot([p["s"] for p in series], [p["p50"] for p in series],
+                             label=trial["trial"])  # fmt: skip
+    axes[1].set_xlabel("s since input started")
+    axes[1].set_ylabel("p50 latency (ms)")
+    axes[1].set_yscale("log")
+    axes[1].set_title("latency per second, with a stage killed")
+    if axes[1].lines:
+        axes[1].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
