@@ -152,11 +152,14 @@ class PipelineRun:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def create_topics(self) -> None:
+        from recovery_lib.io.sinks.modes import output_partitions
         from recovery_lib.kafka.admin import TopicAdmin
 
         admin = TopicAdmin(self.kafka)
-        for stage in self.spec.stages:
-            admin.create(self.spec.output_topic(stage), stage.partitions)
+        for stage in self.spec.stages:  # the release sink writes output task p to partition p
+            admin.create(
+                self.spec.output_topic(stage), output_partitions("release", stage.partitions)
+            )
         admin.create(f"{self.spec.name}.deadletter", 1)
 
     def start(self) -> None:

@@ -104,6 +104,7 @@ class CheckpointProtocol(ABC):
             "protocol": self.name,
             "protocolDir": str(view.protocol_dir),
             "protocolStage": stage,
+            "stageCheckpoint": str(view.checkpoints[stage]),
             "checkpointIntervalMs": str(view.checkpoint_interval_ms),
         }
 

@@ -56,7 +56,7 @@ class StageCommitHook:
         self.protocol = opts.get("protocol", "unc")
         self.log = StageLog(opts["protocoldir"], opts["protocolstage"])
         self.protocol_dir = opts["protocoldir"]
-        self.checkpoint = Path(opts["checkpointlocation"])
+        self.checkpoint = Path(opts["stagecheckpoint"])
         self.topic = opts["topic"]
         self.aligned = [t for t in opts.get("markertopics", "").split(",") if t]
         self.receivers = [int(r) for r in opts.get("protocolreceivers", "").split(",") if r]
@@ -188,7 +188,11 @@ def read_headers(
 
     from recovery_lib.settings import get_settings
 
-    consumer = cached("consumer:protocol", _kafka(kafka), _consumer)
+    if "bootstrap.servers" not in kafka:
+        from recovery_lib.kafka.clients import client_config
+
+        kafka = {**client_config(), **kafka}
+    consumer = cached("consumer:protocol", kafka, _consumer)
     timeout = get_settings().source_poll_timeout_s
     out: dict[tuple[str, int], list[tuple[int, bytes | None]]] = {}
     for (topic, part), (begin, end) in ranges.items():

@@ -168,7 +168,7 @@ def hook(tmp_path: Path, protocol: str, monkeypatch, ends: dict, **extra):
         "protocol": protocol,
         "protocolDir": str(tmp_path / "protocol"),
         "protocolStage": "s",
-        "checkpointLocation": str(tmp_path / "ck"),
+        "stageCheckpoint": str(tmp_path / "ck"),
         "topic": "out",
         "kafka.bootstrap.servers": "127.0.0.1:9",
         **extra,
