@@ -51,9 +51,12 @@ def q1_pipeline(protocol: str, prefix: str, **extra) -> PipelineSpec:
     )
 
 
-def run_with_kill(spec: PipelineSpec, config: GeneratorConfig, home: Path, victim: str):
-    """Start the pipeline, feed it, SIGKILL ``victim`` mid-stream, recover, drain; returns the
-    run, the PIDs before the kill and the output records."""
+def run_with_kill(
+    spec: PipelineSpec, config: GeneratorConfig, home: Path, victim: str, wait_for_epoch=False
+):
+    """Start the pipeline, feed it, SIGKILL ``victim`` mid-stream (COOR: once a global
+    checkpoint exists), recover, drain; returns the run, the PIDs before the kill, the output
+    records and the reference rows."""
     feeder = threading.Thread(
         target=produce_events, args=(config,), kwargs={"count": EVENTS, "rate": RATE}
     )
@@ -63,6 +66,14 @@ def run_with_kill(spec: PipelineSpec, config: GeneratorConfig, home: Path, victi
         feeder.start()
         victim_ck = run.view.checkpoints[victim]
         wait_for(lambda: (last_committed(victim_ck) or -1) >= 2, 120, f"{victim} to commit")
+        if wait_for_epoch:
+            from recovery_lib.protocols.coordinated import global_checkpoint
+
+            wait_for(
+                lambda: global_checkpoint(run.view.protocol_dir, run.view.checkpoints),
+                120,
+                "a complete global checkpoint",
+            )
         pids = {name: sup.pid for name, sup in run.supervisors.items()}
         run.supervisors[victim].kill_group(signal.SIGKILL)
         deadline = time.monotonic() + 300
@@ -111,7 +122,8 @@ def test_coor_rolls_every_stage_back_to_the_last_global_checkpoint(kafka_bootstr
     config = GeneratorConfig(topic_prefix=f"pl{uuid.uuid4().hex[:8]}", partitions=2)
     ensure_topics(config)
     spec = q1_pipeline("coor", config.topic_prefix, marker_interval_s=3.0)
-    run, pids, records, expected = run_with_kill(spec, config, tmp_path / "home", "route")
+    home = tmp_path / "home"
+    run, pids, records, expected = run_with_kill(spec, config, home, "route", wait_for_epoch=True)
     recovery = run.recoveries[0]
     assert recovery.plan.restart == {"route", "convert"} and not recovery.plan.local
     assert recovery.plan.detail["epoch"] is not None, "no global checkpoint before the kill"

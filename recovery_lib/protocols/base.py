@@ -134,8 +134,9 @@ class Uncoordinated(CheckpointProtocol):
         # What the paper's rule (every sender's later messages are orphans) would roll back.
         strict = line if view.strict else recovery_line(graph, failed, current, strict=True)
         plan.detail["strict_rollback"] = sorted(strict.rolled_back)
-        invalid = invalid_checkpoints(graph, strict=True, current=current)
-        plan.detail["invalid"] = len(invalid)
+        # Invalid under the rule recovery follows, and under the paper's (strict) rule.
+        plan.detail["invalid"] = len(invalid_checkpoints(graph, view.strict, current))
+        plan.detail["invalid_strict"] = len(invalid_checkpoints(graph, True, current))
         plan.detail["checkpoints"] = sum(1 for _ in graph.checkpoints())
         return plan
 
