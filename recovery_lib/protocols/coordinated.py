@@ -122,10 +122,12 @@ class MarkerCut(CutPolicy):
         position = source_offsets(self.checkpoint, planned[-1]) if planned else {}
         for topic, parts in start.items():  # this source's own start is the newest
             position[topic] = dict(parts)
+        # Before the first batch the other sources' positions are unknown: align on the topics
+        # known (a first batch may then miss an epoch; a later one completes the next).
         ahead = [
             marker
             for marker in markers(self.protocol_dir, self.aligned).values()
-            if not passed(marker, position)
+            if not passed({t: m for t, m in marker.items() if t in position}, position)
         ]
         if not ahead:
             return end
