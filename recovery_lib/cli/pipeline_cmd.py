@@ -123,3 +123,23 @@ def feed_reachability_cmd(
     with console.status(f"writing {events:,} events to {prefix}.links / {prefix}.sources ..."):
         written = produce(config, events, rate or None)
     console.print(f"wrote {written:,} events")
+
+
+@pipeline_app.command("gc")
+def gc_cmd(
+    name: str = typer.Argument(..., help="A pipeline of the pipelines file."),
+    keep_batches: int = typer.Option(10, help="Batches kept below the recovery line."),
+    dry_run: bool = typer.Option(False, help="List what would go; change nothing."),
+) -> None:
+    """Remove checkpoint files and in-flight records no recovery line of the pipeline can need
+    (recovery_lib/pipeline/gc.py); reported to the metrics store (gc_runs)."""
+    from recovery_lib.pipeline.gc import pipeline_gc, record
+    from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
+
+    try:
+        report = pipeline_gc(get_pipeline(name), pipeline_home(name), keep_batches, dry_run)
+    except (ValueError, OSError) as exc:
+        abort(exc)
+        return
+    record(report, dry_run)
+    console.print_json(json.dumps(report, default=str))

@@ -107,7 +107,10 @@ def plan_gc(
     shipped: int | None = None,
     delete_input_records: bool = False,
     input_floor: dict[str, dict[int, int]] | None = None,
+    needed_from: int | None = None,
 ) -> GcPlan:
+    """``needed_from``: the oldest batch a recovery elsewhere can roll this query back to (a
+    pipeline's recovery line, recovery_lib/pipeline/gc.py); nothing from it on is removed."""
     checkpoint = Path(checkpoint)
     if keep_batches < 1:
         raise ValueError("keep_batches must be >= 1: the recovery line itself is always kept")
@@ -116,7 +119,11 @@ def plan_gc(
     if line is None:
         plan.notes.append("no committed batch yet: nothing can be removed")
         return plan
-    bound = line if shipped is None else min(line, shipped)
+    bound = min(b for b in (line, shipped, needed_from) if b is not None)
+    if needed_from is not None and needed_from < 0:
+        plan.oldest_kept_batch = 0
+        plan.notes.append("the recovery line starts from the beginning: all kept")
+        return plan
     oldest = bound - keep_batches + 1
     plan.oldest_kept_batch = max(oldest, 0)
     if oldest <= 0:
@@ -154,9 +161,12 @@ def run_gc(
     delete_input_records: bool = False,
     kafka: dict[str, str] | None = None,
     input_floor: dict[str, dict[int, int]] | None = None,
+    needed_from: int | None = None,
 ) -> GcResult:
     """Plan and (unless ``dry_run``) execute; ``causal`` is the job's CausalConfig if any."""
-    plan = plan_gc(checkpoint, keep_batches, shipped, delete_input_records, input_floor)
+    plan = plan_gc(
+        checkpoint, keep_batches, shipped, delete_input_records, input_floor, needed_from
+    )
     result = GcResult(plan, dry_run)
     if dry_run:
         return result

@@ -241,3 +241,29 @@ def test_the_cic_hook_continues_the_cut_policys_clocks(tmp_path, monkeypatch):
     stage_hook.committed(1)  # forced by its cut policy, within the interval
     record = StageLog(protocol_dir, "s").read(1)
     assert record.forced and record.checkpoint
+
+
+def test_pipeline_gc_keeps_what_the_recovery_line_can_need(tmp_path):
+    from recovery_lib.pipeline.gc import needed_from, pipeline_gc
+
+    spec = load_pipelines(write(tmp_path, Q1.format(protocol="unc")))["q1p"]
+    home = tmp_path / "home"
+    run = PipelineRun(spec, home, kafka={"bootstrap.servers": "127.0.0.1:9"})
+    route, convert = run.view.checkpoints["route"], run.view.checkpoints["convert"]
+    for batch in range(20):
+        # route read nexmark.bids up to 10 * (batch + 1) and wrote q1p.route up to that too;
+        # convert lags two batches behind on q1p.route.
+        offset_log(route, batch, {"nexmark.bids": {"0": 10 * (batch + 1)}})
+        offset_log(convert, batch, {"q1p.route": {"0": 10 * (batch - 1)}})
+        StageLog(run.view.protocol_dir, "route").write(
+            CheckpointRecord(batch, {"q1p.route": {"0": 10 * (batch + 1)}}, 0)
+        )
+        StageLog(run.view.protocol_dir, "convert").write(
+            CheckpointRecord(batch, {"q1p.convert": {"0": batch}}, 0)
+        )
+    assert needed_from(run) == {"route": 19, "convert": 19}
+    report = pipeline_gc(spec, home, 5, dry_run=True, kafka={"bootstrap.servers": "127.0.0.1:9"})
+    assert report["stages"]["convert"]["plan"]["oldest_kept_batch"] == 15
+    # convert's oldest kept batch (15) starts where batch 14 ended on q1p.route: 130.
+    assert report["in_flight_before"] == {"q1p.route": {"0": 130}}
+    assert (route / "offsets" / "3").exists()  # a dry run
