@@ -1,7 +1,10 @@
 """``checkpoint_gc``: hourly, for every configured job, remove checkpoint entries, state files,
 determinants (and optionally input records) that no recovery can need: never past the
 recovery line or the newest checkpoint shipped to a standby, keeping ``keep_batches``.
-``dry_run`` lists what it would delete. Bytes freed go to the metrics store (gc_runs)."""
+For every pipeline that has run here, the same per stage below the pipeline's recovery line,
+and the in-flight topics between stages below what every downstream line can re-read
+(recovery_lib/pipeline/gc.py). ``dry_run`` lists what it would delete. Bytes freed go to the
+metrics store (gc_runs)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import pendulum
 from airflow.sdk import DAG, Param, task
 
 from recovery_lib.ops.config import load_jobs
+from recovery_lib.pipeline.spec import load_pipelines
 
 with DAG(
     dag_id="checkpoint_gc",
@@ -49,4 +53,20 @@ with DAG(
             raise AirflowFailException(f"GC of {name}: {result['errors']}")
         return result
 
+    @task
+    def gc_pipeline(name: str, params: dict | None = None) -> dict:
+        from recovery_lib.pipeline.gc import pipeline_gc, record
+        from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
+
+        params = params or {}
+        home = pipeline_home(name)
+        if not (home / "checkpoints").exists():
+            return {"pipeline": name, "notes": ["never ran here"]}
+        dry_run = bool(params.get("dry_run"))
+        keep = int(params.get("keep_batches") or 0) or 10
+        report = pipeline_gc(get_pipeline(name), home, keep, dry_run)
+        record(report, dry_run)
+        return report
+
     gc_job.expand(name=sorted(load_jobs()))
+    gc_pipeline.expand(name=sorted(load_pipelines()))

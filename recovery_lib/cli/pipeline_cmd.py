@@ -143,3 +143,40 @@ def gc_cmd(
         return
     record(report, dry_run)
     console.print_json(json.dumps(report, default=str))
+
+
+@pipeline_app.command("start")
+def start_cmd(name: str = typer.Argument(..., help="A pipeline of the pipelines file.")) -> None:
+    """Start the pipeline's daemon (detached): it supervises the stages and recovers them."""
+    from recovery_lib.ops.daemon import describe
+    from recovery_lib.pipeline import daemon
+
+    try:
+        console.print_json(json.dumps(describe(daemon.start(name))))
+    except (ValueError, RuntimeError) as exc:
+        abort(exc)
+
+
+@pipeline_app.command("status")
+def status_cmd(name: str = typer.Argument(...)) -> None:
+    """The daemon's status as JSON; exit 1 when the pipeline failed or its daemon is gone."""
+    from recovery_lib.ops.daemon import describe
+    from recovery_lib.pipeline import daemon
+
+    try:
+        status = daemon.check(name)
+    except (ValueError, RuntimeError) as exc:
+        abort(exc)
+        return
+    console.print_json(json.dumps(describe(status)))
+    if status.status == "failed":
+        raise typer.Exit(code=1)
+
+
+@pipeline_app.command("stop")
+def stop_cmd(name: str = typer.Argument(...)) -> None:
+    """SIGTERM the daemon: every stage stops, then the daemon."""
+    from recovery_lib.ops.daemon import describe
+    from recovery_lib.pipeline import daemon
+
+    console.print_json(json.dumps(describe(daemon.stop(name))))

@@ -17,28 +17,41 @@ from airflow.sdk import BaseOperator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
-class JobHealthTrigger(BaseTrigger):
-    """Fires ``ok`` once the job has stayed healthy for ``watch_s`` seconds, or ``failed`` as
-    soon as its daemon reports failure or disappears."""
+def _daemon(kind: str) -> Any:
+    """The daemon module of a job or of a pipeline (recovery_lib/pipeline/daemon.py)."""
+    if kind == "pipeline":
+        from recovery_lib.pipeline import daemon as pipeline_daemon
 
-    def __init__(self, job: str, watch_s: float, poll_s: float = 10.0) -> None:
+        return pipeline_daemon
+    from recovery_lib.ops import daemon
+
+    return daemon
+
+
+class JobHealthTrigger(BaseTrigger):
+    """Fires ``ok`` once the job (or pipeline, ``kind``) has stayed healthy for ``watch_s``
+    seconds, or ``failed`` as soon as its daemon reports failure or disappears."""
+
+    def __init__(self, job: str, watch_s: float, poll_s: float = 10.0, kind: str = "job") -> None:
         super().__init__()
         self.job = job
         self.watch_s = watch_s
         self.poll_s = poll_s
+        self.kind = kind
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             "recovery_lib.ops.airflow_tasks.JobHealthTrigger",
-            {"job": self.job, "watch_s": self.watch_s, "poll_s": self.poll_s},
+            {"job": self.job, "watch_s": self.watch_s, "poll_s": self.poll_s, "kind": self.kind},
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from recovery_lib.ops import daemon
 
+        watched = _daemon(self.kind)
         deadline = time.monotonic() + self.watch_s
         while True:
-            status = await asyncio.to_thread(daemon.check, self.job)
+            status = await asyncio.to_thread(watched.check, self.job)
             if status.status in ("failed", "stopped"):
                 yield TriggerEvent({"ok": False, **daemon.describe(status)})
                 return
@@ -53,24 +66,33 @@ class WatchJobOperator(BaseOperator):
 
     template_fields = ("watch_s",)
 
-    def __init__(self, job: str, watch_s: float | str, poll_s: float = 10.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        job: str,
+        watch_s: float | str,
+        poll_s: float = 10.0,
+        kind: str = "job",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.job = job
         self.watch_s = watch_s
         self.poll_s = poll_s
+        self.kind = kind
 
     def execute(self, context: Any) -> None:
         self.defer(
-            trigger=JobHealthTrigger(self.job, float(self.watch_s), self.poll_s),
+            trigger=JobHealthTrigger(self.job, float(self.watch_s), self.poll_s, self.kind),
             method_name="execute_complete",
         )
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         if not event.get("ok"):
+            where = "pipelines" if self.kind == "pipeline" else "jobs"
             raise AirflowFailException(
-                f"streaming job {self.job} is {event.get('status')}: {event.get('message')} "
-                f"(restarts {event.get('restarts')}); its log is under "
-                f"<RECOVERY_HOME>/jobs/{self.job}/. Fix the cause, then clear this task or "
+                f"streaming {self.kind} {self.job} is {event.get('status')}: "
+                f"{event.get('message')} (restarts {event.get('restarts')}); its log is under "
+                f"<RECOVERY_HOME>/{where}/{self.job}/. Fix the cause, then clear this task or "
                 "trigger the DAG again to start it."
             )
         return event
@@ -131,3 +153,19 @@ def application_path(job_name: str) -> str:
 
     del job_name  # every job runs through the launcher; kept for the DAG's call
     return str(launcher.__file__)
+
+
+def ensure_pipeline_running(name: str, restart_failed: bool) -> dict[str, Any]:
+    """As ``ensure_running``, for a pipeline's daemon (recovery_lib/pipeline/daemon.py)."""
+    from recovery_lib.ops.daemon import ACTIVE, describe
+    from recovery_lib.pipeline import daemon
+
+    current = daemon.read_status(name)
+    if current is not None and current.alive and current.status in ACTIVE:
+        return describe(current)
+    if current is not None and current.status == "failed" and not restart_failed:
+        raise AirflowFailException(
+            f"pipeline {name} failed: {current.message}. Fix the cause and trigger with "
+            "restart_failed=true."
+        )
+    return describe(daemon.start(name))

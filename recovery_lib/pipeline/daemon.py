@@ -1,0 +1,182 @@
+"""The pipeline daemon: one detached process per running pipeline that supervises its stages
+and recovers them by the pipeline's protocol, so that Airflow starts a pipeline and then only
+looks at it (as the job daemon does for single jobs, ops/daemon.py).
+
+    recovery pipeline start q1p     # detached: <home>/pipelines/q1p/daemon.json + daemon.log
+    recovery pipeline status q1p    # JSON; exit 1 when failed or gone
+    recovery pipeline stop q1p      # SIGTERM: the stages stop, then the daemon
+
+Its status goes to ``daemon.json`` and to the metrics store (table job_status, job
+``pipeline:<name>``; ``restarts`` counts recoveries, ``message`` says which stages restarted
+and whether the recovery stayed local).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.ops.daemon import ACTIVE, DaemonStatus, pid_alive
+from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
+from recovery_lib.settings import get_settings
+
+
+def status_path(name: str) -> Path:
+    return pipeline_home(name) / "daemon.json"
+
+
+def read_status(name: str) -> DaemonStatus | None:
+    try:
+        return DaemonStatus(**json.loads(status_path(name).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write(name: str, status: DaemonStatus, store: MetricsStore | None) -> None:
+    path = status_path(name)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(status)))
+    os.replace(tmp, path)
+    if store is not None:
+        store.add(
+            "job_status",
+            [
+                (status.job, status.ts_ms, status.status, status.run_id, status.supervisor_pid,
+                 status.job_pid, status.restarts, status.heartbeat_ms, status.committed_batch,
+                 None, None, status.message)
+            ],
+        )  # fmt: skip
+        store.flush()
+
+
+def start(name: str) -> DaemonStatus:
+    get_pipeline(name)  # a wrong name fails here, not in the detached process
+    current = read_status(name)
+    if current is not None and current.alive and current.status in ACTIVE:
+        return current
+    home = pipeline_home(name)
+    home.mkdir(parents=True, exist_ok=True)
+    status_path(name).unlink(missing_ok=True)
+    with open(home / "daemon.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "recovery_lib.pipeline.daemon", name],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = read_status(name)
+        if status is not None and status.supervisor_pid == proc.pid:
+            return status
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"the daemon of pipeline {name} exited with {proc.returncode} at start; see "
+                f"{home / 'daemon.log'}"
+            )
+        time.sleep(0.2)
+    raise RuntimeError(f"the daemon of pipeline {name} wrote no status in 30 s")
+
+
+def check(name: str) -> DaemonStatus:
+    status = read_status(name)
+    if status is None:
+        raise RuntimeError(f"pipeline {name} was never started here (no {status_path(name)})")
+    if status.status in ACTIVE and not status.alive:
+        status.status = "failed"
+        status.message = (
+            f"the daemon (pid {status.supervisor_pid}) is gone without a final status; see "
+            f"{pipeline_home(name) / 'daemon.log'}"
+        )
+    return status
+
+
+def stop(name: str, timeout_s: float = 180.0) -> DaemonStatus | None:
+    """SIGTERM the daemon and wait while it stops every stage (up to 30 s each)."""
+    status = read_status(name)
+    if status is None or not status.alive:
+        return status
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(status.supervisor_pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(status.supervisor_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if pid_alive(status.supervisor_pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(status.supervisor_pid, signal.SIGKILL)
+    return read_status(name)
+
+
+def run_daemon(name: str) -> int:
+    from recovery_lib.pipeline.runner import PipelineRun
+
+    spec = get_pipeline(name)
+    settings = get_settings()
+    store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
+    run_id = store.start_run(f"pipeline:{name}", spec.protocol, spec.model_dump())
+    status = DaemonStatus(f"pipeline:{name}", "starting", os.getpid(), now_ms(), run_id=run_id)
+    _write(name, status, store)
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
+    run = PipelineRun(
+        spec, pipeline_home(name), store=store, run_id=run_id, metrics_path=store.path
+    )
+    code, last_report = 0, 0.0
+    try:
+        run.start()
+        while not stopping:
+            try:
+                run.tick()
+            except RuntimeError as exc:  # recovery budget spent, or a plan that cannot run
+                status.status, status.message = "failed", str(exc)
+                code = 1
+                break
+            if time.monotonic() - last_report >= settings.job_status_every_s:
+                last_report = time.monotonic()
+                serving = all(sup.is_ready() for sup in run.supervisors.values())
+                recovering = any(r.restart_time_s is None for r in run.recoveries)
+                status.status = (
+                    "restarting" if recovering else ("running" if serving else "starting")
+                )
+                status.restarts = len(run.recoveries)
+                if run.recoveries:
+                    last = run.recoveries[-1]
+                    status.message = (
+                        f"stages {sorted(last.plan.restart)} restarted after {last.failed} died "
+                        f"({'local' if last.plan.local else 'global'} recovery)"
+                    )
+                status.ts_ms = now_ms()
+                _write(name, status, store)
+            time.sleep(0.5)
+        if not code:
+            status.status, status.message = "stopped", "stopped on request"
+    finally:
+        run.stop()
+        status.ts_ms = now_ms()
+        status.restarts = len(run.recoveries)
+        _write(name, status, store)
+        store.finish_run(run_id, "failed" if code else "finished")
+        store.close()
+    return code
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python -m recovery_lib.pipeline.daemon <pipeline name>")
+    raise SystemExit(run_daemon(args[0]))
+
+
+if __name__ == "__main__":
+    main()
