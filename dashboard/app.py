@@ -3,8 +3,9 @@
     streamlit run dashboard/app.py        # or: make dashboard
 
 Tabs: overview of jobs and runs, one job's timeline, recoveries by mode, consistency reports,
-checkpoints and GC, experiments side by side. The store is found through the project settings
-(RECOVERY_HOME), or RECOVERY_METRICS_PATH for another file.
+checkpoints and GC, pipelines (stages, checkpoints, recovery line), experiments side by side.
+The store is found through the project settings (RECOVERY_HOME), or RECOVERY_METRICS_PATH for
+another file.
 """
 
 from __future__ import annotations
@@ -318,6 +319,54 @@ def checkpoints(path: Path) -> None:
     st.dataframe(gc, hide_index=True, width="stretch")
 
 
+def pipelines(path: Path) -> None:
+    """Pipelines of stages: each stage's last commit and checkpoints against the recovery
+    line (the oldest point any recovery can roll it back to), invalid checkpoints, and the
+    recoveries (local or global)."""
+    import json
+
+    states = views.pipeline_states(path)
+    if states.empty:
+        st.info(
+            "No pipeline has reported yet: `recovery pipeline start <name>` or the DAG "
+            "`pipeline_<name>` (pipelines in dags/pipelines.yaml, docs/protocols.md)."
+        )
+        return
+    for _, row in states.iterrows():
+        state = json.loads(row["detail"])
+        st.subheader(f"{state['pipeline']} · protocol {state['protocol']}")
+        st.caption(f"reported {ago(row['ts_ms'])}")
+        a, b, c, d = st.columns(4)
+        total = state["checkpoints"] or 0
+        a.metric("checkpoints", f"{total:,}")
+        share = f" ({100 * state['invalid'] / total:.1f} %)" if total else ""
+        b.metric("invalid checkpoints", f"{state['invalid']}{share}")
+        c.metric("invalid by the strict rule", state["invalid_strict"])
+        d.metric("recoveries", state["recoveries"])
+        if "epoch" in state:
+            st.caption(f"newest complete global checkpoint: epoch {state['epoch']}")
+        stages = pd.DataFrame(state["stages"])
+        long = stages.melt("stage", ["last_commit", "line"], "batch", "value").dropna()
+        st.altair_chart(
+            alt.Chart(long)
+            .mark_bar()
+            .encode(
+                y=alt.Y("stage:N"),
+                x=alt.X("value:Q", title="batch"),
+                yOffset="batch:N",
+                color=alt.Color("batch:N", title="", legend=alt.Legend(orient="bottom")),
+                tooltip=["stage", "batch", "value"],
+            )
+            .properties(height=40 + 40 * len(stages)),
+            width="stretch",
+        )
+        st.dataframe(stages, hide_index=True, width="stretch")
+    recoveries = views.pipeline_recoveries(path)
+    if not recoveries.empty:
+        st.subheader("Recoveries")
+        st.dataframe(recoveries, hide_index=True, width="stretch")
+
+
 def experiments(path: Path) -> None:
     exp = views.experiments(path)
     if exp.empty:
@@ -352,9 +401,17 @@ def main() -> None:
         st.warning(problem)
         return
     tabs = st.tabs(
-        ["Overview", "Job detail", "Recoveries", "Consistency", "Checkpoints & GC", "Experiments"]
+        [
+            "Overview",
+            "Job detail",
+            "Recoveries",
+            "Consistency",
+            "Checkpoints & GC",
+            "Pipelines",
+            "Experiments",
+        ]
     )
-    pages = (overview, job_detail, recoveries, consistency, checkpoints, experiments)
+    pages = (overview, job_detail, recoveries, consistency, checkpoints, pipelines, experiments)
     for tab, page in zip(tabs, pages, strict=True):
         with tab:
             page(path)

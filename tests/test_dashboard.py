@@ -79,6 +79,20 @@ def populated_store(path: Path) -> Path:
             store.event(cec, "cec_state", state, T0 + k * 5_000)
         recovery = {"open_windows": 898, "extent": 2_871, "torn": 1, "ec_load_s": 0.128}
         store.event(cec, "cec_recovery", {**recovery, "replayed": 14_166}, T0 + 20_000)
+        pipe = store.start_run("pipeline:q1p", "unc", {})
+        stages = [
+            {"stage": "route", "serving": True, "last_commit": 40, "checkpoints": 41,
+             "forced": 0, "line": 38},
+            {"stage": "convert", "serving": True, "last_commit": 39, "checkpoints": 40,
+             "forced": 0, "line": 39},
+        ]  # fmt: skip
+        state = {"pipeline": "q1p", "protocol": "unc", "stages": stages, "checkpoints": 81,
+                 "invalid": 0, "invalid_strict": 2, "recoveries": 1}  # fmt: skip
+        store.event(pipe, "pipeline_state", state, T0 + 30_000)
+        recovered = {"pipeline": "q1p", "protocol": "unc", "failed": ["route"],
+                     "restart": ["route"], "rewind": {}, "local": True,
+                     "strict_rollback": ["convert", "route"]}  # fmt: skip
+        store.event(pipe, "pipeline_recovery", recovered, T0 + 25_000)
     return path
 
 
@@ -103,6 +117,7 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
         "Recoveries",
         "Consistency",
         "Checkpoints & GC",
+        "Pipelines",
         "Experiments",
     ]
     assert not at.warning
@@ -121,8 +136,15 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     assert metrics["avgprice: open windows"] == "902"  # the CEC panel: the newest state
     assert metrics["EC-load time of the last recovery"] == "0.13 s"
     assert any("ec_load_s" in f.columns for f in frames)
+    # The pipelines tab: stages against the recovery line, invalid checkpoints, recoveries.
+    assert metrics["invalid by the strict rule"] == "2" and metrics["recoveries"] == "1"
+    stages = next(f for f in frames if "line" in f.columns and "stage" in f.columns)
+    assert stages["line"].tolist() == [38, 39]
+    recoveries = next(f for f in frames if "strict_rule_rolls_back" in f.columns)
+    assert recoveries["local"].tolist() == [True]
     charts = at.get("vega_lite_chart")
-    assert len(charts) >= 7  # sparklines, timeline, state, recoveries, damage, shipping, GC
+    assert len(charts) >= 8  # sparklines, timeline, state, recoveries, damage, shipping, GC,
+    # pipeline stages
 
 
 @pytest.mark.parametrize("state", ["missing", "empty"])

@@ -168,6 +168,34 @@ def cec_recoveries(path: str | Path) -> pd.DataFrame:
     return frame.iloc[::-1].reset_index(drop=True)
 
 
+def pipeline_states(path: str | Path) -> pd.DataFrame:
+    """The newest ``pipeline_state`` event per pipeline (the pipeline daemon's snapshot:
+    stages, checkpoints, recovery line, invalid checkpoints), as JSON text per row."""
+    return read_frame(
+        path,
+        """SELECT json_extract_string(detail, '$.pipeline') AS pipeline, ts_ms, detail
+           FROM events WHERE kind = 'pipeline_state'
+           QUALIFY row_number() OVER (PARTITION BY pipeline ORDER BY ts_ms DESC) = 1
+           ORDER BY pipeline""",
+    )
+
+
+def pipeline_recoveries(path: str | Path) -> pd.DataFrame:
+    """Every pipeline recovery, newest first: failed stages, restarted and rewound ones, local
+    or global, and the restart time once every restarted stage served again."""
+    return read_frame(
+        path,
+        """SELECT json_extract_string(detail, '$.pipeline') AS pipeline, ts_ms,
+                  json_extract_string(detail, '$.protocol') AS protocol,
+                  json_extract_string(detail, '$.failed') AS failed,
+                  json_extract_string(detail, '$.restart') AS restarted,
+                  json_extract_string(detail, '$.rewind') AS rewound,
+                  TRY_CAST(json_extract_string(detail, '$.local') AS BOOLEAN) AS local,
+                  json_extract_string(detail, '$.strict_rollback') AS strict_rule_rolls_back
+           FROM events WHERE kind = 'pipeline_recovery' ORDER BY ts_ms DESC""",
+    )
+
+
 def consistency(path: str | Path) -> pd.DataFrame:
     return read_frame(
         path,

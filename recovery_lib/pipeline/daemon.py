@@ -118,7 +118,7 @@ def stop(name: str, timeout_s: float = 180.0) -> DaemonStatus | None:
 
 
 def run_daemon(name: str) -> int:
-    from recovery_lib.pipeline.runner import PipelineRun
+    from recovery_lib.pipeline.runner import PipelineRun, snapshot
 
     spec = get_pipeline(name)
     settings = get_settings()
@@ -158,6 +158,10 @@ def run_daemon(name: str) -> int:
                     )
                 status.ts_ms = now_ms()
                 _write(name, status, store)
+                try:  # the dashboard's view of stages, checkpoints and the recovery line
+                    store.event(run_id, "pipeline_state", snapshot(run))
+                except (OSError, ValueError, RuntimeError) as exc:
+                    print(f"pipeline state not recorded: {exc}", file=sys.stderr, flush=True)
             time.sleep(0.5)
         if not code:
             status.status, status.message = "stopped", "stopped on request"

@@ -274,3 +274,48 @@ class PipelineRun:
             tail = Path(moved) / "offsets" if moved else None
         self.event("stage_rewound", {"stage": stage, "to_batch": batch, "tail": str(tail)})
         return tail if tail is not None and tail.exists() else None
+
+
+def snapshot(run: PipelineRun) -> dict[str, Any]:
+    """What the dashboard shows of a pipeline: per stage its last commit, its checkpoints
+    and where the recovery line (every stage failed: the oldest any recovery can need) puts
+    it; invalid checkpoints under the recovery rule and the strict rule; COOR's newest
+    complete epoch; the recoveries so far."""
+    from recovery_lib.pipeline.gc import needed_from
+    from recovery_lib.protocols.recovery_line import invalid_checkpoints
+    from recovery_lib.runtime.checkpoint import last_committed
+
+    view = run.view
+    graph = view.graph()
+    live = {name for name, sup in run.supervisors.items() if sup.is_ready()}
+    current = view.current(live)
+    line = needed_from(run)
+    checkpoints = list(graph.checkpoints())
+    stages = []
+    for stage in view.stages:
+        own = [c for c in checkpoints if c.stage == stage.name]
+        stages.append(
+            {
+                "stage": stage.name,
+                "serving": stage.name in live,
+                "last_commit": last_committed(view.checkpoints[stage.name]),
+                "checkpoints": len(own),
+                "forced": sum(1 for c in own if c.forced),
+                "line": line.get(stage.name),
+            }
+        )
+    out: dict[str, Any] = {
+        "pipeline": run.spec.name,
+        "protocol": run.spec.protocol,
+        "stages": stages,
+        "checkpoints": len(checkpoints),
+        "invalid": len(invalid_checkpoints(graph, view.strict, current)),
+        "invalid_strict": len(invalid_checkpoints(graph, True, current)),
+        "recoveries": len(run.recoveries),
+    }
+    if run.spec.protocol == "coor":
+        from recovery_lib.protocols.coordinated import global_checkpoint
+
+        found = global_checkpoint(view.protocol_dir, view.checkpoints)
+        out["epoch"] = found[0] if found else None
+    return out
