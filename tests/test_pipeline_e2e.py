@@ -151,3 +151,78 @@ def test_cic_carries_its_clocks_and_recovers_locally(kafka_bootstrap, tmp_path):
     assert routed and all(CIC_HEADER in dict(r.headers or ()) for r in routed)
     comparison = compare([json.loads(r.value) for r in records], expected)
     assert comparison.equal, comparison
+
+
+@pytest.mark.long
+def test_the_cyclic_query_survives_a_killed_join_under_cic(kafka_bootstrap, tmp_path):
+    from recovery_lib.pipeline.reachability import ReachabilityConfig, ReachablePaths, generate
+    from recovery_lib.pipeline.reachability import produce as produce_reach
+    from recovery_lib.verify.contract import Output
+
+    config = ReachabilityConfig(nodes=20_000, topic_prefix=f"rc{uuid.uuid4().hex[:8]}")
+    for topic in (config.links_topic, config.sources_topic):
+        admin_create(topic)
+    name = f"r{uuid.uuid4().hex[:8]}"
+    spec = PipelineSpec(
+        name=name,
+        protocol="cic",
+        checkpoint_interval_s=2.0,
+        stages=[
+            StageSpec(
+                name="join",
+                job="jobs.pipelines.reachability:JOIN",
+                inputs={
+                    "links": config.links_topic,
+                    "sources": config.sources_topic,
+                    "reach": "stage:project",
+                },
+                trigger_interval="1 second",
+            ),
+            StageSpec(
+                name="project",
+                job="jobs.pipelines.reachability:PROJECT",
+                inputs={"pairs": "stage:join"},
+                trigger_interval="1 second",
+            ),
+        ],
+    )
+    events = 3_000
+    feeder = threading.Thread(target=produce_reach, args=(config, events, 150.0))
+    with PipelineRun(spec, tmp_path / "home") as run:
+        run.start()
+        run.wait_ready(300)
+        feeder.start()
+        join_ck = run.view.checkpoints["join"]
+        wait_for(lambda: (last_committed(join_ck) or -1) >= 3, 180, "join to commit")
+        run.supervisors["join"].kill_group(signal.SIGKILL)
+        deadline = time.monotonic() + 300
+        while not (run.recoveries and run.recoveries[-1].restart_time_s is not None):
+            assert time.monotonic() < deadline, "the pipeline did not recover in 300 s"
+            run.tick()
+            time.sleep(0.2)
+        feeder.join()
+        out = spec.output_topic(spec.stages[-1])
+        count = [-1, time.monotonic()]
+
+        def quiet() -> bool:  # the loop has carried everything once the output stops growing
+            run.tick()
+            n = sum(1 for _ in read_topic(out))
+            if n != count[0]:
+                count[:] = [n, time.monotonic()]
+            return time.monotonic() - count[1] > 20
+
+        wait_for(quiet, 300, "the cyclic query to go quiet", interval_s=2.0)
+        records = list(read_topic(out))
+    assert run.recoveries[0].failed == ["join"] and run.recoveries[0].plan.local
+    records_in = [(n, v) for n, _, v in generate(config, events)]
+    result = ReachablePaths(lambda _: records_in).check(
+        [Output.decode(r.id, r.key, r.value) for r in records], object()
+    )
+    assert result.checked and result.ok, (result.violations, result.examples)
+    assert result.details["required"] > 0 and len(records) >= result.details["required"]
+
+
+def admin_create(topic: str, partitions: int = 2) -> None:
+    from recovery_lib.kafka.admin import TopicAdmin
+
+    TopicAdmin().create(topic, partitions)
