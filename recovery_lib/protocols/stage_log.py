@@ -105,11 +105,15 @@ def stage_checkpoints(
     for record in StageLog(protocol_dir, stage).records():
         if record.batch not in committed or not record.checkpoint:
             continue
+        try:
+            received = _positions(source_offsets(checkpoint, record.batch))
+        except FileNotFoundError:  # collected (GC) between the two reads
+            continue
         out.append(
             StageCheckpoint(
                 stage,
                 record.batch,
-                received=_positions(source_offsets(checkpoint, record.batch)),
+                received=received,
                 sent=_positions(record.sent),
                 taken_ms=record.taken_ms,
                 forced=record.forced,
