@@ -78,7 +78,10 @@ def test_a_rewound_query_rewrites_the_same_outputs_under_the_same_ids(admin, tmp
     plan = rewind(ck, b)
     assert last_committed(ck) == b and plan.stores >= 1
     moved = Path(plan.moved_to)
-    first_offsets = {p.name: p.read_text() for p in (moved / "offsets").iterdir()}
+    # The batches' entries (Hadoop's .crc companions beside them are binary).
+    first_offsets = {
+        p.name: p.read_text() for p in (moved / "offsets").iterdir() if p.name.isdigit()
+    }
 
     run_job(tmp_path, topic_name, out, "again", "--follow-log", str(moved / "offsets"))
     assert last_committed(ck) == last
