@@ -338,6 +338,8 @@ def run_cec_bench(
         }
         report["spark_recovery"].append(entry)
         console.print_json(json.dumps(entry))
+    console.print("EC-load against the extent, the scan alone ...")
+    report["ec_load_sweep"] = ec_load_sweep(console)
     report["summary"] = _summary(report)
     Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
     _chart(report, Path(f"{out}.png"))
@@ -361,6 +363,77 @@ def _first_share(topic: str, share: float) -> dict[int, int]:
     return {p: int(ends[(topic, p)] * share) for p in range(PARTITIONS)}
 
 
+def linear_fit(xs: list[float], ys: list[float]) -> dict[str, Any] | None:
+    """Least squares y = a + b x: slope in ms per 1,000 records, intercept in s, r^2."""
+    if len(xs) < 2:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if not sxx:
+        return None
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    ss_res = sum((y - (my + b * (x - mx))) ** 2 for x, y in zip(xs, ys, strict=True))
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    return {
+        "ms_per_1000_records": round(b * 1e6, 3),
+        "intercept_s": round(my - b * mx, 3),
+        "r2": round(1 - ss_res / ss_tot, 3) if ss_tot else None,
+    }
+
+
+def ec_load_sweep(
+    console: Console,
+    extents: tuple[int, ...] = (20_000, 40_000, 80_000, 160_000, 320_000),
+    open_windows: int = 2_000,
+    repeats: int = 3,
+) -> list[dict[str, Any]]:
+    """EC-load against the extent, the scan alone (no Spark process beside it): one shard's
+    log per extent, ``open_windows`` G_open records at its oldest end and results of other
+    windows after them, so the backward scan must read ``extent`` records to find every
+    footprint; the median of ``repeats`` scans per extent."""
+    import statistics
+
+    from recovery_lib.cec.log import OutputLog
+    from recovery_lib.cec.records import LogRecord, RecordKind
+    from recovery_lib.cec.recovery import eventual_checkpoint
+
+    admin = TopicAdmin(client_config())
+    out = []
+    for extent in extents:
+        topic = f"bench.cec.sweep.{uuid.uuid4().hex[:6]}"
+        admin.create(topic, 1)
+        log = OutputLog(topic, client_config())
+        for i in range(extent):
+            opening = i < open_windows
+            kind = RecordKind.OPEN if opening else RecordKind.RESULT
+            window = f"k{i}:w0" if opening else f"r{i}:w0"
+            value = b"" if opening else json.dumps({"key": f"r{i}", "avg": 1.0}).encode()
+            log.append(
+                0,
+                LogRecord(kind, window, window.split(":")[0], (0.0, 0.0, 0.0, 0.0), value,
+                          open_windows, ((0, i),)).sealed(),
+            )  # fmt: skip
+        log.flush()
+        times, found = [], None
+        for _ in range(repeats):
+            reader = OutputLog(topic, client_config())
+            started = time.perf_counter()
+            low, end = reader.bounds([0])[0]
+            found = eventual_checkpoint(reader.newest_first(0, low, end), end)
+            times.append(time.perf_counter() - started)
+        entry = {
+            "extent": extent,
+            "ec_load_s": round(statistics.median(times), 4),
+            "scanned_bytes": reader.cost.bytes,
+            "records_read_back": found.extent if found is not None else None,
+            "windows_found": len(found.footprints) if found is not None else None,
+        }
+        out.append(entry)
+        console.print_json(json.dumps(entry))
+        admin.delete(topic)
+    return out
+
+
 def _summary(report: dict[str, Any]) -> dict[str, Any]:
     by = {(r["workload"], r["variant"]): r["throughput"] for r in report["overhead"]}
     ratios = {}
@@ -371,20 +444,11 @@ def _summary(report: dict[str, Any]) -> dict[str, Any]:
             for v in OVERHEAD_VARIANTS
         }
     rec = [r for r in report["recovery"] if r.get("extent")]
-    slope = None
-    if len(rec) >= 2:
-        xs = [r["extent"] for r in rec]
-        ys = [r["ec_load_s"] for r in rec]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        sxx = sum((x - mx) ** 2 for x in xs)
-        if sxx:
-            b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
-            ss_res = sum((y - (my + b * (x - mx))) ** 2 for x, y in zip(xs, ys, strict=True))
-            ss_tot = sum((y - my) ** 2 for y in ys)
-            slope = {
-                "ms_per_1000_records": round(b * 1e6, 3),
-                "r2": round(1 - ss_res / ss_tot, 3) if ss_tot else None,
-            }
+    slope = linear_fit([r["extent"] for r in rec], [r["ec_load_s"] for r in rec])
+    sweep = report.get("ec_load_sweep") or []
+    if sweep:
+        slope = linear_fit([r["extent"] for r in sweep], [r["ec_load_s"] for r in sweep])
+        slope["from"] = "ec_load_sweep (the scan alone, median of repeats)"
     return {"throughput_vs_no_checkpointing": ratios, "ec_load_vs_extent": slope}
 
 
@@ -420,6 +484,14 @@ def _chart(report: dict[str, Any], path: Path) -> None:
         ax.scatter(
             [r["extent"] for r in pts], [r["ec_load_s"] for r in pts], marker=marker, label=knob
         )
+    sweep = report.get("ec_load_sweep") or []
+    if sweep:
+        ax.plot(
+            [r["extent"] for r in sweep],
+            [r["ec_load_s"] for r in sweep],
+            "k.-",
+            label="scan alone (sweep)",
+        )
     ax.set_xlabel("extent (log records read back)")
     ax.set_ylabel("EC-load (s)")
     ax.set_title("EC-load against the extent (Figs. 6-7)")
@@ -447,3 +519,16 @@ def _chart(report: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def add_ec_load_sweep(out_prefix: str, console: Console) -> dict[str, Any]:
+    """Run only the EC-load sweep and add it to an existing report (``recovery bench cec
+    --only ec-load``)."""
+    path = Path(f"{out_prefix}.json")
+    report = json.loads(path.read_text())
+    report["ec_load_sweep"] = ec_load_sweep(console)
+    report["summary"] = _summary(report)
+    path.write_text(json.dumps(report, indent=2, default=str))
+    _chart(report, Path(f"{out_prefix}.png"))
+    console.print_json(json.dumps(report["summary"]))
+    return report

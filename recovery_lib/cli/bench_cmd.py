@@ -273,17 +273,26 @@ def bench_sinks(
 def bench_cec(
     scale: float = typer.Option(1.0, help="Multiplies every backlog (0.1 for a quick look)."),
     out: str = typer.Option("reports/bench_cec", help="Report prefix (.json and .png)."),
+    only: str = typer.Option(
+        "", help="ec-load: only the EC-load sweep, added to the existing report at --out."
+    ),
 ) -> None:
     """CEC against Spark's HDFS and RocksDB state checkpointing on one aggregate: overhead,
-    recovery cost by Q, U and CP, and Spark's own restart (paper 003, Figs. 5-9)."""
-    from recovery_lib.bench.cec_bench import run_cec_bench
+    recovery cost by Q, U and CP, Spark's own restart, and EC-load against the extent
+    (paper 003, Figs. 5-9)."""
+    from recovery_lib.bench.cec_bench import add_ec_load_sweep, run_cec_bench
     from recovery_lib.kafka.broker import broker_for_run
 
     if scale <= 0:
         abort(ValueError(f"--scale must be positive, got {scale}"))
+    if only not in ("", "ec-load"):
+        abort(ValueError(f"--only takes ec-load, got {only!r}"))
     try:
         with broker_for_run(console.print):
-            run_cec_bench(out, console, scale=scale)
+            if only:
+                add_ec_load_sweep(out, console)
+            else:
+                run_cec_bench(out, console, scale=scale)
     except (ValueError, RuntimeError, KafkaLayerError) as exc:
         abort(exc)
 
