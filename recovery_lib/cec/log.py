@@ -4,6 +4,7 @@ chunks (Kafka reads forwards only: each chunk is read forwards and walked in rev
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -71,6 +72,11 @@ class OutputLog:
                 # not wait for more (the default 500 ms per chunk and shard was most of the
                 # EC-load time).
                 "fetch.wait.max.ms": "5",
+                # Read a chunk, not the log: librdkafka prefetches from the assigned offset
+                # until its queue is full (64 MB by default), so every chunk further back
+                # fetched everything after it again and the scan grew quadratically.
+                "max.partition.fetch.bytes": "1048576",
+                "queued.max.messages.kbytes": "2048",
             }
         )
         try:
@@ -87,8 +93,19 @@ class OutputLog:
         consumer.assign([TopicPartition(self.topic, partition, lo)])
         out: list[LazyRecord] = []
         next_offset = lo
+        deadline = time.monotonic() + get_settings().source_poll_timeout_s
         while next_offset < hi:
-            for msg in consumer.consume(num_messages=min(hi - next_offset, 10_000), timeout=1.0):
+            # consume() waits its whole timeout when fewer records than asked for arrive: ask
+            # often with a short one (1 s per chunk was most of a long scan).
+            msgs = consumer.consume(num_messages=min(hi - next_offset, 10_000), timeout=0.05)
+            if msgs:
+                deadline = time.monotonic() + get_settings().source_poll_timeout_s
+            elif time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"reading {self.topic}/{partition}: offsets {next_offset}..{hi} did not "
+                    "arrive; is the broker up?"
+                )
+            for msg in msgs:
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
