@@ -62,7 +62,7 @@ def _inputs_of_run(inputs: Any) -> list[tuple[str, dict[str, Any]]] | None:
 def _join(key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[Any]:
     import pandas as pd
 
-    (node,) = key
+    node = int(key[0])  # a numpy scalar from Spark: json.dumps refuses it
     data = json.loads(state.get[0]) if state.exists else {"links": [], "tuples": []}
     links: list[int] = data["links"]
     tuples: list[list[Any]] = data["tuples"]  # [source, path]
@@ -146,7 +146,7 @@ def build_join(spark: SparkSession, opts: JobOptions) -> DataFrame:
 def _project(key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[Any]:
     import pandas as pd
 
-    (source,) = key
+    source = int(key[0])
     deleted = bool(state.get[0]) if state.exists else False
     out: list[tuple[str, str, int]] = []
     for frame in frames:

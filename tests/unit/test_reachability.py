@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter, deque
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -69,14 +70,17 @@ def simulate(events: list[tuple[str, int, dict]], batch: int) -> list[dict]:
         for node in dict.fromkeys(r["node"] for r in rows):
             frame = pd.DataFrame([r for r in rows if r["node"] == node])
             state = join_states.setdefault(node, State())
-            for out in stages._join((node,), iter([frame]), state):
+            # Spark hands a group's key as numpy scalars.
+            for out in stages._join((np.int64(node),), iter([frame]), state):
                 pairs += [json.loads(v) for v in out["value"]]
         for source in dict.fromkeys(p["source"] for p in pairs):
             frame = pd.DataFrame(
                 [{**p, "path": p["path"]} for p in pairs if p["source"] == source]
             )
             state = project_states.setdefault(source, State())
-            for out in stages._project((source,), iter([frame.assign(ingest_ms=0)]), state):
+            for out in stages._project(
+                (np.int64(source),), iter([frame.assign(ingest_ms=0)]), state
+            ):
                 for value in out["value"]:
                     reach = json.loads(value)
                     outputs.append(reach)
