@@ -29,7 +29,7 @@ import statistics
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from rich.console import Console
 
 from recovery_lib.metrics.stats import percentile
 
-REFERENCE = {"q1p": "q1", "q3p": "q3", "q8p": "q8"}
+REFERENCE = {"q1p": "q1", "q1p3": "q1", "q3p": "q3", "q8p": "q8"}
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,20 @@ class Trial:
     kill: str | None = None  # a stage to SIGKILL
     kill_at_s: float = 20.0
     hot_ratio: float | None = None
-    checkpoint_interval_s: float | None = None
+    # Seconds between checkpoints: UNC/CIC's checkpoint interval and COOR's marker interval
+    # alike, so the protocols are compared at the same checkpoint frequency.
+    interval_s: float = 2.0
+    # A paced trial at this fraction of the pipeline's measured capacity (skew suite): the
+    # bench measures the capacity first and sets ``rate`` and ``events`` from it.
+    load: float | None = None
+    paced_s: float = 40.0
 
     @property
     def name(self) -> str:
-        parts = [self.pipeline, self.protocol, "backlog" if self.rate is None else f"{self.rate:g}"]
+        pace = "backlog" if self.rate is None else f"{self.rate:g}"
+        if self.load is not None:
+            pace = f"{self.load:.0%}"
+        parts = [self.pipeline, self.protocol, pace]
         if self.hot_ratio is not None:
             parts.append(f"hot{self.hot_ratio:g}")
         if self.kill:
@@ -81,8 +90,8 @@ def _fresh_spec(trial: Trial, prefix: str) -> Any:
         "stages": [s.model_dump() for s in stages],
         "unaligned": [],
     }
-    if trial.checkpoint_interval_s is not None:
-        data["checkpoint_interval_s"] = trial.checkpoint_interval_s
+    data["checkpoint_interval_s"] = trial.interval_s
+    data["marker_interval_s"] = trial.interval_s
     spec = PipelineSpec.model_validate(data)
     # COOR on a cycle: the fresh pipeline's own feedback topics stay unaligned.
     unaligned = sorted(spec.feedback_topics()) if trial.protocol == "coor" else []
@@ -320,23 +329,43 @@ SUITES = {
         for p, events in (("q1p", 60_000), ("q3p", 200_000), ("q8p", 200_000), ("q12p", 60_000))
         for proto in ("none", "coor", "unc", "cic")
     ],
-    # Local recovery vs global rollback: the middle stage of q3p killed at a paced rate.
+    # Local recovery (UNC) vs global rollback (COOR): the middle stage of a three-stage chain
+    # killed at a paced rate.
     "recovery": [
-        Trial("q3p", proto, 120_000, rate=4_000, kill="auctions", kill_at_s=15)
+        Trial("q1p3", proto, 120_000, rate=3_000, kill="reroute", kill_at_s=15)
         for proto in ("unc", "coor")
     ],
-    # The cyclic query, UNC vs CIC, checkpoints every 2 s, a stage killed.
+    # The cyclic query, UNC vs CIC, a stage killed.
     "cyclic": [
-        Trial("reach", proto, 40_000, rate=1_000, kill="join", checkpoint_interval_s=2)
-        for proto in ("unc", "cic")
+        Trial("reach", proto, 40_000, rate=1_000, kill="join") for proto in ("unc", "cic")
     ],
-    # Skew at a fixed rate with a failure.
+    # Skew (hot sellers) at 50 % and 80 % of the uniform capacity, the join killed.
     "skew": [
-        Trial("q3p", proto, 120_000, rate=4_000, kill="join", hot_ratio=hot)
+        Trial("q3p", proto, 0, kill="join", kill_at_s=15, hot_ratio=hot, load=load)
+        for load in (0.5, 0.8)
         for hot in (0.1, 0.2, 0.3)
         for proto in ("coor", "unc", "cic")
     ],
 }
+
+CAPACITY_EVENTS = 100_000
+
+
+def _capacity(pipeline: str, report: dict[str, Any], run: Any) -> float:
+    """The pipeline's capacity without a protocol: from this report's uniform suite, else
+    measured now (a backlog drain)."""
+    for trial in report.get("uniform", []):
+        if trial["pipeline"] == pipeline and trial["protocol"] == "none":
+            return float(trial["throughput_eps"])
+    trial = run(Trial(pipeline, "none", CAPACITY_EVENTS))
+    report.setdefault("capacity", []).append(trial)
+    return float(trial["throughput_eps"])
+
+
+def _paced(trial: Trial, capacity: float) -> Trial:
+    rate = round(trial.load * capacity) if trial.load is not None else trial.rate
+    events = trial.events or int(rate * trial.paced_s)
+    return replace(trial, rate=rate, events=events)
 
 
 def run_protocol_bench(
@@ -352,11 +381,20 @@ def run_protocol_bench(
     out.parent.mkdir(parents=True, exist_ok=True)
     workdir = get_settings().home / "bench" / f"protocols-{uuid.uuid4().hex[:6]}"
     report: dict[str, Any] = {"machine": "2 cores, local stages, embedded tansu broker"}
+
+    def run(trial: Trial) -> dict[str, Any]:
+        return run_trial(trial, workdir, console)
+
     with broker_for_run(console.print):
         for suite in suites:
             trials = [t for t in SUITES[suite] if not pipelines or t.pipeline in pipelines]
             console.print(f"[bold]{suite}[/]: {len(trials)} trials")
-            report[suite] = [run_trial(t, workdir, console) for t in trials]
+            results = report.setdefault(suite, [])
+            for trial in trials:
+                if trial.load is not None:
+                    capacity = _capacity(trial.pipeline, report, run)
+                    trial = _paced(trial, capacity)
+                results.append(run(trial))
     report["summary"] = summarize(report)
     Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
     chart(report, Path(f"{out}.png"))
