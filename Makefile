@@ -70,7 +70,7 @@ bench-cec: $(STAMP)
 	$(BIN)/recovery bench cec --out docs/benchmarks/bench_cec
 
 bench-protocols: $(STAMP)
-	$(BIN)/recovery bench protocols --out docs/benchmarks/bench_protocols
+	$(BIN)/recovery bench protocols --suite uniform --suite recovery --suite cyclic --suite skew --out docs/benchmarks/bench_protocols
 
 bench-causal: $(STAMP)
 	$(BIN)/recovery bench causal --out docs/benchmarks/bench_causal

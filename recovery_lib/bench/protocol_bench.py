@@ -369,7 +369,11 @@ def _paced(trial: Trial, capacity: float) -> Trial:
 
 
 def run_protocol_bench(
-    suites: list[str], out_prefix: str, console: Console, pipelines: list[str] | None = None
+    suites: list[str],
+    out_prefix: str,
+    console: Console,
+    pipelines: list[str] | None = None,
+    merge: bool = False,
 ) -> dict[str, Any]:
     from recovery_lib.kafka.broker import broker_for_run
     from recovery_lib.settings import get_settings
@@ -381,6 +385,11 @@ def run_protocol_bench(
     out.parent.mkdir(parents=True, exist_ok=True)
     workdir = get_settings().home / "bench" / f"protocols-{uuid.uuid4().hex[:6]}"
     report: dict[str, Any] = {"machine": "2 cores, local stages, embedded tansu broker"}
+    previous = Path(f"{out}.json")
+    if merge and previous.exists():
+        report = json.loads(previous.read_text())
+        for suite in suites:  # a suite run now replaces its earlier results
+            report.pop(suite, None)
 
     def run(trial: Trial) -> dict[str, Any]:
         return run_trial(trial, workdir, console)

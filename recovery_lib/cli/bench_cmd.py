@@ -305,12 +305,15 @@ def bench_protocols(
     ),
     pipeline: list[str] = typer.Option([], help="Only these pipelines (default: the suite's)."),
     out: str = typer.Option("reports/bench_protocols", help="Report prefix (.json and .png)."),
+    merge: bool = typer.Option(
+        False, help="Keep the other suites of an existing report (run suites one at a time)."
+    ),
 ) -> None:
     """COOR, UNC and CIC (and no protocol) on pipelines of Spark stages: capacity, latency,
     checkpoint time, invalid and forced checkpoints, message overhead, recovery (paper 001)."""
     from recovery_lib.bench.protocol_bench import run_protocol_bench
 
     try:
-        run_protocol_bench(suite, out, console, pipeline or None)
+        run_protocol_bench(suite, out, console, pipeline or None, merge=merge)
     except (ValueError, RuntimeError, KafkaLayerError) as exc:
         abort(exc)
