@@ -220,7 +220,11 @@ def test_the_cyclic_query_survives_a_killed_join_under_cic(kafka_bootstrap, tmp_
     result = ReachablePaths(lambda _: records_in).check(
         [Output.decode(r.id, r.key, r.value) for r in records], object()
     )
-    assert result.checked and result.ok, (result.violations, result.examples)
+    by_path: dict[str, list[str]] = {}
+    for r in records:
+        by_path.setdefault(json.dumps(json.loads(r.value)["path"]), []).append(str(r.id))
+    repeated = {p: ids for p, ids in by_path.items() if len(ids) > 1}
+    assert result.checked and result.ok, (result.violations, result.examples, repeated)
     assert result.details["required"] > 0 and len(records) >= result.details["required"]
 
 

@@ -126,14 +126,17 @@ def _input_facts(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any
     deleted_links: set[tuple[int, int]] = set()
     added_sources: set[int] = set()
     deleted_sources: set[int] = set()
+    link_adds: Counter[tuple[int, int]] = Counter()
     for name, value in records:
         if name == LINKS:
             pair = (int(value["src"]), int(value["dst"]))
             (added_links if value["op"] == "add" else deleted_links).add(pair)
+            link_adds[pair] += value["op"] == "add"
         else:
             node = int(value["node"])
             (added_sources if value["op"] == "add" else deleted_sources).add(node)
     return {
+        "link_adds": link_adds,
         "links": added_links,
         "stable_links": added_links - deleted_links,
         "sources": added_sources,
@@ -163,10 +166,22 @@ def required_paths(facts: dict[str, Any], limit: int = 200_000) -> set[tuple[int
     return found
 
 
+def copies_allowed(path: tuple[int, ...], facts: dict[str, Any]) -> int:
+    """How often a failure-free run may output ``path``. JOIN emits path[:-1] + next when the
+    tuple (source, path[:-1]) and the link path[-2] -> next become present together: once, and
+    once more per re-add of that link after its delete (a tuple is never removed but (s, [s]),
+    and a re-added source's pairs reach PROJECT before the source does, so it drops them)."""
+    if len(path) < 2:
+        return 1
+    return max(1, facts["link_adds"][(path[-2], path[-1])])
+
+
 class ReachablePaths:
-    """Every output is a simple path from an added source node over added links, output once;
-    every path over links and sources never deleted is output (paper 004: a missing one is an
-    at-most-once flaw, one twice at-least-once, an impossible one inconsistent)."""
+    """Every output is a simple path from an added source node over added links, output no
+    more often than a failure-free run can (once, unless a delete and re-add let the join
+    meet it again: ``copies_allowed``); every path over links and sources never deleted is
+    output (paper 004: a missing one is an at-most-once flaw, an extra copy at-least-once, an
+    impossible one inconsistent)."""
 
     name = "reachability: valid paths, each once, every stable path present"
 
@@ -182,11 +197,17 @@ class ReachablePaths:
             path = tuple(int(n) for n in o.value.get("path") or ())
             paths.append((o, path))
             seen[path] += 1
-        violations[Flaw.DUPLICATED_INPUT] = sum(n - 1 for n in seen.values() if n > 1)
         records = self.records(inputs)
         if records is None:
+            violations[Flaw.DUPLICATED_INPUT] = sum(n - 1 for n in seen.values() if n > 1)
             return InvariantResult(self.name, checked=False, violations=+violations)
         facts = _input_facts(records)
+        for path, n in seen.items():
+            extra = n - copies_allowed(path, facts)
+            if extra > 0:
+                violations[Flaw.DUPLICATED_INPUT] += extra
+                if len(examples) < 3:
+                    examples.append(f"path {list(path)} output {n} times")
         for o, path in paths:
             ok = (
                 len(path) >= 2

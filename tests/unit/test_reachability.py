@@ -134,3 +134,27 @@ def test_the_invariant_says_no():
     assert bogus.violations[Flaw.INCONSISTENT] >= 1
     unchecked = ReachablePaths(lambda _: None).check(as_outputs, None)
     assert not unchecked.checked
+
+
+def test_a_re_added_link_may_repeat_a_path_and_no_more():
+    """A failure-free run outputs [1, 2, 3] again after 2->3 is deleted and re-added (the join
+    meets the tuple and the link once more), but not [1, 2] after source 1 is deleted and
+    re-added (its pairs reach PROJECT before the source does); the invariant allows exactly
+    the copies a failure-free run can make."""
+    def link(a, b, op="add"):
+        return (LINKS, a, {"src": a, "dst": b, "op": op})
+
+    def source(n, op="add"):
+        return ("sources", n, {"node": n, "op": op})
+
+    events = [source(1), link(1, 2), link(2, 3), source(1, "delete"), source(1),
+              link(2, 3, "delete"), link(2, 3)]  # fmt: skip
+    outputs = simulate(events, 1)
+    paths = Counter(tuple(o["path"]) for o in outputs)
+    assert paths == {(1, 2): 1, (1, 2, 3): 2}, paths
+    check = ReachablePaths(lambda _: records(events)).check
+    as_outputs = [Output(None, None, o) for o in outputs]
+    assert check(as_outputs, object()).ok
+    for extra in as_outputs:  # one more copy of either path is more than any run makes
+        again = check([*as_outputs, extra], object())
+        assert again.violations[Flaw.DUPLICATED_INPUT] == 1, again.violations
