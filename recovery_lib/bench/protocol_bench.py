@@ -154,7 +154,12 @@ class _Input:
 
             records = [(n, v) for n, _, v in generate(self.config, self.trial.events)]
             result = ReachablePaths(lambda _: records).check(values, object())
-            return {"ok": result.ok, "violations": dict(result.violations), **result.details}
+            return {
+                "ok": result.ok,
+                "violations": dict(result.violations),
+                "examples": result.examples,
+                **result.details,
+            }
         query = REFERENCE.get(self.trial.pipeline)
         if query is None:  # q12: processing-time windows, every bid counted once
             from recovery_lib.nexmark.contracts import BidsCountedOnce
