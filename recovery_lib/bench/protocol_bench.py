@@ -327,12 +327,15 @@ def _protocol_figures(run: Any, spec: Any, metrics: Path) -> dict[str, Any]:
     return out
 
 
+UNIFORM_ORDER = ("none", "coor", "unc", "cic")
+
 SUITES = {
-    # Uniform NexMark: capacity and overheads per protocol, normalised to "none".
+    # Uniform NexMark: capacity and overheads per protocol, normalised to "none"; each
+    # protocol twice, in the order A B C D D C B A, so warm-up and drift hit all alike.
     "uniform": [
         Trial(p, proto, events)
         for p, events in (("q1p", 60_000), ("q3p", 200_000), ("q8p", 200_000), ("q12p", 60_000))
-        for proto in ("none", "coor", "unc", "cic")
+        for proto in (*UNIFORM_ORDER, *reversed(UNIFORM_ORDER))
     ],
     # Local recovery (UNC) vs global rollback (COOR): the middle stage of a three-stage chain
     # killed at a paced rate.
@@ -420,14 +423,23 @@ def run_protocol_bench(
 def summarize(report: dict[str, Any]) -> dict[str, Any]:
     """Per pipeline: capacity normalised to protocol none, and the overheads."""
     summary: dict[str, Any] = {}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for trial in report.get("uniform", []):
-        entry = summary.setdefault(trial["pipeline"], {})
-        entry[trial["protocol"]] = {
-            "throughput_eps": trial.get("throughput_eps"),
-            "message_overhead": trial.get("message_overhead"),
-            "invalid_pct": trial.get("invalid_pct"),
-            "checkpoint_time_ms": trial.get("checkpoint_time_ms"),
-            "verdict_ok": trial.get("verdict", {}).get("ok"),
+        runs.setdefault((trial["pipeline"], trial["protocol"]), []).append(trial)
+
+    def mean(trials: list[dict[str, Any]], key: str) -> float | None:
+        values = [t[key] for t in trials if t.get(key) is not None]
+        return round(statistics.mean(values), 3) if values else None
+
+    for (pipeline, protocol), trials in runs.items():
+        summary.setdefault(pipeline, {})[protocol] = {
+            "throughput_eps": mean(trials, "throughput_eps"),
+            "throughput_runs": [t.get("throughput_eps") for t in trials],
+            "message_overhead": mean(trials, "message_overhead"),
+            "invalid_pct": mean(trials, "invalid_pct"),
+            "forced_checkpoints": mean(trials, "forced_checkpoints"),
+            "checkpoint_time_ms": mean(trials, "checkpoint_time_ms"),
+            "verdict_ok": all(t.get("verdict", {}).get("ok") for t in trials),
         }
     for entry in summary.values():
         base = (entry.get("none") or {}).get("throughput_eps")
