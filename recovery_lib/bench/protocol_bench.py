@@ -137,6 +137,10 @@ class _Input:
 
             produce_events(self.config, count=self.trial.events, rate=self.trial.rate)
 
+    def topic(self, input_name: str) -> str:
+        """The source topic of input ``input_name`` (a NexMark stream: bids, persons...)."""
+        return getattr(self.config, f"{input_name}_topic")
+
     def expected_outputs(self) -> int | None:
         query = REFERENCE.get(self.trial.pipeline)
         if query is None:
@@ -189,6 +193,9 @@ def run_trial(trial: Trial, workdir: Path, console: Console) -> dict[str, Any]:
     out_topic = spec.output_topic(spec.stages[-1])
     expected = source.expected_outputs()
     result: dict[str, Any] = {"trial": trial.name, **trial.__dict__, "pipeline_name": spec.name}
+    # Processing-time windows (q12) close only on later input: the drain ends when every stage
+    # read its input to the end, then ticks close the windows for the verdict.
+    ticks = spec.stages[-1].spec().closing_ticks
     with PipelineRun(spec, home, run_id=spec.name, metrics_path=metrics) as run:
         run.start()
         run.wait_ready(300)
@@ -214,13 +221,18 @@ def run_trial(trial: Trial, workdir: Path, console: Console) -> dict[str, Any]:
             if not feeder.is_alive() and recovered:
                 if expected is not None and count >= expected:
                     break
-                if expected is None and now - last_change > 15:
+                if ticks is not None and _caught_up(run, spec):
+                    last_change = now  # drained: every stage read its input to the end
+                    break
+                if expected is None and ticks is None and now - last_change > 15:
                     break
             if now > deadline:
                 result["timed_out"] = True
                 break
             time.sleep(0.25)
         done_at = last_change
+        if ticks is not None and not result.get("timed_out"):
+            _close_windows(run, source, ticks, collector)
         collector.stop()
         result["drain_s"] = round(done_at - fed_at, 2)
         result["throughput_eps"] = round(trial.events / max(done_at - fed_at, 1e-3), 1)
@@ -235,6 +247,53 @@ def run_trial(trial: Trial, workdir: Path, console: Console) -> dict[str, Any]:
     console.print_json(json.dumps({k: v for k, v in result.items() if k != "latency_per_s"}))
     shutil.rmtree(home, ignore_errors=True)
     return result
+
+
+def _caught_up(run: Any, spec: Any) -> bool:
+    """Every stage's newest committed batch read its input topics to their ends."""
+    from recovery_lib.kafka.clients import client_config
+    from recovery_lib.protocols.hooks import topic_ends
+    from recovery_lib.runtime.checkpoint import last_committed, source_offsets
+
+    for stage in spec.stages:
+        checkpoint = run.view.checkpoints[stage.name]
+        batch = last_committed(checkpoint)
+        if batch is None:
+            return False
+        read = source_offsets(checkpoint, batch)
+        for topic in spec.input_topics(stage, run.input_prefix).values():
+            ends = topic_ends(client_config(), topic)
+            done = read.get(topic, {})
+            if any(int(done.get(str(p), 0)) < end for p, end in ends.items()):
+                return False
+    return True
+
+
+def _close_windows(run: Any, source: _Input, ticks: Any, collector: Any) -> None:
+    """Send the job's closing ticks into the pipeline's source topic, then wait for quiet."""
+    from confluent_kafka import Producer
+
+    from recovery_lib.kafka.clients import client_config
+
+    topic = source.topic(ticks.input)
+    producer = Producer(client_config())
+    for _ in range(ticks.count):
+        _wait_ticking(run, ticks.every_s)
+        producer.produce(topic, value=ticks.value, partition=0)
+        producer.flush(10)
+    last, quiet_since = -1, time.monotonic()
+    while time.monotonic() - quiet_since < 10:
+        _wait_ticking(run, 1.0)
+        count = sum(collector.per_second.values())
+        if count != last:
+            last, quiet_since = count, time.monotonic()
+
+
+def _wait_ticking(run: Any, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        run.tick()
+        time.sleep(0.25)
 
 
 def _latency(samples: list[tuple[int, int]], killed_at: float | None, fed_at: float) -> dict:
