@@ -221,10 +221,12 @@ def run_trial(trial: Trial, workdir: Path, console: Console) -> dict[str, Any]:
             if not feeder.is_alive() and recovered:
                 if expected is not None and count >= expected:
                     break
-                if ticks is not None and _caught_up(run, spec):
-                    last_change = now  # drained: every stage read its input to the end
-                    break
-                if expected is None and ticks is None and now - last_change > 15:
+                # Otherwise drained when every stage read its input to the end (on a cycle,
+                # with the output quiet for a while: nothing left in flight).
+                settled = ticks is not None or now - last_change > 5
+                if expected is None and settled and _caught_up(run, spec):
+                    if ticks is not None:
+                        last_change = now
                     break
             if now > deadline:
                 result["timed_out"] = True
@@ -402,9 +404,11 @@ SUITES = {
         Trial("q1p3", proto, 0, kill="reroute", kill_at_s=15, load=0.5)
         for proto in ("unc", "coor")
     ],
-    # The cyclic query, UNC vs CIC, a stage killed.
+    # The cyclic query, UNC vs CIC, a stage killed (at 1,000/s the causal join fell behind:
+    # p50 20 s).
     "cyclic": [
-        Trial("reach", proto, 40_000, rate=1_000, kill="join") for proto in ("unc", "cic")
+        Trial("reach", proto, 12_000, rate=300, kill="join", kill_at_s=15)
+        for proto in ("unc", "cic")
     ],
     # Skew (hot sellers) at 50 % and 80 % of the uniform capacity, the join killed.
     "skew": [
