@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -103,59 +104,55 @@ def describe(status: DaemonStatus | None) -> dict[str, Any]:
 # -- control (called by the CLI and the DAGs) ---------------------------------------------------
 
 
-def start(name: str) -> DaemonStatus:
-    """Start the job's daemon unless one is alive; returns its first status."""
-    job = get_job(name)
-    current = read_status(job)
-    if current is not None and current.alive and current.status in ACTIVE:
-        return current
-    job.workdir.mkdir(parents=True, exist_ok=True)
-    status_path(job).unlink(missing_ok=True)
-    with open(job.workdir / "daemon.log", "ab") as log:
+def start_detached(
+    module: str,
+    name: str,
+    workdir: Path,
+    read: Callable[[], DaemonStatus | None],
+    what: str,
+) -> DaemonStatus:
+    """Start ``python -m module name`` in its own session (it outlives the Airflow task that
+    started it), logging to ``workdir/daemon.log``; returns its first status."""
+    with open(workdir / "daemon.log", "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "recovery_lib.ops.daemon", name],
+            [sys.executable, "-m", module, name],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            start_new_session=True,  # outlives the Airflow task that started it
+            start_new_session=True,
             env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
         )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        status = read_status(job)
+        status = read()
         if status is not None and status.supervisor_pid == proc.pid:
             return status
         if proc.poll() is not None:
             raise RuntimeError(
-                f"the daemon of job {name} exited with {proc.returncode} at start; "
-                f"see {job.workdir / 'daemon.log'}"
+                f"the daemon of {what} exited with {proc.returncode} at start; "
+                f"see {workdir / 'daemon.log'}"
             )
         time.sleep(0.2)
-    raise RuntimeError(f"the daemon of job {name} wrote no status in 30 s")
+    raise RuntimeError(f"the daemon of {what} wrote no status in 30 s")
 
 
-def check(name: str) -> DaemonStatus:
-    """The job's status as seen now; a daemon that died without saying so is 'failed'."""
-    job = get_job(name)
-    status = read_status(job)
+def seen_alive(status: DaemonStatus | None, log: Path, never_started: str) -> DaemonStatus:
+    """``status`` as seen now; a daemon that died without saying so is 'failed'."""
     if status is None:
-        raise RuntimeError(f"job {name} was never started here (no {status_path(job)})")
+        raise RuntimeError(never_started)
     if status.status in ACTIVE and not status.alive:
         status.status = "failed"
         status.message = (
             f"the daemon (pid {status.supervisor_pid}) is gone without a final status; "
-            f"see {job.workdir / 'daemon.log'}"
+            f"see {log}"
         )
     return status
 
 
-def stop(name: str, timeout_s: float = 150.0) -> DaemonStatus | None:
-    """SIGTERM the daemon and wait: it stops its nodes one after the other (up to 30 s each,
-    primary, standby and any fenced zombie), so a shorter wait would orphan them."""
-    job = get_job(name)
-    status = read_status(job)
+def stop_daemon(status: DaemonStatus | None, timeout_s: float) -> None:
+    """SIGTERM the daemon and wait for it to stop what it runs; SIGKILL its group after."""
     if status is None or not status.alive:
-        return status
+        return
     with contextlib.suppress(ProcessLookupError):
         os.kill(status.supervisor_pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
@@ -164,6 +161,36 @@ def stop(name: str, timeout_s: float = 150.0) -> DaemonStatus | None:
     if pid_alive(status.supervisor_pid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(status.supervisor_pid, signal.SIGKILL)
+
+
+def start(name: str) -> DaemonStatus:
+    """Start the job's daemon unless one is alive; returns its first status."""
+    job = get_job(name)
+    current = read_status(job)
+    if current is not None and current.alive and current.status in ACTIVE:
+        return current
+    job.workdir.mkdir(parents=True, exist_ok=True)
+    status_path(job).unlink(missing_ok=True)
+    return start_detached(
+        "recovery_lib.ops.daemon", name, job.workdir, lambda: read_status(job), f"job {name}"
+    )
+
+
+def check(name: str) -> DaemonStatus:
+    """The job's status as seen now; a daemon that died without saying so is 'failed'."""
+    job = get_job(name)
+    return seen_alive(
+        read_status(job),
+        job.workdir / "daemon.log",
+        f"job {name} was never started here (no {status_path(job)})",
+    )
+
+
+def stop(name: str, timeout_s: float = 150.0) -> DaemonStatus | None:
+    """SIGTERM the daemon and wait: it stops its nodes one after the other (up to 30 s each,
+    primary, standby and any fenced zombie), so a shorter wait would orphan them."""
+    job = get_job(name)
+    stop_daemon(read_status(job), timeout_s)
     return read_status(job)
 
 

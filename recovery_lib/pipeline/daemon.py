@@ -13,18 +13,16 @@ and whether the recovery stayed local).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 from recovery_lib.metrics.store import MetricsStore, now_ms
-from recovery_lib.ops.daemon import ACTIVE, DaemonStatus, pid_alive
+from recovery_lib.ops.daemon import ACTIVE, DaemonStatus, seen_alive, start_detached, stop_daemon
 from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
 from recovery_lib.settings import get_settings
 
@@ -65,55 +63,22 @@ def start(name: str) -> DaemonStatus:
     home = pipeline_home(name)
     home.mkdir(parents=True, exist_ok=True)
     status_path(name).unlink(missing_ok=True)
-    with open(home / "daemon.log", "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "recovery_lib.pipeline.daemon", name],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-        )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        status = read_status(name)
-        if status is not None and status.supervisor_pid == proc.pid:
-            return status
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"the daemon of pipeline {name} exited with {proc.returncode} at start; see "
-                f"{home / 'daemon.log'}"
-            )
-        time.sleep(0.2)
-    raise RuntimeError(f"the daemon of pipeline {name} wrote no status in 30 s")
+    return start_detached(
+        "recovery_lib.pipeline.daemon", name, home, lambda: read_status(name), f"pipeline {name}"
+    )
 
 
 def check(name: str) -> DaemonStatus:
-    status = read_status(name)
-    if status is None:
-        raise RuntimeError(f"pipeline {name} was never started here (no {status_path(name)})")
-    if status.status in ACTIVE and not status.alive:
-        status.status = "failed"
-        status.message = (
-            f"the daemon (pid {status.supervisor_pid}) is gone without a final status; see "
-            f"{pipeline_home(name) / 'daemon.log'}"
-        )
-    return status
+    return seen_alive(
+        read_status(name),
+        pipeline_home(name) / "daemon.log",
+        f"pipeline {name} was never started here (no {status_path(name)})",
+    )
 
 
 def stop(name: str, timeout_s: float = 180.0) -> DaemonStatus | None:
     """SIGTERM the daemon and wait while it stops every stage (up to 30 s each)."""
-    status = read_status(name)
-    if status is None or not status.alive:
-        return status
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(status.supervisor_pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while pid_alive(status.supervisor_pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if pid_alive(status.supervisor_pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(status.supervisor_pid, signal.SIGKILL)
+    stop_daemon(read_status(name), timeout_s)
     return read_status(name)
 
 
