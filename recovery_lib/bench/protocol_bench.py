@@ -212,6 +212,7 @@ def run_trial(trial: Trial, workdir: Path, console: Console) -> dict[str, Any]:
             if trial.kill and killed_at is None and now - fed_at >= trial.kill_at_s:
                 run.supervisors[trial.kill].kill_group(9)
                 killed_at = now
+                result["killed_ms"] = int(time.time() * 1000)
             count = sum(collector.per_second.values())
             if count != last_count:
                 last_count, last_change = count, now
@@ -240,7 +241,7 @@ def run_trial(trial: Trial, workdir: Path, console: Console) -> dict[str, Any]:
         result["throughput_eps"] = round(trial.events / max(done_at - fed_at, 1e-3), 1)
         result["outputs"] = last_count
         result["expected_outputs"] = expected
-        result.update(_latency(collector.samples, killed_at, fed_at))
+        result.update(_latency(collector.samples, result.get("killed_ms")))
         result.update(_recovery(run))
         result.update(_protocol_figures(run, spec, metrics))
         records = list(read_topic(out_topic))
@@ -298,7 +299,10 @@ def _wait_ticking(run: Any, seconds: float) -> None:
         time.sleep(0.25)
 
 
-def _latency(samples: list[tuple[int, int]], killed_at: float | None, fed_at: float) -> dict:
+def _latency(samples: list[tuple[int, int]], killed_ms: int | None) -> dict:
+    """p50/p99 overall and per second of visibility; with a kill, the p99 of the 30 s before
+    and after it and the recovery time: seconds from the kill until every later second's p50
+    is back under twice the p50 before the kill."""
     if not samples:
         return {"latency_p50_ms": None, "latency_p99_ms": None, "latency_per_s": []}
     per_s: dict[int, list[int]] = {}
@@ -309,7 +313,7 @@ def _latency(samples: list[tuple[int, int]], killed_at: float | None, fed_at: fl
         {"s": s - first, "p50": percentile(v, 50), "p99": percentile(v, 99), "n": len(v)}
         for s, v in sorted(per_s.items())
     ]
-    out = {
+    out: dict[str, Any] = {
         "latency_p50_ms": percentile([lat for _, lat in samples], 50),
         "latency_p99_ms": percentile([lat for _, lat in samples], 99),
         "latency_per_s": series,
@@ -317,6 +321,28 @@ def _latency(samples: list[tuple[int, int]], killed_at: float | None, fed_at: fl
     visible = sorted(v for v, _ in samples)
     gaps = [b - a for a, b in zip(visible, visible[1:], strict=False)]
     out["longest_output_gap_ms"] = max(gaps, default=0)
+    if killed_ms is not None:
+        out.update(recovery_figures(samples, killed_ms))
+    return out
+
+
+def recovery_figures(samples: list[tuple[int, int]], killed_ms: int) -> dict[str, Any]:
+    before = [lat for vis, lat in samples if killed_ms - 30_000 <= vis < killed_ms]
+    after = [lat for vis, lat in samples if killed_ms <= vis < killed_ms + 30_000]
+    out: dict[str, Any] = {
+        "p99_30s_before_ms": percentile(before, 99) if before else None,
+        "p99_30s_after_ms": percentile(after, 99) if after else None,
+        "recovery_time_s": None,
+    }
+    if not before:
+        return out
+    bound = 2 * percentile(before, 50)
+    seconds: dict[int, list[int]] = {}
+    for vis, lat in samples:
+        if vis >= killed_ms:
+            seconds.setdefault((vis - killed_ms) // 1000, []).append(lat)
+    slow = [s for s, v in seconds.items() if percentile(v, 50) > bound]
+    out["recovery_time_s"] = max(slow) + 1 if slow else 0
     return out
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from recovery_lib.bench.protocol_bench import SUITES, Trial, _capacity, _paced, summarize
+from recovery_lib.bench.protocol_bench import (
+    SUITES,
+    Trial,
+    _capacity,
+    _paced,
+    recovery_figures,
+    summarize,
+)
 
 
 def trial(pipeline: str, protocol: str, eps: float, ok: bool = True) -> dict:
@@ -43,3 +50,16 @@ def test_skew_is_paced_from_the_measured_capacity():
     paced = _paced(skew, 4_000.0)
     assert paced.rate == 3_200 and paced.events == int(3_200 * skew.paced_s)
     assert paced.name.startswith("q3p/") and "80%" in paced.name
+
+
+def test_recovery_time_ends_when_latency_stays_under_twice_the_p50_before_the_kill():
+    kill = 100_000
+    before = [(kill - 20_000 + i * 100, 200) for i in range(200)]  # p50 200 ms
+    # after the kill: 3 s slow (1 s latency), one good second, one slow, then good
+    slow = {0, 1, 2, 4}
+    after = [(kill + i * 100, 1_000 if (i // 10) in slow else 250) for i in range(100)]
+    figures = recovery_figures(before + after, kill)
+    assert figures["recovery_time_s"] == 5  # the last slow second is second 4
+    assert figures["p99_30s_before_ms"] == 200 and figures["p99_30s_after_ms"] == 1_000
+    assert recovery_figures(before, kill)["recovery_time_s"] == 0
+    assert recovery_figures(after, kill)["recovery_time_s"] is None  # nothing before the kill
