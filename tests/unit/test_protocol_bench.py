@@ -61,5 +61,8 @@ def test_recovery_time_ends_when_latency_stays_under_twice_the_p50_before_the_ki
     figures = recovery_figures(before + after, kill)
     assert figures["recovery_time_s"] == 5  # the last slow second is second 4
     assert figures["p99_30s_before_ms"] == 200 and figures["p99_30s_after_ms"] == 1_000
-    assert recovery_figures(before, kill)["recovery_time_s"] == 0
+    assert recovery_figures(before, kill)["recovery_time_s"] is None  # no output after it
+    # a restart: 12.5 s without output, then latency as before: recovered at the first output
+    restart = [(kill + 12_500 + i * 100, 200) for i in range(50)]
+    assert recovery_figures(before + restart, kill)["recovery_time_s"] == 12.5
     assert recovery_figures(after, kill)["recovery_time_s"] is None  # nothing before the kill
