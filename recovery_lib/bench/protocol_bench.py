@@ -336,6 +336,7 @@ def _latency(samples: list[tuple[int, int]], killed_ms: int | None) -> dict:
         "latency_p50_ms": percentile([lat for _, lat in samples], 50),
         "latency_p99_ms": percentile([lat for _, lat in samples], 99),
         "latency_per_s": series,
+        "first_output_ms": min(v for v, _ in samples),
     }
     visible = sorted(v for v, _ in samples)
     gaps = [b - a for a, b in zip(visible, visible[1:], strict=False)]
@@ -557,35 +558,81 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
+PROTOCOL_COLOURS = {"none": "grey", "coor": "tab:red", "unc": "tab:blue", "cic": "tab:green"}
+
+
 def chart(report: dict[str, Any], path: Path) -> None:
+    """Four panels: uniform capacity per protocol; skew p50 by hot ratio; latency around the
+    kill (local vs global recovery, the cyclic query); checkpoint time under skew."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    summary = report.get("summary", {})
-    protocols = ["none", "coor", "unc", "cic"]
-    for i, proto in enumerate(protocols):
-        xs = [j + i * 0.2 for j in range(len(summary))]
-        ys = [(summary[p].get(proto) or {}).get("normalised") or 0 for p in summary]
-        axes[0].bar(xs, ys, width=0.2, label=proto)
-    axes[0].set_xticks([j + 0.3 for j in range(len(summary))], list(summary))
-    axes[0].set_ylabel("capacity / capacity without protocol")
-    axes[0].set_title("uniform NexMark pipelines")
-    axes[0].legend()
-    for suite in ("recovery", "cyclic", "skew"):
-        for trial in report.get(suite, []):
-            series = trial.get("latency_per_s") or []
-            if series:
-                axes[1].plot([p["s"] for p in series], [p["p50"] for p in series],
-                             label=trial["trial"])  # fmt: skip
-    axes[1].set_xlabel("s since input started")
-    axes[1].set_ylabel("p50 latency (ms)")
-    axes[1].set_yscale("log")
-    axes[1].set_title("latency per second, with a stage killed")
-    if axes[1].lines:
-        axes[1].legend(fontsize=6)
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    _chart_uniform(axes[0][0], report.get("summary", {}))
+    _chart_skew(axes[0][1], axes[1][1], report.get("skew", []))
+    _chart_around_kill(axes[1][0], report.get("recovery", []) + report.get("cyclic", []))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _chart_uniform(ax: Any, summary: dict[str, Any]) -> None:
+    for i, proto in enumerate(PROTOCOL_COLOURS):
+        xs = [j + i * 0.2 for j in range(len(summary))]
+        ys = [(summary[p].get(proto) or {}).get("normalised") or 0 for p in summary]
+        ax.bar(xs, ys, width=0.2, label=proto, color=PROTOCOL_COLOURS[proto])
+    ax.set_xticks([j + 0.3 for j in range(len(summary))], list(summary))
+    ax.axhline(1.0, color="black", linewidth=0.5)
+    ax.set_ylabel("capacity / capacity without protocol")
+    ax.set_title("uniform NexMark pipelines (mean of 2 runs each)")
+    ax.legend(fontsize=8)
+
+
+def _chart_skew(latency_ax: Any, checkpoint_ax: Any, trials: list[dict[str, Any]]) -> None:
+    for proto in ("coor", "unc", "cic"):
+        for load, style in ((0.5, "-"), (0.8, "--")):
+            points = sorted(
+                (t["hot_ratio"], t) for t in trials if t["protocol"] == proto and t["load"] == load
+            )
+            if not points:
+                continue
+            hot = [h for h, _ in points]
+            label = f"{proto} at {load:.0%}"
+            colour = PROTOCOL_COLOURS[proto]
+            latency_ax.plot(hot, [t["latency_p50_ms"] / 1000 for _, t in points], style,
+                            marker="o", color=colour, label=label)  # fmt: skip
+            checkpoint_ax.plot(hot, [t["checkpoint_time_ms"] for _, t in points], style,
+                               marker="o", color=colour, label=label)  # fmt: skip
+    latency_ax.set_xlabel("hot ratio")
+    latency_ax.set_ylabel("p50 latency (s)")
+    latency_ax.set_title("q3p under skew, the join killed: p50 latency")
+    checkpoint_ax.set_xlabel("hot ratio")
+    checkpoint_ax.set_ylabel("checkpoint time (ms)")
+    checkpoint_ax.set_yscale("log")
+    checkpoint_ax.set_title("q3p under skew: checkpoint time (COOR: marker to last commit)")
+    for ax in (latency_ax, checkpoint_ax):
+        if ax.lines:
+            ax.legend(fontsize=7)
+
+
+def _chart_around_kill(ax: Any, trials: list[dict[str, Any]]) -> None:
+    for trial in trials:
+        series, killed = trial.get("latency_per_s") or [], trial.get("killed_ms")
+        if not series or killed is None:
+            continue
+        # Series seconds count from the first output; the kill came kill_at_s after it
+        # (reports without first_output_ms: that, to the monitor's 0.25 s).
+        first = trial.get("first_output_ms")
+        offset = (first // 1000 * 1000 - killed) / 1000 if first else -trial["kill_at_s"]
+        ax.plot([p["s"] + offset for p in series], [p["p50"] / 1000 for p in series],
+                marker=".", color=PROTOCOL_COLOURS[trial["protocol"]],
+                linestyle="-" if trial["pipeline"] != "reach" else ":",
+                label=trial["trial"])  # fmt: skip
+    ax.axvline(0, color="black", linewidth=0.5)
+    ax.set_xlabel("s since the kill")
+    ax.set_ylabel("p50 latency (s)")
+    ax.set_title("a stage killed: q1p3 (UNC local, COOR global), cyclic query (dotted)")
+    if ax.lines:
+        ax.legend(fontsize=7)
