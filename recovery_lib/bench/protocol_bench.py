@@ -6,7 +6,9 @@ A trial runs one pipeline of the pipelines file under one protocol on fresh topi
 * capacity: the stages ready, a backlog of ``events`` written unpaced, time until the last
   stage's output is complete; capacity = events / that time, normalised to protocol ``none``
   (CheckMate normalises MST to a checkpoint-free run; a backlog drain is this machine's
-  stand-in for an MST search, which would cost an hour per pipeline and protocol here);
+  stand-in for an MST search per protocol, which would cost an hour per pipeline here);
+* MST without a protocol (``_mst``): paced runs searched from half the capacity until the
+  latency stops growing; the paced suites run at a fraction of it;
 * paced runs (``rate``): p50 / p99 end-to-end latency overall and per second (the ingest time
   travels through the stages), with an optional SIGKILL of a stage 45 s after the first
   output (the stages past their start-up backlog): restart time (detected ->
@@ -55,8 +57,8 @@ class Trial:
     # Seconds between checkpoints: UNC/CIC's checkpoint interval and COOR's marker interval
     # alike, so the protocols are compared at the same checkpoint frequency.
     interval_s: float = 2.0
-    # A paced trial at this fraction of the pipeline's measured capacity (skew suite): the
-    # bench measures the capacity first and sets ``rate`` and ``events`` from it.
+    # A paced trial at this fraction of the pipeline's MST without a protocol (searched
+    # first, see _mst), which sets ``rate`` and ``events``.
     load: float | None = None
     # Long enough for the stages' start-up backlog to drain before the kill and for 30 s
     # of output after it.
@@ -450,12 +452,13 @@ SUITES = {
         for proto in (*UNIFORM_ORDER, *reversed(UNIFORM_ORDER))
     ],
     # Local recovery (UNC) vs global rollback (COOR): the middle stage of a three-stage chain
-    # killed at half its measured capacity (at a fixed 3,000/s it was overloaded: p50 32 s).
+    # killed at half its MST (at a fixed 3,000/s, and at half the backlog capacity, it was
+    # overloaded: p50 32 s and 18 s).
     "recovery": [Trial("q1p3", proto, 0, kill="reroute", load=0.5) for proto in ("unc", "coor")],
     # The cyclic query, UNC vs CIC, a stage killed (at 1,000/s the causal join fell behind:
     # p50 20 s).
     "cyclic": [Trial("reach", proto, 36_000, rate=300, kill="join") for proto in ("unc", "cic")],
-    # Skew (hot sellers) at 50 % and 80 % of the uniform capacity, the join killed.
+    # Skew (hot sellers) at 50 % and 80 % of the MST, the join killed.
     "skew": [
         Trial("q3p", proto, 0, kill="join", hot_ratio=hot, load=load)
         for load in (0.5, 0.8)
@@ -476,6 +479,62 @@ def _capacity(pipeline: str, report: dict[str, Any], run: Any) -> float:
     trial = run(Trial(pipeline, "none", CAPACITY_EVENTS))
     report.setdefault("capacity", []).append(trial)
     return float(trial["throughput_eps"])
+
+
+# The sustainable throughput (MST) search: paced runs without a protocol, from half the
+# backlog capacity (a backlog drain amortises every batch's fixed cost over a huge batch, so
+# it overstates what a paced pipeline sustains), down or up by MST_STEP until the answer
+# changes; the highest rate that kept up is the MST (a lower bound, to within the step).
+MST_PACED_S = 90.0
+MST_STEP = 0.7
+MST_TRIES = 5
+
+
+def sustained(series: list[dict[str, Any]]) -> bool:
+    """Whether a paced run kept up: its per-second p50 latency stopped growing, the last
+    third of the run's output at most 1.25 x the middle third (the first third is the
+    stages' start-up backlog)."""
+    if len(series) < 3:
+        return False
+    start, end = series[0]["s"], series[-1]["s"]
+    third = (end - start) / 3
+    middle = [p["p50"] for p in series if start + third <= p["s"] < start + 2 * third]
+    last = [p["p50"] for p in series if p["s"] >= start + 2 * third]
+    if not middle or not last:
+        return False
+    return statistics.median(last) <= 1.25 * statistics.median(middle)
+
+
+def _mst(pipeline: str, report: dict[str, Any], run: Any) -> float:
+    """The pipeline's MST without a protocol: from this invocation's search, else searched now."""
+    for entry in report.get("mst", []):
+        if entry["pipeline"] == pipeline:
+            return float(entry["mst_eps"])
+    rate = 0.5 * _capacity(pipeline, report, run)
+    tries: list[dict[str, Any]] = []
+    best: float | None = None
+    ascending: bool | None = None  # set by the first try: up while it keeps up, else down
+    for _ in range(MST_TRIES):
+        trial = Trial(pipeline, "none", int(rate * MST_PACED_S), rate=round(rate))
+        result = run(replace(trial, paced_s=MST_PACED_S))
+        kept_up = sustained(result.get("latency_per_s") or [])
+        tries.append({"rate": round(rate), "sustained": kept_up,
+                      "latency_p50_ms": result.get("latency_p50_ms")})  # fmt: skip
+        if ascending is None:
+            ascending = kept_up
+        if kept_up:
+            best = rate
+        if kept_up != ascending:
+            break  # the answer changed: up, a rate failed; down, a rate kept up
+        rate = rate / MST_STEP if ascending else rate * MST_STEP
+    if best is None:
+        raise RuntimeError(
+            f"{pipeline}: no paced rate down to {tries[-1]['rate']} ev/s kept up; the machine is "
+            "busy (stop other Spark work) or the pipeline's stages are too slow to measure here"
+        )
+    report.setdefault("mst", []).append({"pipeline": pipeline, "mst_eps": round(best),
+                                         "tries": tries})  # fmt: skip
+    return best
 
 
 def _paced(trial: Trial, capacity: float) -> Trial:
@@ -507,6 +566,7 @@ def run_protocol_bench(
         for suite in suites:  # a suite run now replaces its earlier results
             report.pop(suite, None)
         report.pop("capacity", None)  # measured again in this invocation
+        report.pop("mst", None)
 
     def run(trial: Trial) -> dict[str, Any]:
         return run_trial(trial, workdir, console)
@@ -518,8 +578,7 @@ def run_protocol_bench(
             results = report.setdefault(suite, [])
             for trial in trials:
                 if trial.load is not None:
-                    capacity = _capacity(trial.pipeline, report, run)
-                    trial = _paced(trial, capacity)
+                    trial = _paced(trial, _mst(trial.pipeline, report, run))
                 results.append(run(trial))
     report["summary"] = summarize(report)
     Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))

@@ -9,9 +9,11 @@ from recovery_lib.bench.protocol_bench import (
     SUITES,
     Trial,
     _capacity,
+    _mst,
     _paced,
     recovery_figures,
     summarize,
+    sustained,
 )
 
 
@@ -66,3 +68,47 @@ def test_recovery_time_ends_when_latency_stays_under_twice_the_p50_before_the_ki
     restart = [(kill + 12_500 + i * 100, 200) for i in range(50)]
     assert recovery_figures(before + restart, kill)["recovery_time_s"] == 12.5
     assert recovery_figures(after, kill)["recovery_time_s"] is None  # nothing before the kill
+
+
+def per_second(p50s: list[float]) -> list[dict]:
+    return [{"s": 2 * i, "p50": v, "p99": v, "n": 10} for i, v in enumerate(p50s)]
+
+
+def test_a_run_kept_up_when_its_latency_stopped_growing():
+    start_up = [30_000, 25_000, 20_000]  # the stages' first batches: left out
+    assert sustained(per_second(start_up + [5_000, 4_000, 5_000, 4_500, 5_200, 4_800]))
+    assert not sustained(per_second([3_000, 5_000, 8_000, 11_000, 14_000, 17_000, 20_000]))
+    assert not sustained(per_second([5_000, 5_000]))  # too short to tell
+
+
+def test_mst_search_steps_down_until_a_rate_keeps_up_then_records_it():
+    tried: list[float] = []
+
+    def run(t: Trial) -> dict:
+        if t.rate is None:
+            return {"throughput_eps": 10_000.0}  # the backlog capacity
+        tried.append(t.rate)
+        growing = t.rate > 2_000
+        p50s = [1_000 * (i + 1) for i in range(9)] if growing else [2_000] * 9
+        return {"latency_per_s": per_second(p50s), "latency_p50_ms": p50s[4]}
+
+    report: dict = {}
+    mst = _mst("q3p", report, run)
+    assert tried == [5_000, 3_500, 2_450, 1_715] and mst == pytest.approx(1_715)
+    assert report["mst"][0]["tries"][-1]["sustained"] is True
+    assert _mst("q3p", report, run) == pytest.approx(1_715, abs=1) and len(tried) == 4  # cached
+
+
+def test_mst_search_steps_up_while_the_rate_keeps_up_and_refuses_when_none_does():
+    def run_up_to(limit: float):
+        def run(t: Trial) -> dict:
+            if t.rate is None:
+                return {"throughput_eps": 10_000.0}
+            p50s = [1_000 * (i + 1) for i in range(9)] if t.rate > limit else [2_000] * 9
+            return {"latency_per_s": per_second(p50s)}
+
+        return run
+
+    assert _mst("q1p3", {}, run_up_to(8_000)) == pytest.approx(5_000 / 0.7)
+    with pytest.raises(RuntimeError, match="no paced rate"):
+        _mst("q1p3", {}, run_up_to(100))
