@@ -580,12 +580,17 @@ def run_protocol_bench(
                 if trial.load is not None:
                     trial = _paced(trial, _mst(trial.pipeline, report, run))
                 results.append(run(trial))
-    report["summary"] = summarize(report)
-    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+                _write(report, out)  # after every trial: an interrupted run keeps its results
+    _write(report, out)
     chart(report, Path(f"{out}.png"))
     console.print(f"report: {out}.json, chart: {out}.png")
     shutil.rmtree(workdir, ignore_errors=True)
     return report
+
+
+def _write(report: dict[str, Any], out: Path) -> None:
+    report["summary"] = summarize(report)
+    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
 
 
 def summarize(report: dict[str, Any]) -> dict[str, Any]:
