@@ -133,6 +133,23 @@ class Settings(BaseSettings):
         "idle for 60 s, and a cold worker costs seconds at takeover.",
     )
 
+    # Active replication (recovery_lib/ha/replication).
+    replication_lease_timeout_s: float = Field(
+        default=3.0,
+        description="KaZoo: the leader's heartbeat lease; older than this, the follower takes "
+        "the next epoch and leads.",
+    )
+    replication_publish_timeout_s: float = Field(
+        default=60.0,
+        description="KaZoo: how long a replica's sink task waits for the leader to publish its "
+        "batch before it refuses to write.",
+    )
+    replication_heartbeat_period_s: float = Field(
+        default=1.0,
+        description="LiveRobin: how often the heartbeat generator writes a heartbeat into every "
+        "input partition; a batch ends at a heartbeat, so this is the batch interval.",
+    )
+
     # Continuous eventual checkpointing (recovery_lib/cec).
     cec_extent_target: float = Field(
         default=100_000,

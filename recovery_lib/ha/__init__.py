@@ -3,6 +3,6 @@ zombie from writing.
 
   fencing.py    epochs (who may write), the sink's write guard, fence records at takeover
   standby/      a warm standby fed by shipped checkpoints (Clonos), its pair supervisor
-  (next)        active replication: two live replicas, leader-based (KaZoo) and leaderless
-                (LiveRobin)
+  replication/  active replication: two live replicas, leader-based (KaZoo) and leaderless
+                (LiveRobin), and the gate that serves a plain consumer once
 """

@@ -96,7 +96,7 @@ class EpochGuard:
     store_dir: str
     epoch: int
 
-    def check(self, what: str) -> None:
+    def check(self, what: str, batch_id: int | None = None) -> None:
         EpochStore(self.store_dir).check(self.epoch, what)
 
 

@@ -2,7 +2,8 @@
 
 ``FreeCut`` (this module) cuts as far as data is there, bounded by the admission limit. Later
 policies (marker-aligned, heartbeat-aligned, leader-published, forced) implement the same
-``CutPolicy.cut`` and are selected by the source option ``cutPolicy``.
+``CutPolicy.cut`` and are selected by the source option ``cutPolicy``; ``planned`` tells a
+policy that Spark logged and is about to read a batch (KaZoo's leader publishes it then).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ class CutPolicy(ABC):
     @abstractmethod
     def cut(self, start: Offsets, available: Offsets, max_rows: int | None) -> Offsets:
         """End offsets of the next batch: ``start <= end <= available`` per partition."""
+
+    def planned(self, start: Offsets, end: Offsets) -> None:  # noqa: B027 - optional
+        """Spark wrote the batch's offset-log entry and now plans its read (before any task
+        runs); called again when a restarted query re-runs its last planned batch."""
 
 
 class FreeCut(CutPolicy):

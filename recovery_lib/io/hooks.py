@@ -23,11 +23,11 @@ from recovery_lib.io.exceptions import InvalidSinkOption, IOLayerError
 
 
 class WriteGuard(Protocol):
-    """Asked by a sink task before it writes and after every Arrow batch it handed to the
-    broker. ``check`` raises ``WriterFenced`` (io.exceptions) when this writer may no longer
-    write; the sink then drops what it still queued and fails the task."""
+    """Asked by a sink task of micro-batch ``batch_id`` before it writes and after every Arrow
+    batch it handed to the broker. ``check`` raises ``WriterFenced`` (io.exceptions) when this
+    writer may no longer write; the sink then drops what it still queued and fails the task."""
 
-    def check(self, what: str) -> None: ...
+    def check(self, what: str, batch_id: int | None = None) -> None: ...
 
 
 class WriteFault(Protocol):

@@ -260,6 +260,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
 
     def partitions(self, start: dict, end: dict) -> list[KafkaRange]:
+        self.cut_policy.planned(start, end)
         ranges = []
         for topic in sorted(end):
             for part in sorted(end[topic], key=int):

@@ -151,9 +151,9 @@ class SinkOptions:
     def batch_headers(self, batch_id: int) -> list[tuple[str, bytes]]:
         if not self.record_headers:
             return []
-        return load_hook(self.record_headers, "recordHeaders")(
-            dict(self.hook_options)
-        ).for_batch(batch_id)
+        return load_hook(self.record_headers, "recordHeaders")(dict(self.hook_options)).for_batch(
+            batch_id
+        )
 
 
 def validate_sink_schema(
@@ -443,7 +443,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         if guard is None:
             return
         try:
-            guard.check(f"sink write (batch {batch_id}, partition {partition})")
+            guard.check(f"sink write (batch {batch_id}, partition {partition})", batch_id)
         except WriterFenced:
             producer.purge(in_queue=True, in_flight=False)
             raise

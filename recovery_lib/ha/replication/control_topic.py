@@ -1,0 +1,123 @@
+"""A one-partition control topic, written by one process at a time and read by any number of
+replicas, each folding it in offset order (the KaZoo order log, the LiveRobin heartbeat index).
+
+One partition gives every reader the same total order; the readers never talk to each other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+ApplyRecord = Callable[[bytes | None, dict[str, bytes]], None]
+
+
+class ControlTopic:
+    def __init__(self, topic: str, kafka: Mapping[str, str] | None = None) -> None:
+        self.topic = topic
+        self.kafka = dict(kafka or {})
+        if "bootstrap.servers" not in self.kafka:  # a source's options usually name it
+            from recovery_lib.kafka.clients import client_config
+
+            self.kafka = {**client_config(), **self.kafka}
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._probe: Any = None
+        self.position = 0  # next offset to fold
+
+    def create(self) -> None:
+        from recovery_lib.kafka.admin import TopicAdmin
+
+        TopicAdmin(self.kafka).create(self.topic, partitions=1)
+
+    def append(self, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> int:
+        """Write one record and wait for the broker's acknowledgement; returns its offset."""
+        from confluent_kafka import KafkaException, Producer
+
+        from recovery_lib.settings import get_settings
+
+        if self._producer is None:
+            self._producer = Producer({**self.kafka, "enable.idempotence": "true"})
+        result: dict[str, Any] = {}
+
+        def delivered(err: Any, msg: Any) -> None:
+            result["err"], result["offset"] = err, (msg.offset() if msg is not None else None)
+
+        self._producer.produce(self.topic, value, None, 0, delivered, headers=headers or [])
+        self._producer.flush(get_settings().sink_flush_timeout_s)
+        if "err" not in result:
+            raise RuntimeError(f"{self.topic}: a control record was not acknowledged in time")
+        if result["err"] is not None:
+            raise KafkaException(result["err"])
+        return int(result["offset"])
+
+    def end(self) -> int:
+        """The true end offset (tansu's high watermark may lag within a record batch)."""
+        if self._probe is None:
+            from recovery_lib.io.tail_probe import TailProbe
+            from recovery_lib.settings import get_settings
+
+            timeout = get_settings().kafka_request_timeout_s
+            self._probe = TailProbe(self.kafka, timeout, timeout)
+        return int(self._probe.ends([(self.topic, 0)])[(self.topic, 0)])
+
+    def fold(self, apply: ApplyRecord, until: int | None = None) -> int:
+        """Apply every record from the last position up to ``until`` (default: the current
+        end) in offset order; returns the new position."""
+        from confluent_kafka import TopicPartition
+
+        from recovery_lib.settings import get_settings
+
+        target = self.end() if until is None else until
+        if target <= self.position:
+            return self.position
+        consumer = self._reader()
+        consumer.assign([TopicPartition(self.topic, 0, self.position)])
+        deadline = time.monotonic() + get_settings().source_poll_timeout_s
+        while self.position < target:
+            msg = consumer.poll(0.05)
+            if msg is None or msg.error() is not None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"{self.topic}: offsets {self.position}..{target} not readable"
+                    )
+                continue
+            if msg.offset() < self.position:
+                continue
+            headers = {k: (v or b"") for k, v in msg.headers() or ()}
+            apply(msg.value(), headers)
+            self.position = msg.offset() + 1
+        consumer.unassign()
+        return self.position
+
+    def _reader(self) -> Any:
+        from confluent_kafka import Consumer
+
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    **self.kafka,
+                    "group.id": f"rl-control-{self.topic}",
+                    "enable.auto.commit": "false",
+                    "enable.partition.eof": "false",
+                    "fetch.wait.max.ms": "10",
+                }
+            )
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        if self._producer is not None:
+            self._producer.flush(1.0)
+            self._producer = None
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
+    def __getstate__(self) -> dict[str, Any]:  # Spark pickles the source reader
+        state = dict(self.__dict__)
+        state["_consumer"] = state["_producer"] = state["_probe"] = None
+        return state

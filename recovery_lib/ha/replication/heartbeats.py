@@ -1,0 +1,159 @@
+"""LiveRobin's heartbeats: sequence-numbered control records in every input partition.
+
+The generator writes heartbeat h (header ``rl.control`` so jobs drop it, ``rl.hb`` = h) into
+every partition of the job's input topics, waits for the broker to acknowledge all of them,
+and then appends h's *index entry* (the offset of h in every partition) to a one-partition
+index topic. An entry therefore exists only once h is durable everywhere, and the index is in
+h order; a heartbeat that failed somewhere is never indexed, and every replica skips it alike.
+
+The replicas never talk to each other or to the generator: each reads the same index and the
+same input, and ends every batch at the next indexed heartbeat (liverobin.py). The index saves
+each replica from scanning every record's headers to find the heartbeats, and makes a batch of
+a job with several sources end at the same heartbeat on all of them.
+
+Sequence numbers are the generator's clock in milliseconds (strictly increasing), so a
+restarted generator never reuses one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from recovery_lib.ha.replication.control_topic import ControlTopic
+from recovery_lib.io.offsets import Offsets
+from recovery_lib.io.sinks.ids import CONTROL_HEADER
+
+HEARTBEAT_HEADER = "rl.hb"
+
+
+@dataclass(frozen=True)
+class HeartbeatEntry:
+    seq: int
+    at: Offsets  # the heartbeat record's offset in every partition
+
+    def encode(self) -> bytes:
+        return json.dumps({"hb": self.seq, "at": self.at}).encode()
+
+    @classmethod
+    def decode(cls, value: bytes) -> HeartbeatEntry:
+        raw = json.loads(value)
+        at = {t: {str(p): int(o) for p, o in parts.items()} for t, parts in raw["at"].items()}
+        return cls(int(raw["hb"]), at)
+
+
+@dataclass
+class HeartbeatIndex:
+    """The index entries read so far, in heartbeat order."""
+
+    entries: list[HeartbeatEntry] = field(default_factory=list)
+
+    def apply(self, value: bytes | None, headers: Mapping[str, bytes]) -> None:
+        if not value:
+            return
+        entry = HeartbeatEntry.decode(value)
+        if not self.entries or entry.seq > self.entries[-1].seq:
+            self.entries.append(entry)
+
+
+class HeartbeatGenerator:
+    """Writes a heartbeat every ``period_s`` into every partition of ``topics`` and indexes
+    it. ``slow`` (topic, partition) gets its heartbeats ``slow_delay_s`` late: one slow input
+    partition (paper 002, Fig. 13) holds every batch back by that much."""
+
+    def __init__(
+        self,
+        topics: list[str],
+        index_topic: str,
+        period_s: float,
+        kafka: Mapping[str, str] | None = None,
+        slow: tuple[str, int] | None = None,
+        slow_delay_s: float = 0.0,
+    ) -> None:
+        from recovery_lib.kafka.clients import client_config
+
+        self.topics = topics
+        self.index = ControlTopic(index_topic, kafka)
+        self.kafka = {**client_config(), **dict(kafka or {})}
+        self.period_s = period_s
+        self.slow, self.slow_delay_s = slow, slow_delay_s
+        self.seq = 0
+        self.beats = 0
+        self._producer: Any = None
+        self._partitions: dict[str, list[int]] | None = None
+
+    def partitions(self) -> dict[str, list[int]]:
+        if self._partitions is None:
+            from recovery_lib.kafka.admin import TopicAdmin
+
+            admin = TopicAdmin(self.kafka)
+            self._partitions = {t: sorted(admin.partitions(t)) for t in self.topics}
+        return self._partitions
+
+    def beat(self) -> HeartbeatEntry:
+        """One heartbeat into every partition, then its index entry."""
+        from confluent_kafka import Producer
+
+        from recovery_lib.settings import get_settings
+
+        if self._producer is None:
+            self._producer = Producer(
+                {**self.kafka, "enable.idempotence": "true", "linger.ms": "0"}
+            )
+        self.seq = max(self.seq + 1, int(time.time() * 1000))
+        headers = [(CONTROL_HEADER, b"heartbeat"), (HEARTBEAT_HEADER, str(self.seq).encode())]
+        at: Offsets = {}
+        errors: list[str] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+            else:
+                at.setdefault(msg.topic(), {})[str(msg.partition())] = msg.offset()
+
+        late: list[tuple[str, int]] = []
+        for topic, parts in self.partitions().items():
+            for part in parts:
+                if (topic, part) == self.slow and self.slow_delay_s > 0:
+                    late.append((topic, part))
+                    continue
+                self._producer.produce(topic, b"", None, part, delivered, headers=headers)
+        self._producer.flush(get_settings().sink_flush_timeout_s)
+        if late:
+            time.sleep(self.slow_delay_s)
+            for topic, part in late:
+                self._producer.produce(topic, b"", None, part, delivered, headers=headers)
+            self._producer.flush(get_settings().sink_flush_timeout_s)
+        expected = sum(len(p) for p in self.partitions().values())
+        if errors or sum(len(p) for p in at.values()) != expected:
+            # Not indexed: every replica skips this heartbeat alike.
+            raise RuntimeError(f"heartbeat {self.seq} not written everywhere: {errors[:3]}")
+        entry = HeartbeatEntry(self.seq, at)
+        self.index.append(entry.encode())
+        self.beats += 1
+        return entry
+
+    def run(
+        self, stop: threading.Event, on_error: Callable[[Exception], None] | None = None
+    ) -> None:
+        """Beat every period until ``stop`` is set (a failed beat is reported and skipped)."""
+        self.index.create()
+        next_at = time.monotonic()
+        while not stop.is_set():
+            try:
+                self.beat()
+            except Exception as exc:  # noqa: BLE001 - the next heartbeat may succeed
+                if on_error is not None:
+                    on_error(exc)
+            next_at += self.period_s
+            stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(5.0)
+            self._producer = None
+        self.index.close()

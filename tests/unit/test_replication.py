@@ -1,0 +1,139 @@
+"""Active replication's decisions, offline: the order log's fold (KaZoo) and the heartbeat cut
+(LiveRobin). Both must decide a batch once and never differently on a longer log, whatever
+either replica has read so far."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recovery_lib.ha.replication.heartbeats import HeartbeatEntry, HeartbeatIndex
+from recovery_lib.ha.replication.liverobin import HeartbeatCut, heartbeat_cut
+from recovery_lib.ha.replication.order_log import OrderEntry, OrderFold, offset_log_sources
+from recovery_lib.io.exceptions import InvalidSourceOption
+from recovery_lib.io.sinks.fences import FENCE_HEADER
+
+
+def fold(records) -> OrderFold:
+    result = OrderFold()
+    for record in records:
+        if isinstance(record, int):
+            result.apply(b"", {FENCE_HEADER: str(record).encode()})
+        else:
+            result.apply(record.encode(), {})
+    return result
+
+
+def entry(batch: int, end: int, epoch: int) -> OrderEntry:
+    """The leader's batch: persons and auctions (two sources) up to ``end``."""
+    return OrderEntry(batch, [{"persons": {"0": end}}, {"auctions": {"0": end + 1}}], epoch)
+
+
+def test_a_zombie_leaders_entry_after_the_fence_is_dropped_and_the_first_entry_wins():
+    records = [entry(0, 10, 1), entry(1, 20, 1), 2, entry(2, 25, 1), entry(2, 30, 2)]
+    result = fold(records)
+    assert result.get(0).ends_for(["persons"]) == {"persons": {"0": 10}}
+    assert result.get(2).ends_for(["auctions"]) == {"auctions": {"0": 31}}  # not the zombie's
+    assert result.dropped == 1
+    # The new leader publishing a batch its predecessor already published is ignored.
+    result.apply(entry(1, 99, 2).encode(), {})
+    assert result.get(1).ends_for(["persons"]) == {"persons": {"0": 20}} and result.ignored == 1
+    # A reader that moved past a batch does not take it up again.
+    result.forget_before(2)
+    result.apply(entry(1, 98, 2).encode(), {})
+    assert result.get(1) is None and result.ignored == 2
+
+
+def test_an_entry_is_the_whole_offset_log_entry_of_a_batch(tmp_path):
+    log = tmp_path / "7"
+    log.write_text('v1\n{"batchWatermarkMs":0}\n{"persons":{"0":5}}\n{"auctions":{"1":7}}\n')
+    sources = offset_log_sources(log)
+    published = OrderEntry(7, sources, 1)
+    assert published.ends_for(["auctions"]) == {"auctions": {"1": 7}}
+    assert published.ends_for(["bids"]) is None
+    assert published.same_batch(list(reversed(sources)))
+    assert not published.same_batch([{"persons": {"0": 5}}, {"auctions": {"1": 8}}])
+    assert offset_log_sources(tmp_path / "8") is None
+
+
+order_logs = st.lists(
+    st.one_of(
+        st.integers(1, 4),  # a fence of that epoch
+        st.builds(entry, st.integers(0, 5), st.integers(0, 100), st.integers(1, 4)),
+    ),
+    max_size=30,
+)
+
+
+@given(order_logs, st.data())
+def test_a_decision_read_from_a_prefix_never_changes_as_the_log_grows(records, data):
+    """A follower that ran batch b on what it had read must agree with every later reader."""
+    cut = data.draw(st.integers(0, len(records)))
+    early, full = fold(records[:cut]), fold(records)
+    for key, decided in early.entries.items():
+        assert full.entries[key] == decided
+
+
+def beats(*offsets: dict[str, int]) -> list[HeartbeatEntry]:
+    return [HeartbeatEntry(i + 1, {"in": dict(o)}) for i, o in enumerate(offsets)]
+
+
+def test_a_batch_ends_right_after_the_next_heartbeat_of_every_partition():
+    index = beats({"0": 4, "1": 2}, {"0": 9, "1": 6}, {"0": 15, "1": 6 + 5})
+    assert heartbeat_cut({"in": {"0": 0, "1": 0}}, index) == {"in": {"0": 5, "1": 3}}
+    assert heartbeat_cut({"in": {"0": 5, "1": 3}}, index) == {"in": {"0": 10, "1": 7}}
+    assert heartbeat_cut({"in": {"0": 5, "1": 3}}, index, per_batch=2) == {"in": {"0": 16, "1": 12}}
+    assert heartbeat_cut({"in": {"0": 16, "1": 12}}, index) is None  # not indexed yet
+
+
+@st.composite
+def heartbeat_logs(draw):
+    """Random data between heartbeats in two partitions: the index of every heartbeat."""
+    positions = {"0": 0, "1": 0}
+    index = []
+    for seq in range(draw(st.integers(1, 12))):
+        at = {}
+        for part in positions:
+            positions[part] += draw(st.integers(0, 6))  # data records before the heartbeat
+            at[part] = positions[part]
+            positions[part] += 1
+        index.append(HeartbeatEntry(seq + 1, {"in": at}))
+    return index
+
+
+@given(heartbeat_logs(), st.integers(1, 3), st.data())
+def test_replicas_reading_different_prefixes_of_the_index_cut_the_same_batches(index, k, data):
+    """Replica A has read the whole index, replica B a growing prefix, retrying when its next
+    heartbeat is not indexed yet: B runs exactly A's batches, covering the input without gaps."""
+    start = {"in": {"0": 0, "1": 0}}
+    a_batches, end = [], heartbeat_cut(start, index, k)
+    while end is not None:
+        a_batches.append((start, end))
+        start, end = end, heartbeat_cut(end, index, k)
+    b_batches, start, seen = [], {"in": {"0": 0, "1": 0}}, 0
+    while True:
+        end = heartbeat_cut(start, index[:seen], k)
+        if end is None:
+            if seen == len(index):
+                break
+            seen = min(len(index), seen + data.draw(st.integers(1, 3)))  # more arrives
+            continue
+        b_batches.append((start, end))
+        start = end
+    assert b_batches == a_batches
+    for (_, previous_end), (next_start, _) in zip(a_batches, a_batches[1:], strict=False):
+        assert previous_end == next_start
+    assert len(a_batches) == len(index) // k
+
+
+def test_the_policy_forgets_heartbeats_it_passed_and_needs_its_index_topic():
+    with pytest.raises(InvalidSourceOption, match="heartbeatIndex"):
+        HeartbeatCut({})
+    with pytest.raises(InvalidSourceOption, match="at least 1"):
+        HeartbeatCut({"heartbeatIndex": "hb", "heartbeatsPerBatch": "0"})
+    index = HeartbeatIndex()
+    for e in beats({"0": 4}, {"0": 9}):
+        index.apply(e.encode(), {})
+    index.apply(HeartbeatEntry(1, {"in": {"0": 3}}).encode(), {})  # out of order: ignored
+    assert [e.seq for e in index.entries] == [1, 2]
