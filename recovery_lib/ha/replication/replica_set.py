@@ -21,6 +21,7 @@ reader) may read the raw topic directly and skip the gate's hop.
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -84,6 +85,8 @@ class ReplicaSet:
         self.generator_errors: list[str] = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.failed: dict[str, dict[str, Any]] = {}
+        self._said_single = False
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -206,6 +209,26 @@ class ReplicaSet:
     def wait_ready(self, timeout_s: float = 240.0) -> None:
         for sup in self.supervisors.values():
             sup.wait_ready(timeout_s)
+
+    def tick(self) -> list[str]:
+        """One supervision step: a replica that died is stopped for good (it is replaced from
+        the survivor's state, never restarted from its own checkpoint, which may hold a
+        batch the survivor cut differently) and recorded; returns the live replicas."""
+        from recovery_lib.metrics.store import now_ms
+
+        for replica, sup in self.supervisors.items():
+            if replica in self.failed:
+                continue
+            cause = sup.check()
+            if cause is not None:
+                sup.kill_group(signal.SIGKILL)
+                self.failed[replica] = {"cause": cause, "detected_ms": now_ms()}
+                sup.event("replica_failed", {"replica": replica, "cause": cause})
+        live = [r for r in self.supervisors if r not in self.failed]
+        if len(live) < len(self.supervisors) and not self._said_single:
+            self._said_single = True
+            print(f"replica set {self.output_topic}: running on one replica ({live})")
+        return live
 
     def roles(self) -> dict[str, dict[str, Any]]:
         """Each replica's last decision (KaZoo: role, epoch, batch); {} before the first."""
