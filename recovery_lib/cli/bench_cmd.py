@@ -308,12 +308,20 @@ def bench_protocols(
     merge: bool = typer.Option(
         False, help="Keep the other suites of an existing report (run suites one at a time)."
     ),
+    rederive: bool = typer.Option(
+        False,
+        help="Run nothing: recompute the recovery times of the report's trials from their "
+        "per-second latency with the current definition, and redraw the chart.",
+    ),
 ) -> None:
     """COOR, UNC and CIC (and no protocol) on pipelines of Spark stages: capacity, latency,
     checkpoint time, invalid and forced checkpoints, message overhead, recovery (paper 001)."""
-    from recovery_lib.bench.protocol_bench import run_protocol_bench
+    from recovery_lib.bench.protocol_bench import rederive_report, run_protocol_bench
 
     try:
+        if rederive:
+            rederive_report(out, console)
+            return
         run_protocol_bench(suite, out, console, pipeline or None, merge=merge)
     except (ValueError, RuntimeError, KafkaLayerError) as exc:
         abort(exc)

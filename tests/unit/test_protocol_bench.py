@@ -3,6 +3,8 @@ skew suite paced from the measured capacity."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from recovery_lib.bench.protocol_bench import (
@@ -68,6 +70,15 @@ def test_recovery_time_ends_when_latency_stays_under_twice_the_p50_before_the_ki
     restart = [(kill + 12_500 + i * 100, 200) for i in range(50)]
     assert recovery_figures(before + restart, kill)["recovery_time_s"] == 12.5
     assert recovery_figures(after, kill)["recovery_time_s"] is None  # nothing before the kill
+    # the killed stage's downstream still had input: output for 3 s, then 40 s of silence,
+    # then latency as before: recovered at the end of the silence, not at the first output
+    lingering = [(kill + i * 100, 200) for i in range(30)]
+    back = [(kill + 43_000 + i * 100, 200) for i in range(50)]
+    assert recovery_figures(before + lingering + back, kill)["recovery_time_s"] == 43.0
+    # pauses as long as the ones before the kill (batching) are not a failure
+    batched = [(kill - 20_000 + i * 2_000, 200) for i in range(10)]
+    steady = [(kill + 1_000 + i * 2_000, 200) for i in range(10)]
+    assert recovery_figures(batched + steady, kill)["recovery_time_s"] == 0.0
 
 
 def per_second(p50s: list[float]) -> list[dict]:
@@ -112,3 +123,23 @@ def test_mst_search_steps_up_while_the_rate_keeps_up_and_refuses_when_none_does(
     assert _mst("q1p3", {}, run_up_to(8_000)) == pytest.approx(5_000 / 0.7)
     with pytest.raises(RuntimeError, match="no paced rate"):
         _mst("q1p3", {}, run_up_to(100))
+
+
+def test_rederive_recomputes_recovery_from_the_per_second_series(tmp_path):
+    from rich.console import Console
+
+    from recovery_lib.bench.protocol_bench import rederive_report
+
+    first = 1_000_000
+    # output every second at 2 s latency, the kill at second 10, silence until second 30
+    series = [{"s": s, "p50": 2_000, "p99": 2_000, "n": 5} for s in [*range(12), *range(30, 40)]]
+    trial = {
+        "trial": "q1p3/unc/50%/kill-reroute", "protocol": "unc", "pipeline": "q1p3",
+        "first_output_ms": first, "killed_ms": first + 10_000, "latency_per_s": series,
+        "recovery_time_s": 1.5,
+    }  # fmt: skip
+    (tmp_path / "r.json").write_text(json.dumps({"recovery": [trial]}))
+    report = rederive_report(str(tmp_path / "r"), Console(quiet=True))
+    again = report["recovery"][0]
+    assert again["recovery_time_s"] == 20.5 and again["recovery_time_s_measured"] == 1.5
+    assert (tmp_path / "r.png").exists()
