@@ -583,13 +583,33 @@ def _paced(trial: Trial, capacity: float) -> Trial:
     return replace(trial, rate=rate, events=events)
 
 
+def select_trials(
+    suites: list[str], pipelines: list[str] | None = None, loads: list[float] | None = None
+) -> dict[str, list[Trial]]:
+    """Each suite's trials of ``pipelines`` and, among paced ones, at ``loads``."""
+    return {
+        suite: [
+            t
+            for t in SUITES[suite]
+            if (not pipelines or t.pipeline in pipelines)
+            and (not loads or t.load is None or t.load in loads)
+        ]
+        for suite in suites
+    }
+
+
 def run_protocol_bench(
     suites: list[str],
     out_prefix: str,
     console: Console,
     pipelines: list[str] | None = None,
     merge: bool = False,
+    loads: list[float] | None = None,
 ) -> dict[str, Any]:
+    """Run the suites' trials (only ``pipelines``' and, among paced ones, only ``loads``').
+    With ``merge`` an existing report keeps every other trial and its MST searches, which
+    the paced trials run now reuse (so all of a suite's trials share one MST; delete a
+    pipeline's ``mst`` entry to search again)."""
     from recovery_lib.kafka.broker import broker_for_run
     from recovery_lib.settings import get_settings
 
@@ -600,20 +620,19 @@ def run_protocol_bench(
     out.parent.mkdir(parents=True, exist_ok=True)
     workdir = get_settings().home / "bench" / f"protocols-{uuid.uuid4().hex[:6]}"
     report: dict[str, Any] = {"machine": "2 cores, local stages, embedded tansu broker"}
+    selected = select_trials(suites, pipelines, loads)
     previous = Path(f"{out}.json")
     if merge and previous.exists():
         report = json.loads(previous.read_text())
-        for suite in suites:  # a suite run now replaces its earlier results
-            report.pop(suite, None)
-        report.pop("capacity", None)  # measured again in this invocation
-        report.pop("mst", None)
+        for suite, trials in selected.items():  # a trial run now replaces its earlier result
+            names = {t.name for t in trials}
+            report[suite] = [r for r in report.get(suite, []) if r.get("trial") not in names]
 
     def run(trial: Trial) -> dict[str, Any]:
         return run_trial(trial, workdir, console)
 
     with broker_for_run(console.print):
-        for suite in suites:
-            trials = [t for t in SUITES[suite] if not pipelines or t.pipeline in pipelines]
+        for suite, trials in selected.items():
             console.print(f"[bold]{suite}[/]: {len(trials)} trials")
             results = report.setdefault(suite, [])
             for trial in trials:

@@ -306,7 +306,12 @@ def bench_protocols(
     pipeline: list[str] = typer.Option([], help="Only these pipelines (default: the suite's)."),
     out: str = typer.Option("reports/bench_protocols", help="Report prefix (.json and .png)."),
     merge: bool = typer.Option(
-        False, help="Keep the other suites of an existing report (run suites one at a time)."
+        False,
+        help="Keep the other suites and trials of an existing report, and its MST searches "
+        "(the paced trials run now reuse them).",
+    ),
+    load: list[float] = typer.Option(
+        [], help="Only paced trials at these fractions of the MST (e.g. --load 0.8)."
     ),
     rederive: bool = typer.Option(
         False,
@@ -322,6 +327,6 @@ def bench_protocols(
         if rederive:
             rederive_report(out, console)
             return
-        run_protocol_bench(suite, out, console, pipeline or None, merge=merge)
+        run_protocol_bench(suite, out, console, pipeline or None, merge=merge, loads=load or None)
     except (ValueError, RuntimeError, KafkaLayerError) as exc:
         abort(exc)

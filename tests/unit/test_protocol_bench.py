@@ -143,3 +143,12 @@ def test_rederive_recomputes_recovery_from_the_per_second_series(tmp_path):
     again = report["recovery"][0]
     assert again["recovery_time_s"] == 20.5 and again["recovery_time_s_measured"] == 1.5
     assert (tmp_path / "r.png").exists()
+
+
+def test_a_load_filter_selects_the_paced_trials_at_that_load_only():
+    from recovery_lib.bench.protocol_bench import select_trials
+
+    chosen = select_trials(["skew", "cyclic"], loads=[0.8])
+    assert len(chosen["skew"]) == 9 and {t.load for t in chosen["skew"]} == {0.8}
+    assert chosen["cyclic"] == SUITES["cyclic"]  # not paced by MST: unaffected
+    assert select_trials(["recovery"], pipelines=["q3p"]) == {"recovery": []}
