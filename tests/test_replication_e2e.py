@@ -87,8 +87,10 @@ def check_exactly_once(outputs, raw, expected) -> None:
     values: dict[str, bytes] = {}
     for record in raw:
         assert values.setdefault(record.id, record.value) == record.value, record.id
+    # Both wrote or skipped: a replica's release barrier skips what the other replica already
+    # wrote to a partition, so the slower one may write nothing at all.
     writers = {dict(r.headers).get(REPLICA_HEADER) for r in raw}
-    assert writers == {b"a", b"b"}, writers
+    assert writers and writers <= {b"a", b"b"}, writers
 
 
 def leader(replicas: ReplicaSet) -> str:
