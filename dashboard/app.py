@@ -367,6 +367,64 @@ def pipelines(path: Path) -> None:
         st.dataframe(recoveries, hide_index=True, width="stretch")
 
 
+def replicas(path: Path) -> None:
+    """Actively replicated jobs: each replica (live, role, epoch, committed batch), the lag
+    between them over time, the gate's forwarded and dropped copies, LiveRobin's heartbeats
+    and the replacements of dead replicas."""
+    import json
+
+    states = views.replication_states(path)
+    if states.empty:
+        st.info(
+            "No replicated job has reported yet: `recovery experiment run --mode kazoo` (or "
+            "liverobin), or a job with `replication:` in dags/streaming_jobs.yaml "
+            "(docs/replication.md)."
+        )
+        return
+    for _, row in states.iterrows():
+        state = json.loads(row["detail"])
+        st.subheader(f"{state['job']} · {state['mode']} · {state['output_topic']}")
+        st.caption(f"reported {ago(row['ts_ms'])} · run {row['run_id']}")
+        live = [r for r, rep in state["replicas"].items() if rep["live"]]
+        leader = [r for r, rep in state["replicas"].items() if rep.get("role") == "leader"]
+        a, b, c, d = st.columns(4)
+        a.metric("live replicas", f"{len(live)} of {len(state['replicas'])}")
+        b.metric(
+            "leader" if state["mode"] == "kazoo" else "heartbeats",
+            ", ".join(leader) or "none"
+            if state["mode"] == "kazoo"
+            else f"{state['heartbeats'] or 0:,}",
+        )
+        lag = state["lag_batches"]
+        c.metric("lag between replicas", "n/a" if lag is None else f"{lag} batches")
+        d.metric("copies dropped by the gate", f"{sum(state['gate_dropped'].values()):,}")
+        table = pd.DataFrame([{"replica": r, **rep} for r, rep in state["replicas"].items()]).drop(
+            columns=["pid"]
+        )
+        st.dataframe(table, hide_index=True, width="stretch")
+        history = views.replication_history(path, row["run_id"])
+        if not history.empty:
+            history["time"] = pd.to_datetime(history["ts_ms"], unit="ms")
+            st.altair_chart(
+                alt.Chart(history.dropna(subset=["committed_batch"]))
+                .mark_line(point=True)
+                .encode(
+                    x=alt.X("time:T", title=""),
+                    y=alt.Y("committed_batch:Q", title="committed batch"),
+                    color=alt.Color("replica:N"),
+                    tooltip=["replica", "committed_batch", "live", "time"],
+                )
+                .properties(height=220),
+                width="stretch",
+            )
+        if state["replacements"]:
+            done = pd.DataFrame(state["replacements"]).drop(columns=["kind"])
+            for column in ("detected_ms", "started_ms", "joined_ms"):
+                done[column] = pd.to_datetime(done[column], unit="ms")
+            st.caption("replacements of dead replicas (from the survivor's shipped state)")
+            st.dataframe(done, hide_index=True, width="stretch")
+
+
 def experiments(path: Path) -> None:
     exp = views.experiments(path)
     if exp.empty:
@@ -408,10 +466,20 @@ def main() -> None:
             "Consistency",
             "Checkpoints & GC",
             "Pipelines",
+            "Replicas",
             "Experiments",
         ]
     )
-    pages = (overview, job_detail, recoveries, consistency, checkpoints, pipelines, experiments)
+    pages = (
+        overview,
+        job_detail,
+        recoveries,
+        consistency,
+        checkpoints,
+        pipelines,
+        replicas,
+        experiments,
+    )
     for tab, page in zip(tabs, pages, strict=True):
         with tab:
             page(path)

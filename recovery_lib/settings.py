@@ -149,6 +149,12 @@ class Settings(BaseSettings):
         description="LiveRobin: how often the heartbeat generator writes a heartbeat into every "
         "input partition; a batch ends at a heartbeat, so this is the batch interval.",
     )
+    replication_replace_after_s: float = Field(
+        default=30.0,
+        description="Start the replacement of a dead replica this long after its death: on one "
+        "host a starting JVM takes cores from the surviving replica, whose latency is what a "
+        "replica's death must not move. 0 replaces at once (replicas on separate hosts).",
+    )
 
     # Continuous eventual checkpointing (recovery_lib/cec).
     cec_extent_target: float = Field(

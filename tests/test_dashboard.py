@@ -93,6 +93,22 @@ def populated_store(path: Path) -> Path:
                      "restart": ["route"], "rewind": {}, "local": True,
                      "strict_rollback": ["convert", "route"]}  # fmt: skip
         store.event(pipe, "pipeline_recovery", recovered, T0 + 25_000)
+        replicated = store.start_run("q3", "kazoo", {"run": "faulty"})
+        for k, (a_live, a_batch) in enumerate(((True, 10), (False, 11), (True, 12))):
+            replicas = {
+                "a": {"live": a_live, "incarnation": k // 2, "pid": 7, "committed_batch": a_batch,
+                      "role": "follower", "epoch": 2},
+                "b": {"live": True, "incarnation": 0, "pid": 8, "committed_batch": 12 + k,
+                      "role": "leader", "epoch": 2},
+            }  # fmt: skip
+            replaced = {"kind": "replacement", "replica": "a", "cause": "exit -9",
+                        "detected_ms": T0, "survivor": "b", "started_ms": T0 + 1_000,
+                        "copy_batch": 11, "joined_ms": T0 + 9_000}  # fmt: skip
+            state = {"job": "q3", "output_topic": "x.out", "mode": "kazoo", "replicas": replicas,
+                     "lag_batches": 2 if a_live else None, "gate_forwarded": 500,
+                     "gate_dropped": {"a": 4, "b": 1}, "heartbeats": None,
+                     "replacements": [replaced] if k else []}  # fmt: skip
+            store.event(replicated, "replication_state", state, T0 + k * 5_000)
     return path
 
 
@@ -118,6 +134,7 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
         "Consistency",
         "Checkpoints & GC",
         "Pipelines",
+        "Replicas",
         "Experiments",
     ]
     assert not at.warning
@@ -138,6 +155,12 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     assert any("ec_load_s" in f.columns for f in frames)
     # The pipelines tab: stages against the recovery line, invalid checkpoints, recoveries.
     assert metrics["invalid by the strict rule"] == "2" and metrics["recoveries"] == "1"
+    # The replicas tab: the newest state (both live again, b leads), the gate, a replacement.
+    assert metrics["live replicas"] == "2 of 2" and metrics["leader"] == "b"
+    assert metrics["lag between replicas"] == "2 batches"
+    assert metrics["copies dropped by the gate"] == "5"
+    replaced = next(f for f in frames if "copy_batch" in f.columns)
+    assert replaced["replica"].tolist() == ["a"] and replaced["copy_batch"].tolist() == [11]
     stages = next(f for f in frames if "line" in f.columns and "stage" in f.columns)
     assert stages["line"].tolist() == [38, 39]
     recoveries = next(f for f in frames if "strict_rule_rolls_back" in f.columns)

@@ -1,6 +1,7 @@
 """Two live replicas of NexMark q1 on the broker, one SIGKILLed mid-stream: the survivor goes
-on without a restart, and a plain consumer of the gated output (no dedup) reads exactly the
-NexMark reference, each output once. KaZoo: the leader dies and the follower takes the lease;
+on without a restart, the dead replica is replaced from the survivor's shipped state and joins
+again, and a plain consumer of the gated output (no dedup) reads exactly the NexMark
+reference, each output once. KaZoo: the leader dies and the follower takes the lease;
 LiveRobin: a replica dies and the other one goes on cutting at the same heartbeats."""
 
 from __future__ import annotations
@@ -28,17 +29,17 @@ EVENTS = 9_000
 RATE = 300.0
 
 
-def run_replicated(mode: str, tmp_path, victim=None):
-    """Both replicas up, the input fed, ``victim(replicas)`` names the replica to SIGKILL
-    once both committed a batch; returns the set, the survivor, the gated output's records,
-    the raw topic's records and the reference rows."""
+def run_replicated(mode: str, tmp_path, victim: str):
+    """Both replicas up, the input fed, the ``victim`` replica SIGKILLed once both committed a
+    batch and replaced at once; returns the set, the killed replica, the survivor, the gated
+    output's records, the raw topic's records and the reference rows."""
     config = GeneratorConfig(topic_prefix=f"rp{uuid.uuid4().hex[:8]}", partitions=2)
     ensure_topics(config)
     out = f"{config.topic_prefix}.q1out"
     feeder = threading.Thread(
         target=produce_events, args=(config,), kwargs={"count": EVENTS, "rate": RATE}
     )
-    replicas = ReplicaSet(
+    replicas = ReplicaSet.for_job(
         "q1",
         mode,
         tmp_path / "home",
@@ -46,6 +47,8 @@ def run_replicated(mode: str, tmp_path, victim=None):
         out,
         partitions=config.partitions,
         heartbeat_period_s=0.5,
+        victim=victim,
+        replace_after_s=0,
     )
     with replicas:
         replicas.start()
@@ -58,24 +61,36 @@ def run_replicated(mode: str, tmp_path, victim=None):
                 f"replica {name} to commit",
             )
         assert feeder.is_alive(), "the input ended before the kill: not a mid-stream failure"
-        killed = victim(replicas)
+        killed = replicas.victim_replica()
+        assert killed is not None, replicas.roles()
         survivor = next(r for r in replicas.supervisors if r != killed)
         survivor_pid = replicas.supervisors[survivor].pid
-        replicas.supervisors[killed].kill_group(signal.SIGKILL)
+        replicas.kill_group(signal.SIGKILL)
         feeder.join()
         expected = reference_rows(load_events(config, EVENTS), "q1")
 
         def count() -> int:
-            assert replicas.tick() == [survivor], "the survivor died"
+            assert survivor in replicas.tick(), "the survivor died"
             return sum(1 for _ in read_topic(out))
 
         wait_for(lambda: count() >= len(expected), 240, "the gated output", interval_s=2)
+        wait_for(
+            lambda: survivor in replicas.tick() and not replicas.failed,
+            240,
+            f"replica {killed}'s replacement to join",
+            interval_s=1,
+        )
         time.sleep(3)  # anything forwarded twice after the count was reached shows up too
         outputs = list(read_topic(out))
         raw = list(read_topic(raw_topic(out)))
         assert replicas.supervisors[survivor].pid == survivor_pid, "the survivor restarted"
-        assert set(replicas.failed) == {killed}
-    return replicas, survivor, outputs, raw, expected
+        (replacement,) = replicas.replacements
+        assert replacement.replica == killed and replacement.survivor == survivor
+        assert replacement.copy_batch is not None and replacement.copy_batch >= 2, replacement
+        joined = last_committed(replicas.checkpoint(killed))
+        assert joined is not None and joined > replacement.copy_batch, "it never ran a batch"
+        assert replicas.ready_for_next_failure()
+    return replicas, killed, survivor, outputs, raw, expected
 
 
 def check_exactly_once(outputs, raw, expected) -> None:
@@ -93,24 +108,20 @@ def check_exactly_once(outputs, raw, expected) -> None:
     assert writers and writers <= {b"a", b"b"}, writers
 
 
-def leader(replicas: ReplicaSet) -> str:
-    roles = replicas.roles()
-    return next(r for r, role in roles.items() if role.get("role") == "leader")
-
-
 def test_kazoo_follower_takes_over_from_a_killed_leader_without_a_restart(
     kafka_bootstrap, tmp_path
 ):
-    replicas, survivor, outputs, raw, expected = run_replicated("kazoo", tmp_path, leader)
+    replicas, killed, survivor, outputs, raw, expected = run_replicated("kazoo", tmp_path, "leader")
     check_exactly_once(outputs, raw, expected)
-    role = replicas.roles()[survivor]
-    assert role["role"] == "leader" and role["epoch"] == 2, role
-    assert [t["cause"] for t in role["takeovers"]] == ["leader's lease expired"]
+    roles = replicas.roles()
+    assert roles[survivor]["role"] == "leader" and roles[survivor]["epoch"] == 2, roles
+    assert [t["cause"] for t in roles[survivor]["takeovers"]] == ["leader's lease expired"]
+    assert roles[killed]["role"] == "follower", "the replacement follows the new leader"
+    kinds = [t["kind"] for t in replicas.takeovers]
+    assert sorted(kinds) == ["leader", "replacement"], replicas.takeovers
 
 
 def test_liverobin_survives_a_killed_replica_with_identical_cuts(kafka_bootstrap, tmp_path):
-    replicas, survivor, outputs, raw, expected = run_replicated(
-        "liverobin", tmp_path, lambda _: "a"
-    )
+    replicas, killed, survivor, outputs, raw, expected = run_replicated("liverobin", tmp_path, "a")
     check_exactly_once(outputs, raw, expected)
     assert replicas.generator.beats > 0 and not replicas.generator_errors

@@ -48,7 +48,7 @@ def experiment_run(
     mode: str = typer.Option(
         "native",
         help="Recovery mode: native | causal | standby | cec (a job whose build returns a CEC "
-        "aggregate).",
+        "aggregate) | kazoo | liverobin (two live replicas; the sink defaults to release).",
     ),
     fail: str = typer.Option(
         "driver-kill",
@@ -63,9 +63,21 @@ def experiment_run(
     duration: float = typer.Option(60.0, help="Seconds of input."),
     seed: int = typer.Option(42),
     sink: str = typer.Option(
-        "dedup",
+        None,
         help="How outputs reach consumers: at-least-once | dedup (readers dedup by id) | "
-        "release (a plain consumer sees each once) | two-phase (visible at batch commit).",
+        "release (a plain consumer sees each once) | two-phase (visible at batch commit). "
+        "Default: dedup, release for kazoo and liverobin.",
+    ),
+    victim: str = typer.Option(
+        None,
+        help="kazoo | liverobin: the replica a failure hits: leader or follower (kazoo), a or b "
+        "(default: the leader; replica a under liverobin).",
+    ),
+    heartbeat_period: float = typer.Option(
+        None, help="liverobin: seconds between heartbeats (the batch interval)."
+    ),
+    replace_after: float = typer.Option(
+        None, help="kazoo | liverobin: seconds after a replica's death its replacement starts."
     ),
     cluster: bool = typer.Option(
         False, help="Run against a standalone cluster (started if needed)."
@@ -110,7 +122,10 @@ def experiment_run(
         rate=rate,
         duration_s=duration,
         seed=seed,
-        sink=sink,
+        sink=sink or ("release" if mode in ("kazoo", "liverobin") else "dedup"),
+        victim=victim,
+        heartbeat_period_s=heartbeat_period,
+        replace_after_s=replace_after,
         cluster=cluster,
         executor_cores=executor_cores,
         keep_input=keep_input,
@@ -136,7 +151,7 @@ def experiment_run(
     console.print_json(
         json.dumps(
             {
-                k: result[k]
+                k: result.get(k)
                 for k in (
                     "query",
                     "mode",
@@ -146,6 +161,7 @@ def experiment_run(
                     "restart_time_s",
                     "recovery_time_s",
                     "output_gap_s",
+                    "p99_after_over_before",
                 )
             }
             | {

@@ -1,21 +1,33 @@
 """Recovery modes of an experiment's faulty run, behind one small interface.
 
 A mode says what the job process runs in (native Spark or with causal logging) and which
-supervisor recovers it. Modes to come (active replication, checkpoint protocols, CEC) add a
-class here and an entry in ``MODES``. How outputs reach consumers is the sink's mode
-(io/sinks/modes.py), chosen beside the recovery mode.
+supervisor recovers it. A new mode adds a class here and an entry in ``MODES``. How outputs
+reach consumers is the sink's mode (io/sinks/modes.py), chosen beside the recovery mode.
+Checkpoint protocols run pipelines of several jobs (recovery_lib/pipeline), not one job.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from recovery_lib.ha.replication.replica_set import ReplicaSet
 from recovery_lib.ha.standby.pair import StandbyPair
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
 from recovery_lib.verify.contract import ConsistencyContract
+
+
+@dataclass(frozen=True)
+class ModeOptions:
+    """What an experiment tells the mode's supervisor beyond the job's process (modes ignore
+    what is not theirs)."""
+
+    victim: str | None = None  # replication: which replica a failure hits (leader, follower, a, b)
+    heartbeat_period_s: float | None = None  # LiveRobin's batch interval
+    replace_after_s: float | None = None  # replication: when a dead replica is replaced
 
 
 class RecoveryMode(Protocol):
@@ -27,7 +39,12 @@ class RecoveryMode(Protocol):
     def job_mode(self, contract: ConsistencyContract) -> str: ...
 
     def supervisor(
-        self, spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str
+        self,
+        spec: ProcessSpec,
+        workdir: Path,
+        store: MetricsStore,
+        run_id: str,
+        options: ModeOptions = ModeOptions(),
     ) -> JobSupervisor: ...
 
 
@@ -40,7 +57,12 @@ class NativeMode:
         return "native"
 
     def supervisor(
-        self, spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str
+        self,
+        spec: ProcessSpec,
+        workdir: Path,
+        store: MetricsStore,
+        run_id: str,
+        options: ModeOptions = ModeOptions(),
     ) -> JobSupervisor:
         return Supervisor(spec, workdir, store, run_id)
 
@@ -78,12 +100,60 @@ class StandbyMode:
         return "causal" if contract.replay_needs_causal else "native"
 
     def supervisor(
-        self, spec: ProcessSpec, workdir: Path, store: MetricsStore, run_id: str
+        self,
+        spec: ProcessSpec,
+        workdir: Path,
+        store: MetricsStore,
+        run_id: str,
+        options: ModeOptions = ModeOptions(),
     ) -> JobSupervisor:
         return StandbyPair(spec, workdir, store, run_id)
 
 
+class ReplicationMode:
+    """Active replication (recovery_lib/ha/replication): two live replicas on identical
+    micro-batches, KaZoo (a leader publishes its cuts) or LiveRobin (both cut at the same
+    heartbeats); a plain consumer reads the gate's output. A dead replica is replaced from the
+    survivor's state; the job never restarts. Replicas must compute identical outputs, so a job
+    whose contract declares nondeterminism or an order-sensitive operator is refused until the
+    replicas share its determinants."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def job_mode(self, contract: ConsistencyContract) -> str:
+        return "native"
+
+    def supervisor(
+        self,
+        spec: ProcessSpec,
+        workdir: Path,
+        store: MetricsStore,
+        run_id: str,
+        options: ModeOptions = ModeOptions(),
+    ) -> JobSupervisor:
+        return ReplicaSet(
+            spec,
+            self.name,  # type: ignore[arg-type]
+            workdir,
+            store,
+            run_id,
+            heartbeat_period_s=options.heartbeat_period_s,
+            victim=options.victim,
+            replace_after_s=options.replace_after_s,
+        )
+
+
 MODES: dict[str, RecoveryMode] = {
-    m.name: m for m in (NativeMode(), CausalMode(), StandbyMode(), CECMode())
+    m.name: m
+    for m in (
+        NativeMode(),
+        CausalMode(),
+        StandbyMode(),
+        CECMode(),
+        ReplicationMode("kazoo"),
+        ReplicationMode("liverobin"),
+    )
 }
+REPLICATION = frozenset({"kazoo", "liverobin"})
 REFERENCE_MODE: RecoveryMode = MODES["native"]  # the failure-free run

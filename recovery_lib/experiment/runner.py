@@ -27,8 +27,8 @@ from confluent_kafka import Producer
 from rich.console import Console
 
 from recovery_lib.experiment.inputs import ExperimentInput, GeneratedInput, RecordedInput
-from recovery_lib.experiment.modes import MODES, REFERENCE_MODE
-from recovery_lib.experiment.recovery_metrics import output_gap_s, recovery_time_s
+from recovery_lib.experiment.modes import MODES, REFERENCE_MODE, REPLICATION, ModeOptions
+from recovery_lib.experiment.recovery_metrics import output_gap_s, p99_around, recovery_time_s
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.modes import (
     consumer_dedups,
@@ -122,6 +122,11 @@ class ExperimentConfig:
     replay_start: dict[str, dict[int, int]] | None = None
     replay_end: dict[str, dict[int, int]] | None = None
     params: dict[str, str] | None = None  # the job's --param name=value (besides its services)
+    # Active replication (modes kazoo, liverobin): which replica a failure hits (leader,
+    # follower, a, b), LiveRobin's heartbeat period, when a dead replica is replaced.
+    victim: str | None = None
+    heartbeat_period_s: float | None = None
+    replace_after_s: float | None = None
 
     @property
     def job(self) -> JobSpec:
@@ -163,6 +168,8 @@ class ExperimentConfig:
             )
         if self.sink not in SINKS:
             raise ValueError(f"--sink must be one of {', '.join(SINKS)}, got {self.sink!r}")
+        if self.mode in REPLICATION:
+            self._validate_replication(job)
         check_sink_mode(
             job,
             SINKS[self.sink],
@@ -185,6 +192,41 @@ class ExperimentConfig:
                 "the cluster's workers, and Spark recovers lost executors itself. Use "
                 "driver-kill, mid-write or pause (a paused primary is fenced)"
             )
+
+    def _validate_replication(self, job: JobSpec) -> None:
+        from recovery_lib.ha.replication.replica_set import REPLICAS, VICTIMS
+
+        if self.sink != "release":
+            raise ValueError(
+                f"--mode {self.mode} writes both replicas through the release sink and the "
+                "replica gate, whose output a plain consumer reads once: use --sink release"
+            )
+        if job.contract.replay_needs_causal:
+            raise ValueError(
+                f"job {job.name} declares nondeterminism or an order-sensitive operator: two "
+                "replicas of it would compute different outputs under the same ids. Replicate "
+                "a deterministic job, or use --mode causal or standby for this one"
+            )
+        other = sorted(set(self.kinds) - {"driver-kill", "pause"})
+        if other:
+            raise ValueError(
+                f"--mode {self.mode} takes driver-kill (a replica's Spark application is "
+                f"SIGKILLed) and pause (SIGSTOP past the lease), not {', '.join(other)}"
+            )
+        if self.cluster:
+            raise ValueError(
+                f"--mode {self.mode} runs both replicas in local mode: the one-host cluster "
+                "cannot run two applications' executors at once. Leave out --cluster"
+            )
+        allowed = VICTIMS if self.mode == "kazoo" else REPLICAS
+        if self.victim is not None and self.victim not in allowed:
+            raise ValueError(f"--victim {self.victim!r}: choose one of {', '.join(allowed)}")
+        if self.heartbeat_period_s is not None and self.heartbeat_period_s <= 0:
+            raise ValueError("--heartbeat-period must be positive")
+
+    @property
+    def mode_options(self) -> ModeOptions:
+        return ModeOptions(self.victim, self.heartbeat_period_s, self.replace_after_s)
 
 
 @dataclass
@@ -393,7 +435,8 @@ class Experiment:
             # Every injected failure may cost a restart; the default budget covers the rest.
             max_restarts=ProcessSpec.max_restarts + (cfg.repeat if inject is not None else 0),
         )
-        sup = mode.supervisor(spec, self.workdir / name, self.store, run_id)
+        options = cfg.mode_options if name == "faulty" else ModeOptions()
+        sup = mode.supervisor(spec, self.workdir / name, self.store, run_id, options)
         self._supervisors.append(sup)
         self.progress(
             f"[{name}] starting the {self.job.name} job "
@@ -648,6 +691,7 @@ class Experiment:
             "output_gap_s": output_gap_s([v for v, _ in samples], failure_ms)
             if failure_ms
             else None,
+            **(p99_around(samples, failure_ms) if failure_ms else {}),
             "restarts": restarts,
             "takeovers": faulty.get("takeovers", []),
             "consistency": consistency,

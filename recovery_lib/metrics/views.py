@@ -180,6 +180,33 @@ def pipeline_states(path: str | Path) -> pd.DataFrame:
     )
 
 
+def replication_states(path: str | Path) -> pd.DataFrame:
+    """The newest ``replication_state`` event per replicated job (ReplicationState in
+    recovery_lib/ha/replication/replica_set.py, as JSON text per row)."""
+    return read_frame(
+        path,
+        """SELECT json_extract_string(detail, '$.job') AS job, run_id, ts_ms, detail
+           FROM events WHERE kind = 'replication_state'
+           QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY ts_ms DESC) = 1
+           ORDER BY ts_ms DESC""",
+    )
+
+
+def replication_history(path: str | Path, run_id: str) -> pd.DataFrame:
+    """Each replica's committed batch over time in one replicated run (lag between them)."""
+    return read_frame(
+        path,
+        """SELECT ts_ms, r.key AS replica,
+                  TRY_CAST(json_extract_string(r.value, '$.committed_batch') AS BIGINT)
+                      AS committed_batch,
+                  TRY_CAST(json_extract_string(r.value, '$.live') AS BOOLEAN) AS live
+           FROM events, json_each(json_extract(detail, '$.replicas')) AS r
+           WHERE kind = 'replication_state' AND run_id = ?
+           ORDER BY ts_ms""",
+        [run_id],
+    )
+
+
 def pipeline_recoveries(path: str | Path) -> pd.DataFrame:
     """Every pipeline recovery, newest first: failed stages, restarted and rewound ones, local
     or global, and the restart time once every restarted stage served again."""

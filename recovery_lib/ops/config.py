@@ -10,6 +10,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from recovery_lib.ha.replication.replica_set import replica_checkpoint_roots
 from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.settings import get_settings
@@ -28,6 +29,10 @@ class StreamJob(BaseModel):
     # A warm standby fed by shipped checkpoints takes over when the job's lease expires
     # (recovery_lib/ha/standby); the checkpoint then lives in the new primary's directory.
     standby: bool = False
+    # Two live replicas on identical micro-batches (recovery_lib/ha/replication): kazoo (a
+    # leader publishes its cuts) or liverobin (heartbeats cut both); needs sink_mode release.
+    replication: Literal["none", "kazoo", "liverobin"] = "none"
+    heartbeat_period_s: float | None = Field(default=None, gt=0)  # liverobin's batch interval
     # How outputs reach consumers (recovery_lib/io/sinks/modes.py); release needs a
     # deterministic job or mode causal.
     sink_mode: Literal["at_least_once", "dedup", "release", "two_phase"] = "dedup"
@@ -56,6 +61,26 @@ class StreamJob(BaseModel):
                 f"job {self.name}: mode cec writes its output log itself and recovers from it; "
                 "leave sink_mode at dedup and standby off"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _replicas_compute_the_same(self) -> StreamJob:
+        if self.replication == "none":
+            return self
+        problem = None
+        if self.sink_mode != "release":
+            problem = "set sink_mode: release (both replicas write through the replica gate)"
+        elif self.standby or self.mode != "native":
+            problem = "leave mode at native and standby off (replication is the recovery)"
+        elif self.placement != "local":
+            problem = "use placement: local (the one-host cluster runs one application at once)"
+        elif self.spec.contract.replay_needs_causal:
+            problem = (
+                "replicate a deterministic job: this one declares nondeterminism or an "
+                "order-sensitive operator, so two replicas would differ under the same ids"
+            )
+        if problem:
+            raise ValueError(f"job {self.name}: replication {self.replication}: {problem}")
         return self
 
     @model_validator(mode="after")
@@ -89,7 +114,17 @@ class StreamJob(BaseModel):
     def checkpoint_dir(self) -> Path:
         if self.standby:  # the current primary's (the pair keeps the link up to date)
             return self.workdir / "supervisor" / "primary" / "ck"
+        if self.replication != "none":  # replica a's (each replica has its own)
+            return self.replica_checkpoint_dirs[0]
         return self.workdir / "checkpoints"
+
+    @property
+    def replica_checkpoint_dirs(self) -> list[Path]:
+        """Each replica's checkpoint root (empty: the job is not replicated); the layout is
+        ReplicaSet's under ``<workdir>/supervisor``."""
+        if self.replication == "none":
+            return []
+        return replica_checkpoint_roots(self.workdir / "supervisor")
 
     @property
     def standby_dir(self) -> Path | None:

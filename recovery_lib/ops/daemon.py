@@ -143,8 +143,7 @@ def seen_alive(status: DaemonStatus | None, log: Path, never_started: str) -> Da
     if status.status in ACTIVE and not status.alive:
         status.status = "failed"
         status.message = (
-            f"the daemon (pid {status.supervisor_pid}) is gone without a final status; "
-            f"see {log}"
+            f"the daemon (pid {status.supervisor_pid}) is gone without a final status; see {log}"
         )
     return status
 
@@ -239,10 +238,22 @@ def run_daemon(name: str) -> int:
         heartbeat_timeout_s=job.heartbeat_timeout_s,
         max_restarts=job.max_restarts,
     )
+    replicas = None
     if job.standby:
         from recovery_lib.ha.standby.pair import StandbyPair
 
         sup: JobSupervisor = StandbyPair(spec, job.workdir / "supervisor", store, run_id)
+    elif job.replication != "none":
+        from recovery_lib.ha.replication.replica_set import ReplicaSet
+
+        sup = replicas = ReplicaSet(
+            spec,
+            job.replication,
+            job.workdir / "supervisor",
+            store,
+            run_id,
+            heartbeat_period_s=job.heartbeat_period_s,
+        )
     else:
         sup = Supervisor(spec, job.workdir / "supervisor", store, run_id)
     code = 0
@@ -262,7 +273,7 @@ def run_daemon(name: str) -> int:
                 status.job_pid = sup.pid
                 status.restarts = len(sup.restarts)
                 status.heartbeat_ms = beat.ts_ms if beat is not None else None
-                status.committed_batch = last_committed(job.checkpoint)
+                status.committed_batch = last_committed(sup.live_checkpoints / job.query)
                 status.status = (
                     "running" if sup.serving() else ("restarting" if sup.restarts else "starting")
                 )
@@ -275,6 +286,15 @@ def run_daemon(name: str) -> int:
                     info = getattr(sup.standby_beat(), "info", None) or {}
                     status.standby_lag_batches = info.get("lag_batches")
                     status.standby_lag_bytes = info.get("lag_bytes")
+                if replicas is not None and replicas.failed:  # it serves, but unprotected
+                    status.message = "; ".join(
+                        m
+                        for m in (
+                            status.message,
+                            f"running on one replica: {sorted(replicas.failed)} being replaced",
+                        )
+                        if m
+                    )
                 status.ts_ms = now_ms()
                 _write_status(job, status, store)
             time.sleep(0.5)

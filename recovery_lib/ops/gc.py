@@ -18,7 +18,8 @@ resume from what was shipped to it, so GC never passes the newest complete shipp
 - optionally (``delete_input_records``), input records before the oldest kept batch's start
   offsets, through Kafka's DeleteRecords (only when no other consumer reads those topics),
   and never at or above ``input_floor`` (a CEC job's replay start T, recovery_lib/cec).
-  A CEC job's output topic is its checkpoint: GC never truncates it.
+  A CEC job's output topic is its checkpoint: GC never truncates it. A replicated job's
+  replicas are collected each on its own, and input records only below what both keep.
 
 ``dry_run`` lists the same plan without touching anything. Each pass is reported to the
 metrics store (table gc_runs).
@@ -148,7 +149,9 @@ def plan_gc(
             for part, offset in list(parts.items()):
                 parts[part] = min(offset, floor.get(int(part), 0))
             if parts:
-                plan.notes.append(f"{topic}: kept from the CEC replay start {floor}")
+                plan.notes.append(
+                    f"{topic}: kept from {floor} (a CEC replay start or the other replica's need)"
+                )
     return plan
 
 
@@ -264,17 +267,47 @@ def gc_job(
         (input_name,) = job.spec.inputs
         topic = input_topic(input_name, job.input_prefix, job.inputs)
         floor = {topic: replay_floor(OutputLog(job.out_topic, client_config()))}
-    result = run_gc(
-        job.checkpoint,
-        keep_batches or job.keep_batches,
-        dry_run=dry_run,
-        shipped=shipped_batch(job.standby_dir),
-        causal=causal,
-        delete_input_records=delete_input_records,
-        input_floor=floor,
-    )
+    # A replicated job: each replica's checkpoint alone, and input records only below what
+    # both replicas' oldest kept batches start at (a replacement restarts from either).
+    checkpoints = [root / job.query for root in job.replica_checkpoint_dirs] or [job.checkpoint]
+    keep = keep_batches or job.keep_batches
+    if delete_input_records and len(checkpoints) > 1:
+        floor = common_input_floor(checkpoints, keep)
+        delete_input_records = floor is not None
+    results = [
+        run_gc(
+            checkpoint,
+            keep,
+            dry_run=dry_run,
+            shipped=shipped_batch(job.standby_dir),
+            causal=causal,
+            delete_input_records=delete_input_records,
+            input_floor=floor,
+        )
+        for checkpoint in checkpoints
+    ]
     with MetricsStore(get_settings().home / "metrics.duckdb") as store:
-        record(store, name, result)
-    summary = result.to_dict()
-    summary["planned_files"] = [path for path, _ in result.plan.files][:200]
+        for result in results:
+            record(store, name, result)
+    summary = results[0].to_dict()
+    summary["planned_files"] = [path for r in results for path, _ in r.plan.files][:200]
+    if len(results) > 1:
+        summary["replicas"] = [r.to_dict() for r in results]
     return summary
+
+
+def common_input_floor(
+    checkpoints: list[Path], keep_batches: int
+) -> dict[str, dict[int, int]] | None:
+    """Per input partition, the lowest start offset any of ``checkpoints`` keeps (None: one
+    of them keeps all its input, e.g. a replacement that has not committed yet)."""
+    floor: dict[str, dict[int, int]] = {}
+    for checkpoint in checkpoints:
+        needed = plan_gc(checkpoint, keep_batches, delete_input_records=True).input_records_before
+        if not needed:
+            return None
+        for topic, parts in needed.items():
+            mine = floor.setdefault(topic, {})
+            for part, offset in parts.items():
+                mine[int(part)] = min(offset, mine.get(int(part), offset))
+    return floor

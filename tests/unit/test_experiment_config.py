@@ -27,3 +27,30 @@ def test_several_kinds_take_turns():
 def test_bad_settings_are_refused_with_the_fix(changes, message):
     with pytest.raises(ValueError, match=message):
         ExperimentConfig(**{"duration_s": 100, **changes}).validate()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"sink": "dedup"}, "use --sink release"),
+        ({"query": "prices"}, "declares nondeterminism"),
+        ({"fail": "driver-kill,mid-write"}, "not mid-write"),
+        ({"cluster": True}, "Leave out --cluster"),
+        ({"victim": "c"}, "--victim 'c'"),
+        ({"mode": "liverobin", "victim": "leader"}, "choose one of a, b"),
+        ({"mode": "liverobin", "heartbeat_period_s": 0.0}, "--heartbeat-period"),
+    ],
+)
+def test_replication_experiments_refuse_what_two_replicas_cannot_do(changes, message):
+    settings = {"query": "q1", "mode": "kazoo", "sink": "release", "duration_s": 100}
+    with pytest.raises(ValueError, match=message):
+        ExperimentConfig(**{**settings, **changes}).validate()
+
+
+def test_a_replication_experiment_hands_its_options_to_the_replica_set():
+    cfg = ExperimentConfig(
+        query="q3", mode="kazoo", sink="release", victim="follower", replace_after_s=5.0
+    )
+    cfg.validate()
+    assert cfg.mode_options.victim == "follower"
+    assert cfg.mode_options.replace_after_s == 5.0

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recovery_lib.ops.gc import plan_gc, run_gc
+from recovery_lib.ops.gc import common_input_floor, plan_gc, run_gc
 
 
 def make_checkpoint(
@@ -124,3 +124,14 @@ def test_input_records_stay_at_and_above_a_cec_jobs_replay_start(tmp_path):
     plan = plan_gc(ck, keep_batches=2, delete_input_records=True, input_floor=floor)
     assert plan.input_records_before == {"in": {"0": 50, "1": 80}}
     assert any("CEC replay start" in note for note in plan.notes)
+
+
+def test_a_replicated_jobs_input_is_kept_from_the_lowest_start_either_replica_keeps(tmp_path):
+    a = make_checkpoint(tmp_path / "a", committed=10, snapshot_every=5)
+    b = make_checkpoint(tmp_path / "b", committed=10, snapshot_every=5)
+    (a / "offsets" / "8").write_text('v1\n{"batchWatermarkMs": 0}\n{"in": {"0": 100, "1": 80}}')
+    (b / "offsets" / "8").write_text('v1\n{"batchWatermarkMs": 0}\n{"in": {"0": 70, "1": 95}}')
+    assert common_input_floor([a, b], keep_batches=2) == {"in": {0: 70, 1: 80}}
+    fresh = tmp_path / "replacement" / "ck"  # a replacement that has committed nothing yet
+    fresh.mkdir(parents=True)
+    assert common_input_floor([a, fresh], keep_batches=2) is None

@@ -1,0 +1,160 @@
+"""The replica set's wiring, without processes: what each replica runs (its own checkpoint,
+the raw topic through the release sink, the mode's cut policy and guard), which replica a
+failure hits, and the refusals that say what to fix."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from recovery_lib.ha.replication.gate import raw_topic
+from recovery_lib.ha.replication.kazoo import KAZOO_GUARD, KAZOO_POLICY, role_path
+from recovery_lib.ha.replication.liverobin import LIVEROBIN_POLICY
+from recovery_lib.ha.replication.replica_set import (
+    Replacement,
+    ReplicaSet,
+    ReplicaState,
+    ReplicationState,
+)
+from recovery_lib.job.options import parse_pairs
+
+
+@pytest.fixture(autouse=True)
+def _broker_address(monkeypatch):
+    """Jobs read their broker's address when they parse their arguments; nothing connects."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", "127.0.0.1:9")
+
+
+def _options(args: list[str], flag: str) -> dict[str, str]:
+    return parse_pairs([args[i + 1] for i, a in enumerate(args) if a == flag], flag)
+
+
+def _value(args: list[str], flag: str) -> str:
+    assert args.count(flag) == 1, (flag, args)
+    return args[args.index(flag) + 1]
+
+
+def test_each_kazoo_replica_writes_the_raw_topic_from_its_own_checkpoint(tmp_path):
+    rs = ReplicaSet.for_job("q3", "kazoo", tmp_path, "px", "px.out", partitions=2)
+    assert rs.output_topic == "px.out"
+    assert rs.input_topics == ["px.persons", "px.auctions"]
+    a, b = rs.args("a"), rs.args("b")
+    assert _value(a, "--checkpoints") != _value(b, "--checkpoints")
+    for replica, args in (("a", a), ("b", b)):
+        assert _value(args, "--output-topic") == raw_topic("px.out")
+        assert _value(args, "--sink-mode") == "release"
+        source, sink = _options(args, "--source-option"), _options(args, "--sink-option")
+        assert source["cutPolicy"] == KAZOO_POLICY and source["replicaId"] == replica
+        assert source["replicaCheckpoint"] == str(rs.checkpoint(replica))
+        assert sink["writeGuard"] == KAZOO_GUARD
+        assert sink["replicaCheckpoint"] == source["replicaCheckpoint"]
+        assert sink["orderTopic"] == source["orderTopic"] == "px.out.order"
+
+
+def test_liverobin_replicas_cut_at_the_heartbeat_index_and_have_no_guard(tmp_path):
+    rs = ReplicaSet.for_job("q1", "liverobin", tmp_path, "px", "px.out")
+    source, sink = (
+        _options(rs.args("a"), "--source-option"),
+        _options(rs.args("a"), "--sink-option"),
+    )
+    assert source == {"cutPolicy": LIVEROBIN_POLICY, "heartbeatIndex": "px.out.heartbeats"}
+    assert "writeGuard" not in sink and sink["replicaId"] == "a"
+
+
+def test_an_experiments_job_arguments_are_kept_and_its_topics_read_as_the_job_reads_them(
+    tmp_path,
+):
+    rs = ReplicaSet.for_job(
+        "q1",
+        "kazoo",
+        tmp_path,
+        "px",
+        "exp.out",
+        inputs={"bids": "recorded.bids"},
+        job_args=["--checkpoints", "/elsewhere", "--sink-mode", "dedup", "--run-id", "r1"],
+    )
+    args = rs.args("b")
+    assert _value(args, "--checkpoints") == str(tmp_path / "replicas" / "b" / "checkpoints")
+    assert _value(args, "--sink-mode") == "release"
+    assert _value(args, "--run-id") == "r1"
+    assert rs.input_topics == ["recorded.bids"]
+
+
+def test_a_failure_hits_the_leader_or_the_follower_as_kazoo_last_decided(tmp_path):
+    def decided(replica: str, role: str, epoch: int) -> None:
+        path = role_path(tmp_path / "replicas", replica)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"role": role, "epoch": epoch}))
+
+    leader = ReplicaSet.for_job("q1", "kazoo", tmp_path, "px", "px.out")
+    follower = ReplicaSet.for_job("q1", "kazoo", tmp_path, "px", "px.out", victim="follower")
+    assert leader.victim_replica() is None  # nobody leads yet: nothing to aim at
+    decided("a", "follower", 1)
+    decided("b", "leader", 1)
+    assert leader.victim_replica() == "b" and follower.victim_replica() == "a"
+    decided("a", "leader", 2)  # a took over; b's file is stale (a zombie's last word)
+    assert leader.victim_replica() == "a" and follower.victim_replica() == "b"
+    leader.replicas["a"].dead = True
+    assert leader.victim_replica() == "b"  # the only live replica claiming to lead
+    assert follower.victim_replica() is None or follower.victim_replica() != "a"
+
+
+@pytest.mark.parametrize(
+    ("mode", "kw", "message"),
+    [
+        ("zookeeper", {}, "choose one of"),
+        ("liverobin", {"victim": "leader"}, "LiveRobin has no leader"),
+        ("kazoo", {"victim": "c"}, "victim 'c'"),
+    ],
+)
+def test_bad_replica_sets_are_refused_with_the_fix(tmp_path, mode, kw, message):
+    with pytest.raises(ValueError, match=message):
+        ReplicaSet.for_job("q1", mode, tmp_path, "px", "px.out", **kw)
+
+
+def test_a_job_missing_its_parameters_is_refused_before_any_process_starts(tmp_path):
+    with pytest.raises(ValueError, match="arguments of job prices are refused"):
+        ReplicaSet.for_job("prices", "kazoo", tmp_path, "px", "px.out")
+
+
+def test_the_replication_state_a_set_reports_reads_back_as_written():
+    state = ReplicationState(
+        job="q3",
+        output_topic="px.out",
+        mode="kazoo",
+        replicas={
+            "a": ReplicaState(True, 1, 41, 17, "follower", 2),
+            "b": ReplicaState(True, 0, 42, 18, "leader", 2),
+        },
+        lag_batches=1,
+        gate_forwarded=1200,
+        gate_dropped={"a": 3},
+        heartbeats=None,
+        replacements=(Replacement("a", "exit -9", 1000, "b", 31_000, 12, 52_000),),
+    )
+    encoded = json.loads(json.dumps(state.to_dict()))
+    assert encoded["replacements"][0]["kind"] == "replacement"
+    assert ReplicationState.from_dict(encoded) == state
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"sink_mode": "dedup"}, "set sink_mode: release"),
+        ({"standby": True}, "standby off"),
+        ({"placement": "cluster"}, "placement: local"),
+        ({"job": "prices", "params": {"service_url": "x"}}, "replicate a deterministic job"),
+    ],
+)
+def test_jobs_file_replication_says_what_to_fix(changes, message):
+    from pydantic import ValidationError
+
+    from recovery_lib.ops.config import StreamJob
+
+    entry = {"name": "q3r", "job": "q3", "replication": "kazoo", "sink_mode": "release"}
+    job = StreamJob(**entry)
+    assert [p.parts[-2] for p in job.replica_checkpoint_dirs] == ["a", "b"]
+    assert job.checkpoint_dir == job.replica_checkpoint_dirs[0]
+    with pytest.raises(ValidationError, match=message):
+        StreamJob(**{**entry, **changes})
