@@ -38,7 +38,7 @@ with DAG(
 
     @task
     def gc_job(name: str, params: dict | None = None) -> dict:
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
 
         from recovery_lib.ops.gc import gc_job as run
 

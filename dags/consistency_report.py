@@ -44,7 +44,7 @@ with DAG(
             def snapshot(name: str = job.name, run_id: str | None = None) -> dict:
                 import re
 
-                from airflow.exceptions import AirflowSkipException
+                from airflow.sdk.exceptions import AirflowSkipException
 
                 from recovery_lib.ops.airflow_tasks import reference_submit_args
                 from recovery_lib.ops.config import get_job
@@ -69,7 +69,7 @@ with DAG(
 
             @task(task_id="compare")
             def compare(info: dict, name: str = job.name) -> dict:
-                from airflow.exceptions import AirflowFailException
+                from airflow.sdk.exceptions import AirflowFailException
 
                 from recovery_lib.metrics.store import MetricsStore
                 from recovery_lib.ops.config import get_job
@@ -99,7 +99,7 @@ with DAG(
 
     @task
     def metrics_expectations() -> list[dict]:
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
 
         from recovery_lib.metrics.store import MetricsStore
         from recovery_lib.verify.expectations import record, validate_metrics

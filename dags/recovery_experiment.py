@@ -43,7 +43,7 @@ with DAG(
 
     @task
     def run_experiment(params: dict | None = None) -> dict:
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
 
         from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
         from recovery_lib.settings import get_settings
@@ -76,9 +76,7 @@ with DAG(
             "output_gap_s": result["output_gap_s"],
         }
         if p.get("fail_on_inconsistent") and summary["verdict"] != "consistent":
-            raise AirflowFailException(
-                f"oracle: {summary['verdict']} ({result['consistency']})"
-            )
+            raise AirflowFailException(f"oracle: {summary['verdict']} ({result['consistency']})")
         return summary
 
     run_experiment()

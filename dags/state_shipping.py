@@ -31,7 +31,7 @@ with DAG(
 
     @task
     def ship(name: str, params: dict | None = None) -> dict:
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
 
         from recovery_lib.ops.shipping import NoStandby, ship_job
 

@@ -5,6 +5,9 @@ daemon spent its restart budget, fails with the reason unless the job's policy o
 ``restart_failed`` param says restart), then watches it for ``watch_minutes`` with a deferrable
 operator: the wait happens in the triggerer, not in a worker slot. A failure inside the window
 fails the run with the daemon's message: that is the alert. The next scheduled run picks up.
+A replicated job (``replication: kazoo|liverobin``) also gets ``replica_health`` after the
+watch: its replicas, leader, lag and replacements, failing when a dead replica was not
+replaced or its replacement did not catch up (the job itself still serves on one replica).
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG, Param, task
 
-from recovery_lib.ops.airflow_tasks import WatchJobOperator, ensure_running
+from recovery_lib.ops.airflow_tasks import WatchJobOperator, ensure_running, replica_health
 from recovery_lib.ops.config import load_jobs
 
 for job in load_jobs().values():
     with DAG(
         dag_id=f"stream_{job.name}",
-        description=f"Launch and supervise {job.query} ({job.mode}, {job.placement})",
+        description=f"Launch and supervise {job.query} ({job.mode}, {job.placement}"
+        + (f", replicated: {job.replication})" if job.replication != "none" else ")"),
         schedule=timedelta(minutes=job.watch_minutes),
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
@@ -33,7 +37,8 @@ for job in load_jobs().values():
             ),
             "watch_minutes": Param(job.watch_minutes, type="number", minimum=0),
         },
-        tags=["streaming", job.query, job.mode],
+        tags=["streaming", job.query, job.mode]
+        + ([job.replication] if job.replication != "none" else []),
         doc_md=__doc__,
     ) as dag:
 
@@ -47,4 +52,11 @@ for job in load_jobs().values():
             watch_s="{{ params.watch_minutes * 60 }}",
         )
         ensure() >> watch
+        if job.replication != "none":
+
+            @task(task_id="replica_health")
+            def replicas(name: str = job.name) -> dict:
+                return replica_health(name)
+
+            watch >> replicas()
     globals()[dag.dag_id] = dag

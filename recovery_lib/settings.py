@@ -155,6 +155,11 @@ class Settings(BaseSettings):
         "host a starting JVM takes cores from the surviving replica, whose latency is what a "
         "replica's death must not move. 0 replaces at once (replicas on separate hosts).",
     )
+    replication_join_timeout_s: float = Field(
+        default=300.0,
+        description="A replacement that has not caught up with the survivor this long after "
+        "it started is reported as stuck (the stream DAG's replica check fails).",
+    )
 
     # Continuous eventual checkpointing (recovery_lib/cec).
     cec_extent_target: float = Field(

@@ -97,7 +97,10 @@ def test_jobs_file_errors_say_what_to_fix(tmp_path):
 
 
 def test_every_dag_imports_cleanly(tmp_path, recovery_home):
-    env = airflow_env(tmp_path, recovery_home, write_jobs(tmp_path / "jobs.yaml", "nx"))
+    jobs = write_jobs(tmp_path / "jobs.yaml", "nx")
+    with jobs.open("a") as more:  # a replicated job: its DAG checks the replicas' health too
+        more.write("  - {name: q3_kazoo, job: q3, replication: kazoo, sink_mode: release}\n")
+    env = airflow_env(tmp_path, recovery_home, jobs)
     result = dag_test(env, "--import-errors")
     assert result["errors"] == {}, result["errors"]
     assert {
@@ -106,7 +109,10 @@ def test_every_dag_imports_cleanly(tmp_path, recovery_home):
         "recovery_experiment",
         "state_shipping",
         "stream_q3_ops",
+        "stream_q3_kazoo",
     } <= set(result["dags"])
+    assert result["tasks"]["stream_q3_kazoo"] == ["ensure_running", "replica_health", "watch"]
+    assert "replica_health" not in result["tasks"]["stream_q3_ops"]
 
 
 def test_the_watch_trigger_reports_health_then_failure(tmp_path, monkeypatch, jobs_env):

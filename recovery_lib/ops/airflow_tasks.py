@@ -12,8 +12,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.exceptions import AirflowFailException
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
@@ -114,6 +114,29 @@ def ensure_running(job_name: str, restart_failed: bool) -> dict[str, Any]:
             f"{current.message}. Fix the cause and trigger with restart_failed=true."
         )
     return daemon.describe(daemon.start(job_name))
+
+
+def replica_health(job_name: str) -> dict[str, Any]:
+    """A replicated job's newest replication state (replicas, leader, lag, replacements); fails
+    when a dead replica was not replaced or its replacement did not catch up in time."""
+    from recovery_lib.ops.replication import newest_state
+    from recovery_lib.settings import get_settings
+
+    settings = get_settings()
+    state = newest_state(job_name)
+    if state is None:
+        return {"job": job_name, "state": "no replication state reported yet"}
+    problems = state.problems(
+        int(time.time() * 1000),
+        settings.replication_replace_after_s,
+        settings.replication_join_timeout_s,
+    )
+    if problems:
+        raise AirflowFailException(
+            f"replicated job {job_name}: {'; '.join(problems)}. The daemon's log and each "
+            f"replica's job.log are under <RECOVERY_HOME>/jobs/{job_name}/supervisor/replicas/."
+        )
+    return state.to_dict()
 
 
 def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:

@@ -121,6 +121,24 @@ class ReplicationState:
         out["replacements"] = [r.to_dict() for r in self.replacements]
         return out
 
+    def problems(self, now: int, replace_after_s: float, join_timeout_s: float) -> list[str]:
+        """What an operator must look at: a replica dead longer than its replacement should
+        take, or a replacement that has not caught up in time."""
+        out = []
+        for r in self.replacements:
+            if r.joined_ms is not None:
+                continue
+            if r.started_ms is None and now - r.detected_ms > (replace_after_s + 60) * 1000:
+                out.append(f"replica {r.replica} died ({r.cause}) and was not replaced")
+            elif r.started_ms is not None and now - r.started_ms > join_timeout_s * 1000:
+                out.append(
+                    f"replica {r.replica}'s replacement has not caught up with {r.survivor} "
+                    f"{(now - r.started_ms) / 1000:.0f} s after it started"
+                )
+        if not any(rep.live for rep in self.replicas.values()):
+            out.append("no replica is live")
+        return out
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReplicationState:
         fields = {f.name for f in dataclasses.fields(Replacement)}
