@@ -17,7 +17,8 @@ from confluent_kafka import Consumer, TopicPartition
 from recovery_lib.ha.fencing import FencedError
 from recovery_lib.ha.replication.control_topic import ControlTopic
 from recovery_lib.ha.replication.heartbeats import HEARTBEAT_HEADER, HeartbeatGenerator
-from recovery_lib.ha.replication.kazoo import LeaderCut, kazoo_guard, lease_path, role_path
+from recovery_lib.ha.replication.kazoo import LeaderCut, kazoo_guard, role_path
+from recovery_lib.ha.replication.leases import lease_path
 from recovery_lib.ha.replication.liverobin import HeartbeatCut
 from recovery_lib.ha.replication.order_log import OrderEntry
 from recovery_lib.kafka.admin import TopicAdmin

@@ -80,24 +80,33 @@ class Determinant:
 
 @dataclass(frozen=True)
 class DeterminantRun:
-    """``determinants[i]`` has sequence number ``first_seq + i`` in its stream."""
+    """``determinants[i]`` has sequence number ``first_seq + i`` in its stream.
+
+    Where two processes compute the same stream (active replication, recovery_lib/ha/
+    replication/shared_determinants.py), ``writer`` names the process that logged the run and
+    ``epoch`` its term as the stream's writer; a ``claim`` is a run without determinants by
+    which a writer takes the stream over from ``first_seq`` on."""
 
     key: StreamKey
     first_seq: int
     determinants: tuple[Determinant, ...]
     attempt: int = 0
     epoch: int = 0
+    writer: str = ""
+    claim: bool = False
 
     def encode(self) -> tuple[bytes, bytes]:
-        body = json.dumps(
-            {
-                "seq": self.first_seq,
-                "attempt": self.attempt,
-                "epoch": self.epoch,
-                "det": [d.to_json() for d in self.determinants],
-            },
-            separators=(",", ":"),
-        ).encode()
+        fields: dict[str, Any] = {
+            "seq": self.first_seq,
+            "attempt": self.attempt,
+            "epoch": self.epoch,
+            "det": [d.to_json() for d in self.determinants],
+        }
+        if self.writer:
+            fields["w"] = self.writer
+        if self.claim:
+            fields["claim"] = True
+        body = json.dumps(fields, separators=(",", ":")).encode()
         return self.key.encode(), zlib.crc32(body).to_bytes(4, "big") + body
 
     @classmethod
@@ -116,6 +125,8 @@ class DeterminantRun:
                 dets,
                 int(data.get("attempt", 0)),
                 int(data.get("epoch", 0)),
+                str(data.get("w", "")),
+                bool(data.get("claim", False)),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptDeterminants(f"determinant record for {key!r}: {exc}") from exc

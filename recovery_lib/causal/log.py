@@ -61,6 +61,10 @@ class CausalConfig:
     epoch_store: str = ""  # fencing (standby takeover): refuse to log once a newer epoch exists
     # A standby builds its query before it knows its epoch: it writes the epoch here at takeover.
     epoch_file: str = ""
+    # Several processes computing the same streams (active replication): module:attr of a
+    # factory (config, key, log) -> DeterminantSource, and its options.
+    source: str = ""
+    source_options: dict[str, str] = field(default_factory=dict)
 
     @property
     def current_epoch(self) -> int:
@@ -78,6 +82,11 @@ class CausalConfig:
             raise ValueError(f"on_missing must be one of {ON_MISSING}, got {self.on_missing!r}")
         if not self.topic:
             object.__setattr__(self, "topic", f"{self.job}.determinants")
+        if self.source and self.storage != "kafka":
+            raise ValueError(
+                "a shared determinant source needs storage 'kafka': the writers of one stream "
+                "meet in the determinant topic"
+            )
         if self.storage == "output" and not self.output_topic:
             raise ValueError("storage='output' needs output_topic: the topic the sink writes")
 
@@ -123,6 +132,16 @@ class DeterminantLog(ABC):
     @abstractmethod
     def flush(self) -> None:
         """Make every appended run durable; raise if any could not be written."""
+
+    def runs(self, key: StreamKey) -> list[DeterminantRun]:
+        """Every run (and claim) of a stream logged so far, in log order, read anew."""
+        mark = TruncationMark.load(self.config.state_dir)
+        try:
+            return list(self._index(mark).get(key, []))
+        except CorruptDeterminants:
+            raise
+        except Exception as exc:  # the topic is gone or unreachable
+            raise MissingDeterminants(f"cannot read {self.where}: {exc}") from exc
 
     def read(self, key: StreamKey) -> list[Determinant]:
         """The logged prefix of a stream (empty if nothing was logged)."""
@@ -217,7 +236,7 @@ class KafkaDeterminantLog(DeterminantLog):
         return cached("producer:determinants", conf, lambda c: Producer(c))
 
     def append(self, run: DeterminantRun) -> None:
-        if run.determinants:
+        if run.determinants or run.claim:
             self._pending.append(run)
 
     def flush(self) -> None:

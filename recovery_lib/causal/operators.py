@@ -51,6 +51,17 @@ def _needs_replay(info: dict[str, Any], log: DeterminantLog, key: StreamKey) -> 
     return (info["attempt"] or 0) > 0 or log.may_have(key)
 
 
+def load_source(ref: str) -> Callable[[CausalConfig, StreamKey, DeterminantLog], Any]:
+    """The determinant-source factory named ``module:attr``."""
+    import importlib
+
+    module, _, attr = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"determinant source {ref!r} (module:attr) not found: {exc}") from exc
+
+
 def open_context(scope: str, config: CausalConfig, auto_flush: bool = False) -> CausalContext:
     from recovery_lib.io.task import task_info
 
@@ -60,6 +71,15 @@ def open_context(scope: str, config: CausalConfig, auto_flush: bool = False) -> 
     key = StreamKey(config.job, batch, scope, partition)
     log = open_log(config)
     replay = []
+    if config.source:  # another process computes the same stream: the source arbitrates
+        return CausalContext(
+            key,
+            log,
+            attempt=info["attempt"] or 0,
+            epoch=config.current_epoch,
+            auto_flush=auto_flush,
+            source=load_source(config.source)(config, key, log),
+        )
     if _needs_replay(info, log, key):
         try:
             replay = log.read(key)
@@ -260,8 +280,12 @@ def driver_context(scope: str, config: CausalConfig, batch_id: int) -> Iterator[
     _needs_log_topic(config, "foreach_batch")
     key = StreamKey(config.job, batch_id, scope, -1)
     log = open_log(config)
-    replay = log.read(key) if log.may_have(key) else []
-    ctx = CausalContext(key, log, replay, epoch=config.current_epoch, auto_flush=True)
+    if config.source:
+        source = load_source(config.source)(config, key, log)
+        ctx = CausalContext(key, log, epoch=config.current_epoch, auto_flush=True, source=source)
+    else:
+        replay = log.read(key) if log.may_have(key) else []
+        ctx = CausalContext(key, log, replay, epoch=config.current_epoch, auto_flush=True)
     yield ctx
     ctx.flush()
 

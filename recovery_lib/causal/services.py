@@ -18,7 +18,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from recovery_lib.causal.determinants import (
     CALL,
@@ -32,6 +32,28 @@ from recovery_lib.causal.determinants import (
 from recovery_lib.causal.log import DeterminantLog
 
 T = TypeVar("T")
+
+
+class DeterminantSource(Protocol):
+    """Where a stream's determinants come from when another process computes the same stream
+    at the same time (active replication: recovery_lib/ha/replication/shared_determinants.py).
+    Called by ``CausalContext`` for every position of the stream, from the task's thread."""
+
+    def determinant(self, seq: int) -> Determinant | None:
+        """The determinant the stream's writer logged at ``seq``, waiting until it is logged;
+        None when this process is the writer from ``seq`` on and runs live (raises
+        ``DeterminantError`` when it waited too long)."""
+        ...
+
+    def writer(self) -> tuple[str, int]:
+        """Who this process logs as: its writer id and its term as the stream's writer."""
+        ...
+
+    def check_still_writer(self) -> None:
+        """After this process's determinants were flushed and before an output that depends
+        on them leaves: raise if another writer took the stream over meanwhile (a zombie must
+        not release outputs that the stream's accepted determinants do not explain)."""
+        ...
 
 
 class CausalClock:
@@ -48,6 +70,12 @@ class CausalClock:
         call = self._calls
         self._calls += 1
         ctx = self._ctx
+        if ctx.source is not None:
+            # A shared stream logs every reading: a process that follows another's stream
+            # cannot tell "no change here" from "not logged yet".
+            reading = ctx._next(CLOCK, lambda: [call, int(self._source() * 1000)])
+            self._current = int(reading[1])
+            return self._current
         if not ctx.prefix_exhausted:
             # Replaying: the first run logged a reading at this call only if the millisecond
             # changed here; otherwise the time is the one read last.
@@ -77,8 +105,11 @@ class CausalContext:
         attempt: int = 0,
         epoch: int = 0,
         auto_flush: bool = False,
+        source: DeterminantSource | None = None,
     ) -> None:
         self.key = key
+        self.source = source
+        self._live_from: int | None = None  # shared stream: this process writes from here on
         self.log = log
         self.attempt = attempt
         self.epoch = epoch
@@ -116,16 +147,27 @@ class CausalContext:
     def _next(self, kind: str, live: Callable[[], Any]) -> Any:
         if self._pos < len(self._replay):
             det = self._replay[self._pos]
-            if det.kind != kind:
-                raise DeterminantMismatch(
-                    f"{self.key}: determinant {self._pos} was logged as {det.kind!r} but the "
-                    f"re-execution asks for {kind!r}; the function's calls must come in the "
-                    "same order (order the input with recovery_lib.causal.ordered)"
-                )
+            self._check_kind(det, kind)
             return self._consume().value
+        if self.source is not None and self._live_from is None:
+            det = self.source.determinant(self._pos)
+            if det is not None:  # the stream's writer logged it: use its value
+                self._check_kind(det, kind)
+                self._pos += 1
+                self.replayed += 1
+                return det.value
+            self._live_from = self._pos
         value = live()
         self._record(kind, value)
         return value
+
+    def _check_kind(self, det: Determinant, kind: str) -> None:
+        if det.kind != kind:
+            raise DeterminantMismatch(
+                f"{self.key}: determinant {self._pos} was logged as {det.kind!r} but this "
+                f"execution asks for {kind!r}; the function's calls must come in the same "
+                "order (order the input with recovery_lib.causal.ordered)"
+            )
 
     def _record(self, kind: str, value: Any) -> None:
         if not self._unflushed:
@@ -139,13 +181,23 @@ class CausalContext:
     def flush(self) -> None:
         """Make this stream's new determinants durable: call before releasing any output."""
         if self._unflushed:
+            writer, epoch = self.source.writer() if self.source is not None else ("", self.epoch)
             self.log.append(
                 DeterminantRun(
-                    self.key, self._unflushed_from, tuple(self._unflushed), self.attempt, self.epoch
+                    self.key,
+                    self._unflushed_from,
+                    tuple(self._unflushed),
+                    self.attempt,
+                    epoch,
+                    writer,
                 )
             )
             self._unflushed = []
-        self.log.flush()
+            self.log.flush()
+            if self.source is not None:
+                self.source.check_still_writer()
+        else:
+            self.log.flush()
 
     # -- services ----------------------------------------------------------------------------
 

@@ -114,15 +114,15 @@ class ReplicationMode:
     """Active replication (recovery_lib/ha/replication): two live replicas on identical
     micro-batches, KaZoo (a leader publishes its cuts) or LiveRobin (both cut at the same
     heartbeats); a plain consumer reads the gate's output. A dead replica is replaced from the
-    survivor's state; the job never restarts. Replicas must compute identical outputs, so a job
-    whose contract declares nondeterminism or an order-sensitive operator is refused until the
-    replicas share its determinants."""
+    survivor's state; the job never restarts. A job whose contract declares nondeterminism or an
+    order-sensitive operator runs causal on both replicas, which share its determinant
+    streams (ha/replication/shared_determinants.py): both compute the same outputs."""
 
     def __init__(self, name: str) -> None:
         self.name = name
 
     def job_mode(self, contract: ConsistencyContract) -> str:
-        return "native"
+        return "causal" if contract.replay_needs_causal else "native"
 
     def supervisor(
         self,

@@ -201,12 +201,6 @@ class ExperimentConfig:
                 f"--mode {self.mode} writes both replicas through the release sink and the "
                 "replica gate, whose output a plain consumer reads once: use --sink release"
             )
-        if job.contract.replay_needs_causal:
-            raise ValueError(
-                f"job {job.name} declares nondeterminism or an order-sensitive operator: two "
-                "replicas of it would compute different outputs under the same ids. Replicate "
-                "a deterministic job, or use --mode causal or standby for this one"
-            )
         other = sorted(set(self.kinds) - {"driver-kill", "pause"})
         if other:
             raise ValueError(

@@ -68,6 +68,14 @@ def parse_options(
         help="name=value passed to the sink (a mechanism's commit hook, record headers)",
     )
     parser.add_argument(
+        "--causal-option",
+        action="append",
+        default=[],
+        help="name=value for causal logging (mode causal): streamSource=module:attr shares "
+        "streams between processes that compute them together (active replication), the rest "
+        "goes to that source",
+    )
+    parser.add_argument(
         "--follow-log",
         default=None,
         help="re-run batches with the boundaries of this offset log, then cut freely (the "
@@ -118,6 +126,7 @@ def parse_options(
         params = parse_pairs(args.param, "--param")
         source_options = parse_pairs(args.source_option, "--source-option")
         sink_options = parse_pairs(args.sink_option, "--sink-option")
+        causal_options = parse_pairs(args.causal_option, "--causal-option")
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     unknown = sorted(set(inputs) - set(spec.inputs))
@@ -155,7 +164,16 @@ def parse_options(
         from recovery_lib.settings import get_settings
 
         settings = get_settings()
-        opts.enable_causal(settings.causal_on_missing, settings.causal_storage)
+        causal = opts.enable_causal(settings.causal_on_missing, settings.causal_storage)
+        if causal_options:
+            source = causal_options.pop("streamSource", "")
+            if not source:
+                parser.error("--causal-option needs streamSource=module:attr")
+            opts.causal = dataclasses.replace(
+                causal, source=source, source_options=causal_options, storage="kafka"
+            )
+    elif causal_options:
+        parser.error("--causal-option is for --mode causal")
     try:
         check_sink_mode(spec, opts.sink_mode, opts.causal is not None)
     except ValueError as exc:

@@ -70,14 +70,14 @@ class StreamJob(BaseModel):
         problem = None
         if self.sink_mode != "release":
             problem = "set sink_mode: release (both replicas write through the replica gate)"
-        elif self.standby or self.mode != "native":
-            problem = "leave mode at native and standby off (replication is the recovery)"
+        elif self.standby or self.mode == "cec":
+            problem = "leave standby off and mode at native or causal (replication recovers)"
         elif self.placement != "local":
             problem = "use placement: local (the one-host cluster runs one application at once)"
-        elif self.spec.contract.replay_needs_causal:
+        elif self.spec.contract.replay_needs_causal and self.mode != "causal":
             problem = (
-                "replicate a deterministic job: this one declares nondeterminism or an "
-                "order-sensitive operator, so two replicas would differ under the same ids"
+                "set mode: causal: this job declares nondeterminism or an order-sensitive "
+                "operator, and its replicas agree on its values through shared determinants"
             )
         if problem:
             raise ValueError(f"job {self.name}: replication {self.replication}: {problem}")

@@ -33,7 +33,6 @@ def test_bad_settings_are_refused_with_the_fix(changes, message):
     ("changes", "message"),
     [
         ({"sink": "dedup"}, "use --sink release"),
-        ({"query": "prices"}, "declares nondeterminism"),
         ({"fail": "driver-kill,mid-write"}, "not mid-write"),
         ({"cluster": True}, "Leave out --cluster"),
         ({"victim": "c"}, "--victim 'c'"),
@@ -45,6 +44,15 @@ def test_replication_experiments_refuse_what_two_replicas_cannot_do(changes, mes
     settings = {"query": "q1", "mode": "kazoo", "sink": "release", "duration_s": 100}
     with pytest.raises(ValueError, match=message):
         ExperimentConfig(**{**settings, **changes}).validate()
+
+
+def test_a_nondeterministic_job_is_replicated_causally():
+    from recovery_lib.experiment.modes import MODES
+    from recovery_lib.job.spec import resolve_job
+
+    ExperimentConfig(query="prices", mode="liverobin", sink="release").validate()
+    assert MODES["kazoo"].job_mode(resolve_job("prices").contract) == "causal"
+    assert MODES["kazoo"].job_mode(resolve_job("q3").contract) == "native"
 
 
 def test_a_replication_experiment_hands_its_options_to_the_replica_set():

@@ -74,9 +74,7 @@ def simulate(events: list[tuple[str, int, dict]], batch: int) -> list[dict]:
             for out in stages._join((np.int64(node),), iter([frame]), state):
                 pairs += [json.loads(v) for v in out["value"]]
         for source in dict.fromkeys(p["source"] for p in pairs):
-            frame = pd.DataFrame(
-                [{**p, "path": p["path"]} for p in pairs if p["source"] == source]
-            )
+            frame = pd.DataFrame([{**p, "path": p["path"]} for p in pairs if p["source"] == source])
             state = project_states.setdefault(source, State())
             for out in stages._project(
                 (np.int64(source),), iter([frame.assign(ingest_ms=0)]), state
@@ -141,6 +139,7 @@ def test_a_re_added_link_may_repeat_a_path_and_no_more():
     meets the tuple and the link once more), but not [1, 2] after source 1 is deleted and
     re-added (its pairs reach PROJECT before the source does); the invariant allows exactly
     the copies a failure-free run can make."""
+
     def link(a, b, op="add"):
         return (LINKS, a, {"src": a, "dst": b, "op": op})
 

@@ -17,13 +17,14 @@ from recovery_lib.ha.replication.replica_set import (
     ReplicaState,
     ReplicationState,
 )
+from recovery_lib.ha.replication.shared_determinants import SHARED_SOURCE
 from recovery_lib.job.options import parse_pairs
 
 
 @pytest.fixture(autouse=True)
-def _broker_address(monkeypatch):
+def _broker_address(settings_env):
     """Jobs read their broker's address when they parse their arguments; nothing connects."""
-    monkeypatch.setenv("KAFKA_BOOTSTRAP", "127.0.0.1:9")
+    settings_env(KAFKA_BOOTSTRAP="127.0.0.1:9")
 
 
 def _options(args: list[str], flag: str) -> dict[str, str]:
@@ -113,6 +114,22 @@ def test_bad_replica_sets_are_refused_with_the_fix(tmp_path, mode, kw, message):
         ReplicaSet.for_job("q1", mode, tmp_path, "px", "px.out", **kw)
 
 
+def test_causal_replicas_share_their_determinant_streams(tmp_path):
+    rs = ReplicaSet.for_job(
+        "prices",
+        "liverobin",
+        tmp_path,
+        "px",
+        "px.out",
+        job_args=["--mode", "causal", "--param", "price_url=http://127.0.0.1:9"],
+    )
+    for replica in ("a", "b"):
+        causal = _options(rs.args(replica), "--causal-option")
+        assert causal["streamSource"] == SHARED_SOURCE and causal["replicaId"] == replica
+        assert causal["leaseDir"] == str(tmp_path / "replicas")
+    assert "--causal-option" not in ReplicaSet.for_job("q1", "kazoo", tmp_path, "p", "o").args("a")
+
+
 def test_a_job_missing_its_parameters_is_refused_before_any_process_starts(tmp_path):
     with pytest.raises(ValueError, match="arguments of job prices are refused"):
         ReplicaSet.for_job("prices", "kazoo", tmp_path, "px", "px.out")
@@ -144,7 +161,7 @@ def test_the_replication_state_a_set_reports_reads_back_as_written():
         ({"sink_mode": "dedup"}, "set sink_mode: release"),
         ({"standby": True}, "standby off"),
         ({"placement": "cluster"}, "placement: local"),
-        ({"job": "prices", "params": {"service_url": "x"}}, "replicate a deterministic job"),
+        ({"job": "prices", "params": {"price_url": "x"}}, "set mode: causal"),
     ],
 )
 def test_jobs_file_replication_says_what_to_fix(changes, message):

@@ -39,33 +39,21 @@ from pathlib import Path
 
 from recovery_lib.ha.fencing import EpochStore, FencedError
 from recovery_lib.ha.replication.control_topic import ControlTopic
+from recovery_lib.ha.replication.leases import incarnation, lease_expired
 from recovery_lib.ha.replication.order_log import OrderEntry, OrderFold, offset_log_sources
 from recovery_lib.io.cut_policies import CutPolicy, FreeCut
 from recovery_lib.io.exceptions import InvalidSinkOption, InvalidSourceOption
 from recovery_lib.io.offsets import Offsets
 from recovery_lib.io.sinks.fences import FENCE_HEADER
 from recovery_lib.runtime.checkpoint import batch_ids
-from recovery_lib.runtime.heartbeat import read_heartbeat
 
 # How often a waiting follower looks at the order log; the lease is checked as often.
 FOLLOWER_POLL_S = 0.02
 
 
-def lease_path(lease_dir: str | Path, replica: str) -> Path:
-    """Where replica ``replica``'s driver writes its heartbeat (its lease): the heartbeat its
-    supervisor watches (runtime/supervisor.py)."""
-    return Path(lease_dir) / replica / "heartbeat.json"
-
-
 def role_path(lease_dir: str | Path, replica: str) -> Path:
     """What the replica's cut policy last decided (role, epoch, batch): for supervisors."""
     return Path(lease_dir) / replica / "role.json"
-
-
-def incarnation(replica: str) -> str:
-    """This process's claim to leadership: the replica and its process group (the job's
-    driver, its JVM and their Python workers share one; a restart makes a new one)."""
-    return f"{replica}/{os.getpgid(0)}"
 
 
 def _kafka(opts: Mapping[str, str]) -> dict[str, str]:
@@ -169,13 +157,14 @@ class LeaderCut(CutPolicy):
 
     def _expired(self, epoch: int) -> bool:
         holder = self.store.holder(epoch)
-        replica, _, _ = str(holder.get("holder", "")).partition("/")
-        if replica == self.replica:
-            return True  # this replica's former incarnation: it was killed and restarted
-        beat = read_heartbeat(lease_path(self.lease_dir, replica))
         # Before its first heartbeat, the leader's sign of life is taking the epoch.
-        last_ms = max(beat.ts_ms if beat is not None else 0, int(holder.get("ts_ms", 0)))
-        return time.time() * 1000 - last_ms > self.lease_timeout_s * 1000
+        return lease_expired(
+            self.lease_dir,
+            str(holder.get("holder", "")),
+            incarnation(self.replica),
+            self.lease_timeout_s,
+            int(holder.get("ts_ms", 0)),
+        )
 
     def _report(self, batch: int, decision: str) -> None:
         status = {

@@ -23,6 +23,10 @@ reader) may read the raw topic directly and skip the gate's hop.
 
 A replica that dies is never restarted from its own checkpoint (it may hold a batch the
 survivor cut differently); it is replaced from the survivor's state (``_replace``).
+
+A nondeterministic job runs causal on both replicas with one shared determinant topic: every
+determinant stream has one writer, whose values the other replica uses
+(shared_determinants.py), so both compute the same outputs under the same ids.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any, Literal
 from recovery_lib.ha.replication.gate import REPLICA_HEADERS_HOOK, ReplicaGate, raw_topic
 from recovery_lib.ha.replication.kazoo import KAZOO_GUARD, KAZOO_POLICY, role_path
 from recovery_lib.ha.replication.liverobin import LIVEROBIN_POLICY
+from recovery_lib.ha.replication.shared_determinants import SHARED_SOURCE
 from recovery_lib.ha.standby.shipping import Shipper, restore
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.clients import client_config
@@ -204,6 +209,8 @@ class ReplicaSet:
             ) from None
         self.spec = spec
         self.mode = mode
+        # Causal replicas (a nondeterministic job) share their determinant streams.
+        self.causal = opts.causal is not None
         self.home = Path(home)
         self.output_topic = opts.out_topic
         self.input_topics = [opts.topic_for(name) for name in self.job.inputs]
@@ -322,6 +329,14 @@ class ReplicaSet:
             args += ["--source-option", f"{key}={value}"]
         for key, value in sink.items():
             args += ["--sink-option", f"{key}={value}"]
+        if self.causal:  # one writer per determinant stream, the other replica follows it
+            causal = {
+                "streamSource": SHARED_SOURCE,
+                "replicaId": replica,
+                "leaseDir": str(self.home / "replicas"),
+            }
+            for key, value in causal.items():
+                args += ["--causal-option", f"{key}={value}"]
         return args
 
     def _supervisor(self, replica: str) -> Supervisor:

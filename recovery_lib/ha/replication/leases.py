@@ -1,0 +1,41 @@
+"""A replica's lease: its driver's heartbeat file, and who holds a claim (an incarnation).
+
+Used by KaZoo's leadership (kazoo.py) and by the writers of shared determinant streams
+(shared_determinants.py). The files live where both replicas read them (one host here; shared
+storage across hosts).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from recovery_lib.runtime.heartbeat import read_heartbeat
+
+
+def lease_path(lease_dir: str | Path, replica: str) -> Path:
+    """Where replica ``replica``'s driver writes its heartbeat (its lease): the heartbeat its
+    supervisor watches (runtime/supervisor.py)."""
+    return Path(lease_dir) / replica / "heartbeat.json"
+
+
+def incarnation(replica: str) -> str:
+    """This process's identity as a claimant: the replica and its process group (the job's
+    driver, its JVM and their Python workers share one; a replacement makes a new one)."""
+    return f"{replica}/{os.getpgid(0)}"
+
+
+def lease_expired(
+    lease_dir: str | Path, holder: str, me: str, timeout_s: float, since_ms: int = 0
+) -> bool:
+    """Whether ``holder`` (an incarnation) has lost its lease, seen from incarnation ``me``: a
+    former incarnation of my own replica has (it was killed and replaced); another replica's
+    has when its heartbeat, or ``since_ms`` (when it took the claim) if later, is older than
+    ``timeout_s``."""
+    replica = holder.partition("/")[0]
+    if replica == me.partition("/")[0]:
+        return holder != me
+    beat = read_heartbeat(lease_path(lease_dir, replica))
+    last_ms = max(beat.ts_ms if beat is not None else 0, since_ms)
+    return time.time() * 1000 - last_ms > timeout_s * 1000
