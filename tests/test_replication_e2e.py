@@ -125,3 +125,36 @@ def test_liverobin_survives_a_killed_replica_with_identical_cuts(kafka_bootstrap
     replicas, killed, survivor, outputs, raw, expected = run_replicated("liverobin", tmp_path, "a")
     check_exactly_once(outputs, raw, expected)
     assert replicas.generator.beats > 0 and not replicas.generator_errors
+
+
+@pytest.mark.long
+def test_a_nondeterministic_job_replicated_by_kazoo_is_exactly_once_after_the_leader_dies(
+    kafka_bootstrap,
+):
+    """prices (random noise + a live HTTP price service) on two replicas that share their
+    determinant streams; the leader is SIGKILLed mid-stream. Both replicas wrote identical
+    values under every id, and the plain consumer's view is one failure-free run's."""
+    from recovery_lib.experiment.runner import Experiment, ExperimentConfig
+
+    cfg = ExperimentConfig(
+        query="prices",
+        mode="kazoo",
+        sink="release",
+        victim="leader",
+        fail="driver-kill",
+        fail_at_s=15.0,
+        rate=300.0,
+        duration_s=40.0,
+        replace_after_s=5.0,
+    )
+    report = Experiment(cfg).run()
+    c = report["consistency"]
+    assert report["failures"][0]["fired"], report["failures"]
+    assert c["verdict"] == "consistent" and c["guarantee"] == "exactly-once", c
+    assert {t["kind"] for t in report["takeovers"]} >= {"leader", "replacement"}
+    values: dict[str, bytes] = {}
+    raw = list(read_topic(raw_topic(report["out_topics"]["faulty"])))
+    for record in raw:
+        assert values.setdefault(record.id, record.value) == record.value, record.id
+    assert len(values) == c["outputs"]
+    assert report["restarts"] == [] and report["p99_30s_after_ms"] is not None
