@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install demo ops ops-down test test-all browser dashboard lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols lock clean
+.PHONY: install demo ops ops-down test test-all browser dashboard lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -71,6 +71,9 @@ bench-cec: $(STAMP)
 
 bench-protocols: $(STAMP)
 	$(BIN)/recovery bench protocols --suite uniform --suite recovery --suite cyclic --suite skew --out docs/benchmarks/bench_protocols
+
+bench-replication: $(STAMP)
+	$(BIN)/recovery bench replication --out docs/benchmarks/bench_replication
 
 bench-causal: $(STAMP)
 	$(BIN)/recovery bench causal --out docs/benchmarks/bench_causal

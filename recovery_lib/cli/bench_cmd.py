@@ -330,3 +330,63 @@ def bench_protocols(
         run_protocol_bench(suite, out, console, pipeline or None, merge=merge, loads=load or None)
     except (ValueError, RuntimeError, KafkaLayerError) as exc:
         abort(exc)
+
+
+@bench_app.command("replication")
+def bench_replication(
+    part: list[str] = typer.Option(
+        ["masking", "cost", "heartbeat", "slow", "kills", "zombie"],
+        help="masking | cost | heartbeat | slow | kills | zombie (repeatable).",
+    ),
+    query: list[str] = typer.Option(["q3", "q8", "prices"], help="masking, cost: jobs."),
+    rates: str = typer.Option(
+        "q3=5000,q8=5000,prices=1000", help="Input rate per job (ev/s) for masking and cost."
+    ),
+    duration: float = typer.Option(90, help="masking, cost: seconds of input per run."),
+    fail_at: float = typer.Option(40, help="masking: the kill this far in (30 s before it)."),
+    hb_query: str = typer.Option("q1", help="heartbeat, slow, zombie: the job."),
+    hb_rate: float = typer.Option(2000, help="heartbeat, slow, zombie: input rate."),
+    periods: str = typer.Option("0.25,0.5,1,2", help="heartbeat: periods (s)."),
+    delays: str = typer.Option("0,0.5,1,2", help="slow: one partition's heartbeat delays (s)."),
+    kill_jobs: list[str] = typer.Option(["q3", "prices"], help="kills: jobs."),
+    repeat: int = typer.Option(3, help="kills: kills per run."),
+    every: float = typer.Option(45, help="kills: seconds between kills."),
+    pause: float = typer.Option(6, help="zombie: seconds the leader is paused (lease 3 s)."),
+    append: bool = typer.Option(False, help="Add to an existing report."),
+    out: str = typer.Option("reports/bench_replication", help="Report prefix (.json, .png)."),
+) -> None:
+    """KaZoo and LiveRobin against native restart and standby takeover (a replica's death at the
+    sink), their cost, LiveRobin's heartbeat period and a slow partition, repeated kills and a
+    zombie leader, every run judged by the oracle."""
+    from recovery_lib.bench.replication_bench import PARTS, ReplicationBench
+
+    unknown = sorted(set(part) - set(PARTS))
+    if unknown:
+        abort(ValueError(f"unknown part(s) {unknown}; choose from {list(PARTS)}"))
+        return
+    jobs = [q.lower() for q in query]
+    try:
+        rate_map = _rate_map(rates, jobs if {"masking", "cost"} & set(part) else [])
+        kill_map = _rate_map(rates, [j.lower() for j in kill_jobs] if "kills" in part else [])
+        hb_periods = [float(p) for p in periods.split(",")]
+        slow_delays = [float(d) for d in delays.split(",")]
+    except ValueError as exc:
+        abort(exc)
+        return
+    bench = ReplicationBench(out, console, append=append)
+    try:
+        if "masking" in part:
+            bench.masking(jobs, rate_map, duration, fail_at)
+        if "cost" in part:
+            bench.cost(jobs, rate_map, duration)
+        if "heartbeat" in part:
+            bench.heartbeat(hb_query, hb_rate, hb_periods, 40.0)
+        if "slow" in part:
+            bench.slow(hb_query, hb_rate, slow_delays, 40.0)
+        if "kills" in part:
+            bench.kills([j.lower() for j in kill_jobs], kill_map, repeat, every)
+        if "zombie" in part:
+            bench.zombie(hb_query, hb_rate, pause)
+    except (ValueError, KafkaLayerError) as exc:
+        abort(exc)
+    console.print(f"report: {out}.json, chart: {out}.png")

@@ -28,6 +28,7 @@ class ModeOptions:
     victim: str | None = None  # replication: which replica a failure hits (leader, follower, a, b)
     heartbeat_period_s: float | None = None  # LiveRobin's batch interval
     replace_after_s: float | None = None  # replication: when a dead replica is replaced
+    slow_delay_s: float = 0.0  # LiveRobin: heartbeats of one input partition come this late
 
 
 class RecoveryMode(Protocol):
@@ -141,6 +142,7 @@ class ReplicationMode:
             heartbeat_period_s=options.heartbeat_period_s,
             victim=options.victim,
             replace_after_s=options.replace_after_s,
+            slow_delay_s=options.slow_delay_s,
         )
 
 

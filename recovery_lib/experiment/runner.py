@@ -127,6 +127,7 @@ class ExperimentConfig:
     victim: str | None = None
     heartbeat_period_s: float | None = None
     replace_after_s: float | None = None
+    slow_delay_s: float = 0.0  # LiveRobin: one input partition's heartbeats this late
 
     @property
     def job(self) -> JobSpec:
@@ -217,10 +218,16 @@ class ExperimentConfig:
             raise ValueError(f"--victim {self.victim!r}: choose one of {', '.join(allowed)}")
         if self.heartbeat_period_s is not None and self.heartbeat_period_s <= 0:
             raise ValueError("--heartbeat-period must be positive")
+        if self.slow_delay_s and self.mode != "liverobin":
+            raise ValueError(
+                "a slow partition's late heartbeats are LiveRobin's (--mode liverobin)"
+            )
 
     @property
     def mode_options(self) -> ModeOptions:
-        return ModeOptions(self.victim, self.heartbeat_period_s, self.replace_after_s)
+        return ModeOptions(
+            self.victim, self.heartbeat_period_s, self.replace_after_s, self.slow_delay_s
+        )
 
 
 @dataclass

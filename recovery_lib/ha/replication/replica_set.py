@@ -187,6 +187,7 @@ class ReplicaSet:
         victim: str | None = None,
         kafka: Mapping[str, str] | None = None,
         replace_after_s: float | None = None,
+        slow_delay_s: float = 0.0,
     ) -> None:
         from recovery_lib.job.runner import parse_options
 
@@ -223,6 +224,7 @@ class ReplicaSet:
             settings.replication_replace_after_s if replace_after_s is None else replace_after_s
         )
         self.victim = victim
+        self.slow_delay_s = slow_delay_s  # LiveRobin: the first input's partition 0 is late
         self.replicas = {r: _Replica(r, self._supervisor(r)) for r in REPLICAS}
         self.generator: Any = None
         self.gate: ReplicaGate | None = None
@@ -393,6 +395,8 @@ class ReplicaSet:
             heartbeat_index_topic(self.output_topic),
             self.heartbeat_period_s,
             self.kafka,
+            slow=(self.input_topics[0], 0) if self.slow_delay_s else None,
+            slow_delay_s=self.slow_delay_s,
         )
 
         def failed(exc: Exception) -> None:

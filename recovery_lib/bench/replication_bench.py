@@ -1,0 +1,296 @@
+"""``recovery bench replication``: active replication against native restart and standby
+takeover, in one invocation (paper 002). Every run is an experiment (a faulty run and a
+failure-free reference, judged by the oracle); the report is rewritten after each one.
+
+Parts:
+
+masking     per job, one replica SIGKILLed mid-run (KaZoo: the leader, then the follower;
+            LiveRobin: a replica) against a native restart and a standby takeover of the same
+            job at the same rate: p99 of the 30 s after the kill over the 30 s before, output
+            gap, recovery time and its ratio to native (the goal: <= 0.10).
+cost        no failure: each mode's p50/p99 and throughput against one replica.
+heartbeat   LiveRobin's latency by heartbeat period (the batch interval).
+slow        LiveRobin with one input partition's heartbeats late (paper Fig. 13).
+kills       repeated replica kills per mode and job, each dead replica replaced before the
+            next: every run judged exactly-once or not.
+zombie      KaZoo's leader paused past its lease, then resumed: the writes it tried after the
+            new leader took over were refused by the sink guard or dropped by the gate.
+
+Everything runs on one host: two replicas share its 2 cores (each gets half of what a single
+replica gets), so the replicated runs carry twice the compute of the native one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+
+PARTS = ("masking", "cost", "heartbeat", "slow", "kills", "zombie")
+# The masking runs of one job: (name, mode, victim).
+MASKING_RUNS = (
+    ("native", "native", None),
+    ("standby", "standby", None),
+    ("kazoo-leader", "kazoo", "leader"),
+    ("kazoo-follower", "kazoo", "follower"),
+    ("liverobin", "liverobin", "a"),
+)
+GUARD_REFUSAL = re.compile(r"kazoo guard: .* refused: not the published batch")
+
+
+def sink_for(mode: str) -> str:
+    """Replicas write through the release sink and the gate; the single-process modes dedup."""
+    return "release" if mode in ("kazoo", "liverobin") else "dedup"
+
+
+class ReplicationBench:
+    def __init__(self, out_prefix: str, console: Console, append: bool = False) -> None:
+        self.out = Path(out_prefix)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.console = console
+        self.report: dict[str, Any] = {
+            "machine": "2 cores shared by the broker, the generator and both replicas",
+            **{part: [] for part in PARTS},
+        }
+        if append and Path(f"{self.out}.json").exists():
+            self.report.update(json.loads(Path(f"{self.out}.json").read_text()))
+
+    def _put(self, part: str, entry: dict[str, Any]) -> None:
+        """Add ``entry`` to ``part``; an appended report's entry of the same name is replaced."""
+        kept = [e for e in self.report[part] if e.get("name") != entry["name"]]
+        self.report[part] = [*kept, entry]
+        self._save()
+
+    def _save(self) -> None:
+        Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
+        chart(self.report, Path(f"{self.out}.png"))
+
+    def _experiment(self, name: str, cfg: ExperimentConfig) -> dict[str, Any]:
+        self.console.print(
+            f"[bold]{name}[/]: {cfg.query} {cfg.mode} ({cfg.victim or '-'}) {cfg.fail} at "
+            f"{cfg.rate:,.0f} ev/s ..."
+        )
+        t0 = time.monotonic()
+        exp = Experiment(cfg, self.console, progress=lambda _m: None)
+        result = exp.run()
+        path = write_report(result, self.out.parent / f"{self.out.name}_{name}.json")
+        c = result["consistency"]
+        entry = {
+            "name": name,
+            "query": cfg.query,
+            "mode": cfg.mode,
+            "victim": cfg.victim,
+            "fail": cfg.fail,
+            "rate": cfg.rate,
+            "duration_s": cfg.duration_s,
+            "heartbeat_period_s": cfg.heartbeat_period_s,
+            "throughput_eps": result["throughput_eps"],
+            "latency_ms": result["latency_ms"],
+            "p99_30s_before_ms": result.get("p99_30s_before_ms"),
+            "p99_30s_after_ms": result.get("p99_30s_after_ms"),
+            "p99_after_over_before": result.get("p99_after_over_before"),
+            "restart_time_s": result["restart_time_s"],
+            "recovery_time_s": result["recovery_time_s"],
+            "output_gap_s": result["output_gap_s"],
+            "failures": result["failures"],
+            "takeovers": result.get("takeovers", []),
+            "verdict": c["verdict"],
+            "guarantee": c.get("guarantee"),
+            "consistency": {
+                k: c.get(k)
+                for k in ("outputs", "reference_outputs", "lost", "duplicated", "divergent")
+            }
+            | {"inconclusive_because": c.get("inconclusive_because")},
+            "experiment_report": str(path),
+            "workdir": str(exp.workdir),
+            "elapsed_s": round(time.monotonic() - t0, 1),
+        }
+        self.console.print(
+            f"  {c['verdict']} {c.get('guarantee')}, p99 after/before "
+            f"{entry['p99_after_over_before']}, gap {entry['output_gap_s']} s, recovery "
+            f"{entry['recovery_time_s']} s"
+        )
+        return entry
+
+    def _config(self, query: str, mode: str, rate: float, **kw: Any) -> ExperimentConfig:
+        return ExperimentConfig(query=query, mode=mode, sink=sink_for(mode), rate=rate, **kw)
+
+    # -- parts -------------------------------------------------------------------------------
+
+    def masking(
+        self, queries: list[str], rates: dict[str, float], duration_s: float, fail_at_s: float
+    ) -> None:
+        for query in queries:
+            runs: dict[str, dict[str, Any]] = {}
+            for name, mode, victim in MASKING_RUNS:
+                cfg = self._config(
+                    query,
+                    mode,
+                    rates[query],
+                    fail="driver-kill",
+                    fail_at_s=fail_at_s,
+                    duration_s=duration_s,
+                    victim=victim,
+                )
+                runs[name] = self._experiment(f"masking_{query}_{name}", cfg)
+            native = runs["native"]
+            self._put(
+                "masking",
+                {
+                    "name": query,
+                    "rate": rates[query],
+                    "runs": runs,
+                    "recovery_vs_native": {
+                        n: _ratio(r["recovery_time_s"], native["recovery_time_s"])
+                        for n, r in runs.items()
+                    },
+                    "gap_vs_native": {
+                        n: _ratio(r["output_gap_s"], native["output_gap_s"])
+                        for n, r in runs.items()
+                    },
+                },
+            )
+
+    def cost(self, queries: list[str], rates: dict[str, float], duration_s: float) -> None:
+        for query in queries:
+            runs = {
+                mode: self._experiment(
+                    f"cost_{query}_{mode}",
+                    self._config(query, mode, rates[query], fail=None, duration_s=duration_s),
+                )
+                for mode in ("native", "kazoo", "liverobin")
+            }
+            base = runs["native"]["latency_ms"]
+            self._put(
+                "cost",
+                {
+                    "name": query,
+                    "rate": rates[query],
+                    "runs": runs,
+                    "p50_vs_single": {
+                        m: _ratio(r["latency_ms"]["p50"], base["p50"]) for m, r in runs.items()
+                    },
+                    "p99_vs_single": {
+                        m: _ratio(r["latency_ms"]["p99"], base["p99"]) for m, r in runs.items()
+                    },
+                },
+            )
+
+    def heartbeat(self, query: str, rate: float, periods: list[float], duration_s: float) -> None:
+        for period in periods:
+            cfg = self._config(
+                query, "liverobin", rate, fail=None, duration_s=duration_s,
+                heartbeat_period_s=period,
+            )  # fmt: skip
+            self._put("heartbeat", self._experiment(f"heartbeat_{query}_{period:g}s", cfg))
+
+    def slow(self, query: str, rate: float, delays: list[float], duration_s: float) -> None:
+        for delay in delays:
+            cfg = self._config(
+                query, "liverobin", rate, fail=None, duration_s=duration_s, slow_delay_s=delay
+            )
+            self._put("slow", self._experiment(f"slow_{query}_{delay:g}s", cfg))
+
+    def kills(self, jobs: list[str], rates: dict[str, float], repeat: int, every_s: float) -> None:
+        for job in jobs:
+            for mode, victims in (("kazoo", ("leader", "follower")), ("liverobin", ("a", "b"))):
+                for victim in victims:
+                    cfg = self._config(
+                        job,
+                        mode,
+                        rates[job],
+                        fail="driver-kill",
+                        repeat=repeat,
+                        every_s=every_s,
+                        fail_at_s=15.0,
+                        duration_s=15.0 + repeat * every_s + 5.0,
+                        victim=victim,
+                        replace_after_s=2.0,  # the next kill needs a full set again
+                    )
+                    self._put("kills", self._experiment(f"kills_{job}_{mode}_{victim}", cfg))
+
+    def zombie(self, query: str, rate: float, pause_s: float) -> None:
+        cfg = self._config(
+            query, "kazoo", rate, fail="pause", fail_at_s=15.0, duration_s=45.0,
+            victim="leader", pause_s=pause_s,
+        )  # fmt: skip
+        entry = self._experiment(f"zombie_{query}", cfg)
+        entry["zombie"] = zombie_attempts(Path(entry["workdir"]))
+        self._put("zombie", entry)
+
+
+def zombie_attempts(workdir: Path) -> dict[str, Any]:
+    """What the paused leader tried after it resumed: sink writes its guard refused (its log),
+    the copies the gate dropped per writer, and who led at the end."""
+    refused: dict[str, int] = {}
+    for log in sorted((workdir / "faulty" / "replicas").glob("*/job.log")):
+        text = log.read_text(errors="replace")
+        refused[log.parent.name] = len(GUARD_REFUSAL.findall(text))
+    states = sorted((workdir / "faulty" / "replicas").glob("*/role.json"))
+    roles = {p.parent.name: json.loads(p.read_text()) for p in states}
+    return {"guard_refusals": refused, "roles": roles}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def chart(report: dict[str, Any], path: Path) -> None:
+    """Four panels: p99 after/before the kill per run (masking), recovery time per mode against
+    native, p50/p99 by heartbeat period, p50/p99 per mode without failures (cost)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(15, 9))
+    ax = axes[0][0]
+    names = [n for n, _, _ in MASKING_RUNS]
+    for i, row in enumerate(report.get("masking", [])):
+        values = [row["runs"].get(n, {}).get("p99_after_over_before") or 0 for n in names]
+        ax.bar([x + i * 0.35 for x in range(len(names))], values, 0.35, label=row["name"])
+    ax.axhline(1.5, color="r", linestyle="--", label="goal 1.5")
+    ax.set_xticks(range(len(names)), names, rotation=15)
+    ax.set_ylabel("p99 30 s after / 30 s before the kill")
+    ax.set_title("a replica's death (masking)")
+    ax.legend()
+    ax = axes[0][1]
+    for i, row in enumerate(report.get("masking", [])):
+        values = [row["runs"].get(n, {}).get("recovery_time_s") or 0 for n in names]
+        ax.bar([x + i * 0.35 for x in range(len(names))], values, 0.35, label=row["name"])
+    ax.set_xticks(range(len(names)), names, rotation=15)
+    ax.set_ylabel("recovery time (s)")
+    ax.set_title("recovery time: latency back within 10 % of before")
+    ax.legend()
+    ax = axes[1][0]
+    beats = sorted(report.get("heartbeat", []), key=lambda e: e["heartbeat_period_s"] or 0)
+    if beats:
+        periods = [e["heartbeat_period_s"] for e in beats]
+        ax.plot(periods, [e["latency_ms"]["p50"] for e in beats], "o-", label="p50")
+        ax.plot(periods, [e["latency_ms"]["p99"] for e in beats], "s-", label="p99")
+        ax.set_xlabel("heartbeat period (s)")
+        ax.set_ylabel("latency (ms)")
+        ax.legend()
+    ax.set_title("LiveRobin: latency by heartbeat period")
+    ax = axes[1][1]
+    for i, row in enumerate(report.get("cost", [])):
+        modes = list(row["runs"])
+        ax.bar(
+            [x + i * 0.35 for x in range(len(modes))],
+            [row["runs"][m]["latency_ms"]["p99"] or 0 for m in modes],
+            0.35,
+            label=f"{row['name']} p99",
+        )
+        ax.set_xticks(range(len(modes)), modes)
+    ax.set_ylabel("ms")
+    ax.set_title("cost without failures: p99 per mode")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,41 @@
+"""The replication benchmark's own arithmetic and evidence, without running it: the zombie's
+refused writes read from the replicas' logs, the chart drawn from a report."""
+
+from __future__ import annotations
+
+import json
+
+from recovery_lib.bench.replication_bench import MASKING_RUNS, chart, sink_for, zombie_attempts
+
+
+def test_the_zombies_refused_writes_are_counted_per_replica_log(tmp_path):
+    replicas = tmp_path / "faulty" / "replicas"
+    for name, text in {
+        "a": "kazoo guard: write of batch 7 refused: not the published batch\n" * 3,
+        "a.dead-1": "started\n",
+        "b": "kazoo guard: waiting for batch 8\n",
+    }.items():
+        (replicas / name).mkdir(parents=True)
+        (replicas / name / "job.log").write_text(text)
+    (replicas / "b" / "role.json").write_text(json.dumps({"role": "leader", "epoch": 2}))
+    found = zombie_attempts(tmp_path)
+    assert found["guard_refusals"] == {"a": 3, "a.dead-1": 0, "b": 0}
+    assert found["roles"]["b"]["epoch"] == 2
+
+
+def test_replicas_write_through_the_release_sink_and_single_processes_dedup():
+    assert [sink_for(m) for _, m, _ in MASKING_RUNS] == [
+        "dedup", "dedup", "release", "release", "release",
+    ]  # fmt: skip
+
+
+def test_the_chart_is_drawn_from_a_partial_report(tmp_path):
+    run = {"p99_after_over_before": 1.1, "recovery_time_s": 2.0,
+           "latency_ms": {"p50": 800, "p99": 1500}}  # fmt: skip
+    report = {
+        "masking": [{"name": "q3", "runs": {n: run for n, _, _ in MASKING_RUNS}}],
+        "heartbeat": [{"heartbeat_period_s": p, **run} for p in (0.5, 1.0)],
+        "cost": [{"name": "q3", "runs": {"native": run, "kazoo": run}}],
+    }
+    chart(report, tmp_path / "r.png")
+    assert (tmp_path / "r.png").stat().st_size > 10_000
