@@ -573,8 +573,11 @@ class ReplicaSet:
 
     @property
     def live_checkpoints(self) -> Path:
-        """The checkpoint root of the replica that leads (KaZoo) or of the first live one."""
-        replica = (self.leader() if self.mode == "kazoo" else None) or self.live()[0]
+        """The checkpoint root of the replica that leads (KaZoo), else of the live replica that
+        committed most (not a replacement still catching up)."""
+        replica = (self.leader() if self.mode == "kazoo" else None) or max(
+            self.live(), key=lambda r: last_committed(self.checkpoint(r)) or -1
+        )
         return self.replica_dir(replica) / "checkpoints"
 
     def is_ready(self) -> bool:
