@@ -27,6 +27,11 @@ class MemoryLog(DeterminantLog):
     def __init__(self, state_dir: str, records: list[DeterminantRun], lock: threading.Lock):
         super().__init__(CausalConfig(job="out.replicas", state_dir=state_dir))
         self.records, self.lock, self._pending = records, lock, []
+        self.reads = 0
+
+    def runs(self, key: StreamKey) -> list[DeterminantRun]:
+        self.reads += 1
+        return super().runs(key)
 
     def append(self, run: DeterminantRun) -> None:
         if run.determinants or run.claim:
@@ -160,6 +165,9 @@ def test_a_follower_takes_over_a_dead_writers_stream_and_goes_on_live(shared_log
     used_b: list = []
     compute(b, 30, "b", used_b)
     assert used_b == used_a + [f"b{i}" for i in range(12, 30)]
+    # One read served the 12 logged values, one more found the end and claimed, and every
+    # flush of b's 18 live values checked that b still writes (4 flushes).
+    assert b_log.reads <= 2 + 1 + 4, b_log.reads
     fold = StreamFold.of(records)
     assert [(t.writer, t.from_seq) for t in fold.terms] == [("a/1", 0), ("b/2", 12)]
     # a comes back (it was paused, not dead): its next flush finds it lost the stream.

@@ -124,11 +124,17 @@ class ClaimedStream:
         self.term = 0  # this process's term as the stream's writer (0: it follows)
         self.claims = 0
         self.waited_s = 0.0
+        self._known: dict[int, Determinant] = {}  # accepted values: they never change
 
     def _fold(self) -> StreamFold:
-        return StreamFold.of(self.log.runs(self.key))
+        """The stream as the log says now (a read of the determinant topic)."""
+        fold = StreamFold.of(self.log.runs(self.key))
+        self._known = fold.values
+        return fold
 
     def determinant(self, seq: int) -> Determinant | None:
+        if seq in self._known:  # read before: no trip to the broker
+            return self._known[seq]
         deadline = time.monotonic() + self.wait_timeout_s
         while True:
             fold = self._fold()
