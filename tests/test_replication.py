@@ -15,7 +15,6 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from recovery_lib.ha.fencing import FencedError
-from recovery_lib.ha.replication.control_topic import ControlTopic
 from recovery_lib.ha.replication.heartbeats import HEARTBEAT_HEADER, HeartbeatGenerator
 from recovery_lib.ha.replication.kazoo import LeaderCut, kazoo_guard, role_path
 from recovery_lib.ha.replication.leases import lease_path
@@ -23,6 +22,7 @@ from recovery_lib.ha.replication.liverobin import HeartbeatCut
 from recovery_lib.ha.replication.order_log import OrderEntry
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.control_topic import ControlTopic
 from recovery_lib.runtime.heartbeat import Heartbeat
 from tests.helpers import produce
 

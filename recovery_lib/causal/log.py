@@ -28,6 +28,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from recovery_lib.causal.determinants import (
     CorruptDeterminants,
@@ -40,6 +41,8 @@ from recovery_lib.causal.determinants import (
     encode_runs,
 )
 from recovery_lib.ha.fencing import fence_check
+from recovery_lib.io.sinks.fences import FenceFilter
+from recovery_lib.kafka.control_topic import ControlTopic
 
 EPOCH_HEADER = "rl.epoch"
 STORAGES = ("kafka", "output")
@@ -214,7 +217,8 @@ class TruncationMark:
 
 _index_lock = threading.Lock()
 # Per process: (topic, from offset) -> (end offset, {key: [runs]}); extended incrementally.
-_indexes: dict[tuple[str, int], tuple[int, dict[StreamKey, list[DeterminantRun]]]] = {}
+_indexes: dict[tuple[str, int], tuple[int, dict[StreamKey, list[DeterminantRun]], FenceFilter]] = {}
+_readers: dict[str, ControlTopic] = {}  # per process: one reader of each determinant topic
 
 
 class KafkaDeterminantLog(DeterminantLog):
@@ -271,16 +275,29 @@ class KafkaDeterminantLog(DeterminantLog):
         self._pending.clear()
 
     def _index(self, mark: TruncationMark) -> dict[StreamKey, list[DeterminantRun]]:
-        from recovery_lib.io.sinks.dedup_reader import read_topic
-
+        """Every run from the mark on, read incrementally by one reader per process."""
         cache_key = (self.config.topic, mark.offset)
         with _index_lock:
-            end, index = _indexes.get(cache_key, (mark.offset, defaultdict(list)))
-            for record in read_topic(self.config.topic, self.config.kafka, start={0: end}):
-                run = DeterminantRun.decode(record.key, record.value)
-                index[run.key].append(run)
-                end = record.offset + 1
-            _indexes[cache_key] = (end, index)
+            end, index, fence = _indexes.get(
+                cache_key, (mark.offset, defaultdict(list), FenceFilter())
+            )
+            reader = _readers.get(self.config.topic)
+            if reader is None:
+                reader = _readers[self.config.topic] = ControlTopic(
+                    self.config.topic, self.config.kafka
+                )
+            reader.position = max(end, reader.low_watermark())
+
+            def add(msg: Any) -> None:
+                headers = {k: (v or b"") for k, v in msg.headers() or ()}
+                epoch = headers.get(EPOCH_HEADER)
+                # A standby's takeover fences the log: a zombie primary's later runs drop out.
+                if fence.accept(self.config.topic, 0, int(epoch) if epoch else None, headers):
+                    run = DeterminantRun.decode(msg.key(), msg.value())
+                    index[run.key].append(run)
+
+            end = reader.fold_messages(add)
+            _indexes[cache_key] = (end, index, fence)
             return index
 
     def truncate(self, committed_batch: int) -> int:

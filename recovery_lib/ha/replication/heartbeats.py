@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from recovery_lib.ha.replication.control_topic import ControlTopic
 from recovery_lib.io.offsets import Offsets
 from recovery_lib.io.sinks.ids import CONTROL_HEADER
+from recovery_lib.kafka.control_topic import ControlTopic
 
 HEARTBEAT_HEADER = "rl.hb"
 

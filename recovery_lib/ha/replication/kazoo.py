@@ -38,13 +38,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from recovery_lib.ha.fencing import EpochStore, FencedError
-from recovery_lib.ha.replication.control_topic import ControlTopic
 from recovery_lib.ha.replication.leases import incarnation, lease_expired
 from recovery_lib.ha.replication.order_log import OrderEntry, OrderFold, offset_log_sources
 from recovery_lib.io.cut_policies import CutPolicy, FreeCut
 from recovery_lib.io.exceptions import InvalidSinkOption, InvalidSourceOption
 from recovery_lib.io.offsets import Offsets
 from recovery_lib.io.sinks.fences import FENCE_HEADER
+from recovery_lib.kafka.control_topic import ControlTopic
 from recovery_lib.runtime.checkpoint import batch_ids
 
 # How often a waiting follower looks at the order log; the lease is checked as often.

@@ -16,11 +16,11 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from recovery_lib.ha.replication.control_topic import ControlTopic
 from recovery_lib.ha.replication.heartbeats import HeartbeatEntry, HeartbeatIndex
 from recovery_lib.io.cut_policies import CutPolicy
 from recovery_lib.io.exceptions import InvalidSourceOption
 from recovery_lib.io.offsets import Offsets
+from recovery_lib.kafka.control_topic import ControlTopic
 
 POLL_S = 0.02  # how often a waiting replica looks at the index
 WAIT_WARNING_S = 30.0

@@ -355,9 +355,9 @@ class ReplicaSet:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def create_topics(self) -> None:
-        from recovery_lib.ha.replication.control_topic import ControlTopic
         from recovery_lib.io.sinks.modes import output_partitions
         from recovery_lib.kafka.admin import TopicAdmin
+        from recovery_lib.kafka.control_topic import ControlTopic
 
         admin = TopicAdmin(self.kafka)
         # The release sink writes task p to partition p; the gate keeps partitions apart.

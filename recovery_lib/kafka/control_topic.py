@@ -1,7 +1,8 @@
-"""A one-partition control topic, written by one process at a time and read by any number of
-replicas, each folding it in offset order (the KaZoo order log, the LiveRobin heartbeat index).
+"""A one-partition topic that readers fold in offset order: the KaZoo order log, the LiveRobin
+heartbeat index, the determinant log (recovery_lib/causal/log.py).
 
 One partition gives every reader the same total order; the readers never talk to each other.
+A reader keeps one consumer and one tail probe and reads only what is new since its last fold.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 ApplyRecord = Callable[[bytes | None, dict[str, bytes]], None]
+ApplyMessage = Callable[[Any], None]  # a confluent_kafka Message (key, value, offset, headers)
 
 
 class ControlTopic:
@@ -52,6 +54,11 @@ class ControlTopic:
             raise KafkaException(result["err"])
         return int(result["offset"])
 
+    def low_watermark(self) -> int:
+        """The first offset still in the topic (records below it were deleted)."""
+        self.end()  # opens the probe
+        return int(self._probe.watermarks(self.topic, 0)[0])
+
     def end(self) -> int:
         """The true end offset (tansu's high watermark may lag within a record batch)."""
         if self._probe is None:
@@ -65,6 +72,14 @@ class ControlTopic:
     def fold(self, apply: ApplyRecord, until: int | None = None) -> int:
         """Apply every record from the last position up to ``until`` (default: the current
         end) in offset order; returns the new position."""
+
+        def record(msg: Any) -> None:
+            apply(msg.value(), {k: (v or b"") for k, v in msg.headers() or ()})
+
+        return self.fold_messages(record, until)
+
+    def fold_messages(self, apply: ApplyMessage, until: int | None = None) -> int:
+        """As ``fold``, handing ``apply`` each whole message (its key too)."""
         from confluent_kafka import TopicPartition
 
         from recovery_lib.settings import get_settings
@@ -85,8 +100,7 @@ class ControlTopic:
                 continue
             if msg.offset() < self.position:
                 continue
-            headers = {k: (v or b"") for k, v in msg.headers() or ()}
-            apply(msg.value(), headers)
+            apply(msg)
             self.position = msg.offset() + 1
         consumer.unassign()
         return self.position
