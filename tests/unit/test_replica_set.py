@@ -175,3 +175,93 @@ def test_jobs_file_replication_says_what_to_fix(changes, message):
     assert job.checkpoint_dir == job.replica_checkpoint_dirs[0]
     with pytest.raises(ValidationError, match=message):
         StreamJob(**{**entry, **changes})
+
+
+# -- supervision: death, replacement from the survivor's state, joining ---------------------------
+
+
+class FakeReplica:
+    """A replica process as the set sees it: alive or dead, ready, and a checkpoint it commits."""
+
+    def __init__(self, checkpoint) -> None:  # noqa: ANN001
+        self.checkpoint, self.cause, self.ready = checkpoint, None, True
+        self.started = self.killed = self.stopped = 0
+        self.pid = 100
+
+    def commit(self, upto: int) -> None:
+        for log in ("offsets", "commits"):
+            (self.checkpoint / log).mkdir(parents=True, exist_ok=True)
+            for b in range(upto + 1):
+                (self.checkpoint / log / str(b)).write_text(f'v1\n{{}}\n{{"in": {{"0": {b}}}}}')
+        (self.checkpoint / "state" / "0" / "0").mkdir(parents=True, exist_ok=True)
+        (self.checkpoint / "state" / "0" / "0" / f"{upto + 1}.delta").write_text("s")
+
+    def start(self) -> None:
+        self.started += 1
+
+    def check(self):  # noqa: ANN201
+        return self.cause
+
+    def kill_group(self, sig=None) -> None:  # noqa: ANN001
+        self.killed += 1
+
+    def is_ready(self) -> bool:
+        return self.ready
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self.stopped += 1
+
+
+def test_a_dead_replica_is_replaced_from_the_survivors_state_and_joins(tmp_path, monkeypatch):
+    rs = ReplicaSet.for_job("q1", "liverobin", tmp_path, "px", "px.out", replace_after_s=0)
+    made: list[FakeReplica] = []
+
+    def fake(replica: str) -> FakeReplica:
+        made.append(FakeReplica(rs.checkpoint(replica)))
+        return made[-1]
+
+    monkeypatch.setattr(rs, "_supervisor", fake)
+    rs.replicas = {r: type(rep)(r, fake(r)) for r, rep in rs.replicas.items()}
+    a, b = rs.replicas["a"].sup, rs.replicas["b"].sup
+    b.commit(7)
+    a.commit(5)
+    assert rs.tick() == ["a", "b"] and rs.ready_for_next_failure()
+    a.cause = "exit -9"
+    rs.replace_after_s = 3600  # first: the death alone
+    assert rs.tick() == ["b"] and a.killed == 1
+    assert set(rs.failed) == {"a"} and not rs.ready_for_next_failure()
+    assert rs.live_checkpoints == rs.replica_dir("b") / "checkpoints"
+    rs.replace_after_s = 0
+    assert rs.tick() == ["a", "b"]  # replaced: a new incarnation from b's copy
+    new = rs.replicas["a"].sup
+    assert new is not a and new.started == 1 and rs.replicas["a"].incarnation == 1
+    assert (tmp_path / "replicas" / "a.dead-1").is_dir()  # the dead one's directory, kept
+    (replacement,) = rs.replacements
+    assert replacement.survivor == "b" and replacement.copy_batch == 7
+    assert sorted(p.name for p in (rs.checkpoint("a") / "commits").iterdir()) == [
+        str(i) for i in range(8)
+    ]  # b's logs up to its last commit, not a's old ones
+    new.ready = False
+    rs.tick()
+    assert replacement.joined_ms is None  # not serving yet
+    new.ready = True
+    b.commit(9)  # b went on; a's copy ends at 7: two batches behind
+    rs.tick()
+    assert replacement.joined_ms is None
+    new.commit(8)
+    rs.tick()
+    assert replacement.joined_ms is not None and not rs.failed and rs.ready_for_next_failure()
+    assert [t["kind"] for t in rs.takeovers] == ["replacement"]
+    state = rs.status()
+    assert state.replicas["a"].incarnation == 1 and state.lag_batches == 1
+    rs.stop()
+    assert a.stopped == 1 and new.stopped == 1 and b.stopped == 1
+
+
+def test_when_both_replicas_are_dead_the_set_says_so(tmp_path, monkeypatch):
+    rs = ReplicaSet.for_job("q1", "liverobin", tmp_path, "px", "px.out", replace_after_s=3600)
+    rs.replicas = {r: type(rep)(r, FakeReplica(rs.checkpoint(r))) for r, rep in rs.replicas.items()}
+    for rep in rs.replicas.values():
+        rep.sup.cause = "exit -9"
+    with pytest.raises(RuntimeError, match="both replicas of q1 died"):
+        rs.tick()
