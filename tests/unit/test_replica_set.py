@@ -254,8 +254,28 @@ def test_a_dead_replica_is_replaced_from_the_survivors_state_and_joins(tmp_path,
     assert [t["kind"] for t in rs.takeovers] == ["replacement"]
     state = rs.status()
     assert state.replicas["a"].incarnation == 1 and state.lag_batches == 1
+    assert state.problems(replacement.joined_ms + 10**9, 30, 300) == []
     rs.stop()
     assert a.stopped == 1 and new.stopped == 1 and b.stopped == 1
+
+
+def test_a_replacement_that_dies_before_joining_is_replaced_again(tmp_path, monkeypatch):
+    rs = ReplicaSet.for_job("q1", "liverobin", tmp_path, "px", "px.out", replace_after_s=0)
+    monkeypatch.setattr(rs, "_supervisor", lambda r: FakeReplica(rs.checkpoint(r)))
+    rs.replicas = {r: type(rep)(r, rs._supervisor(r)) for r, rep in rs.replicas.items()}
+    rs.replicas["b"].sup.commit(3)
+    rs.replicas["a"].sup.cause = "exit -9"
+    rs.tick()  # dead, and replaced at once
+    rs.replicas["a"].sup.ready = False  # the replacement's query is not up yet
+    rs.tick()
+    rs.replicas["a"].sup.cause = "no heartbeat for 10 s"  # and it dies too
+    rs.tick()
+    first, second = rs.replacements
+    assert first.died_ms is not None and first.joined_ms is None
+    assert second.cause == "no heartbeat for 10 s" and rs.replicas["a"].incarnation == 2
+    assert rs.status().problems(second.started_ms, 0, 300) == []  # the second is on its way
+    later = second.started_ms + 301_000
+    assert "has not caught up" in rs.status().problems(later, 0, 300)[0]
 
 
 def test_when_both_replicas_are_dead_the_set_says_so(tmp_path, monkeypatch):

@@ -44,7 +44,7 @@ from recovery_lib.ha.replication.gate import REPLICA_HEADERS_HOOK, ReplicaGate, 
 from recovery_lib.ha.replication.kazoo import KAZOO_GUARD, KAZOO_POLICY, role_path
 from recovery_lib.ha.replication.liverobin import LIVEROBIN_POLICY
 from recovery_lib.ha.replication.shared_determinants import SHARED_SOURCE
-from recovery_lib.ha.standby.shipping import Shipper, restore
+from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.store import MetricsStore, now_ms
@@ -87,6 +87,7 @@ class Replacement:
     started_ms: int | None = None  # the new incarnation's process started
     copy_batch: int | None = None  # the survivor's last committed batch in the copy
     joined_ms: int | None = None  # it committed up to the survivor's batch (minus one)
+    died_ms: int | None = None  # the replacement itself died before it joined
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "replacement", **dataclasses.asdict(self)}
@@ -131,7 +132,7 @@ class ReplicationState:
         take, or a replacement that has not caught up in time."""
         out = []
         for r in self.replacements:
-            if r.joined_ms is not None:
+            if r.joined_ms is not None or r.died_ms is not None:
                 continue
             if r.started_ms is None and now - r.detected_ms > (replace_after_s + 60) * 1000:
                 out.append(f"replica {r.replica} died ({r.cause}) and was not replaced")
@@ -455,6 +456,8 @@ class ReplicaSet:
     def _failed(self, rep: _Replica, cause: str) -> None:
         rep.sup.kill_group(signal.SIGKILL)
         rep.dead = True
+        if rep.replacement is not None and rep.replacement.joined_ms is None:
+            rep.replacement.died_ms = now_ms()  # it never joined: a new record follows
         survivors = self.live()
         record = Replacement(rep.name, cause, now_ms(), survivors[0] if survivors else "")
         rep.replacement = record
@@ -488,8 +491,6 @@ class ReplicaSet:
         ship_dir = old / "ship"
         copy = Shipper(self.checkpoint(survivor), ship_dir).ship()
         if copy is not None:
-            from recovery_lib.ha.standby.shipping import latest_complete
-
             manifest = latest_complete(ship_dir)
             if manifest is not None:
                 restore(ship_dir, manifest, old / "checkpoints")
