@@ -25,12 +25,15 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.ha.replication.gate import late_copies, raw_topic
+from recovery_lib.io.sinks.dedup_reader import read_topic
 
 PARTS = ("masking", "cost", "heartbeat", "slow", "kills", "zombie")
 # The masking runs of one job: (name, mode, victim).
@@ -221,20 +224,22 @@ class ReplicationBench:
             victim="leader", pause_s=pause_s,
         )  # fmt: skip
         entry = self._experiment(f"zombie_{query}", cfg)
-        entry["zombie"] = zombie_attempts(Path(entry["workdir"]))
+        out = json.loads(Path(entry["experiment_report"]).read_text())["out_topics"]["faulty"]
+        entry["zombie"] = zombie_attempts(Path(entry["workdir"]), read_topic(raw_topic(out)))
         self._put("zombie", entry)
 
 
-def zombie_attempts(workdir: Path) -> dict[str, Any]:
+def zombie_attempts(workdir: Path, raw: Iterable[Any]) -> dict[str, Any]:
     """What the paused leader tried after it resumed: sink writes its guard refused (its log),
-    the copies the gate dropped per writer, and who led at the end."""
+    copies of ids the other replica had written first (the gate dropped them), per replica,
+    and who led at the end."""
     refused: dict[str, int] = {}
     for log in sorted((workdir / "faulty" / "replicas").glob("*/job.log")):
         text = log.read_text(errors="replace")
         refused[log.parent.name] = len(GUARD_REFUSAL.findall(text))
     states = sorted((workdir / "faulty" / "replicas").glob("*/role.json"))
     roles = {p.parent.name: json.loads(p.read_text()) for p in states}
-    return {"guard_refusals": refused, "roles": roles}
+    return {"guard_refusals": refused, "late_copies": dict(late_copies(raw)), "roles": roles}
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 from recovery_lib.bench.replication_bench import MASKING_RUNS, chart, sink_for, zombie_attempts
+from recovery_lib.ha.replication.gate import REPLICA_HEADER
+from recovery_lib.io.sinks.dedup_reader import SinkRecord
 
 
 def test_the_zombies_refused_writes_are_counted_per_replica_log(tmp_path):
@@ -18,8 +20,15 @@ def test_the_zombies_refused_writes_are_counted_per_replica_log(tmp_path):
         (replicas / name).mkdir(parents=True)
         (replicas / name / "job.log").write_text(text)
     (replicas / "b" / "role.json").write_text(json.dumps({"role": "leader", "epoch": 2}))
-    found = zombie_attempts(tmp_path)
+    raw = [
+        SinkRecord("q1-0-0-0", None, None, b"x", "t", 0, 0, ((REPLICA_HEADER, b"b"),)),
+        SinkRecord("q1-0-0-1", None, None, b"y", "t", 0, 1, ((REPLICA_HEADER, b"b"),)),
+        SinkRecord("q1-0-0-0", None, None, b"x", "t", 0, 2, ((REPLICA_HEADER, b"a"),)),
+        SinkRecord("q1-0-0-0", None, None, b"x", "t", 1, 0, ((REPLICA_HEADER, b"a"),)),
+    ]  # the last one: the same id in another partition is another output
+    found = zombie_attempts(tmp_path, raw)
     assert found["guard_refusals"] == {"a": 3, "a.dead-1": 0, "b": 0}
+    assert found["late_copies"] == {"a": 1}
     assert found["roles"]["b"]["epoch"] == 2
 
 

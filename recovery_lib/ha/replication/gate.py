@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, ID_HEADER, parse_output_id
@@ -156,6 +156,20 @@ class ReplicaGate:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+def late_copies(records: Iterable[Any]) -> Counter[str]:
+    """Per writing replica, the raw topic's records (SinkRecords, in partition order) whose id
+    an earlier record of the partition already carried: the copies the gate drops. A paused
+    leader that resumes and writes what the new leader wrote shows here."""
+    seen: set[tuple[int, str]] = set()
+    late: Counter[str] = Counter()
+    for record in records:
+        key = (record.partition, record.id)
+        if key in seen:
+            late[dict(record.headers).get(REPLICA_HEADER, b"?").decode()] += 1
+        seen.add(key)
+    return late
 
 
 def replica_headers(options: Mapping[str, str]) -> Any:
