@@ -158,3 +158,38 @@ def test_a_nondeterministic_job_replicated_by_kazoo_is_exactly_once_after_the_le
         assert values.setdefault(record.id, record.value) == record.value, record.id
     assert len(values) == c["outputs"]
     assert report["restarts"] == [] and report["p99_30s_after_ms"] is not None
+
+
+@pytest.mark.long
+def test_a_kazoo_leader_frozen_mid_write_comes_back_as_a_zombie_whose_copies_are_dropped(
+    kafka_bootstrap,
+):
+    """The leader is stopped (SIGSTOP of its whole process group) after its sink wrote 5 rows
+    of a batch, for longer than its lease: the follower takes over and writes the batch. When
+    the old leader resumes it goes on writing that batch: it tries, and every copy it writes
+    is one the gate drops (the plain consumer's view stays exactly-once)."""
+    from recovery_lib.experiment.runner import Experiment, ExperimentConfig
+    from recovery_lib.ha.replication.gate import late_copies
+
+    cfg = ExperimentConfig(
+        query="q1",
+        mode="kazoo",
+        sink="release",
+        victim="leader",
+        fail="pause-mid-write",
+        midwrite_rows=5,
+        pause_s=8.0,
+        fail_at_s=15.0,
+        rate=300.0,
+        duration_s=40.0,
+    )
+    report = Experiment(cfg).run()
+    c = report["consistency"]
+    assert report["failures"][0]["fired"] is True, report["failures"]
+    assert c["verdict"] == "consistent" and c["guarantee"] == "exactly-once", c
+    (takeover,) = [t for t in report["takeovers"] if t["kind"] == "leader"]
+    zombie = "a" if takeover["replica"] == "b" else "b"
+    raw = list(read_topic(raw_topic(report["out_topics"]["faulty"])))
+    late = late_copies(raw)
+    assert late[zombie] > 0, (late, "the resumed leader wrote nothing: the test shows nothing")
+    assert report["restarts"] == []

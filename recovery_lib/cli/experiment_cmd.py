@@ -53,9 +53,13 @@ def experiment_run(
     fail: str = typer.Option(
         "driver-kill",
         help="driver-kill | mid-write | executor-kill | task-retry | write-retry | pause | "
-        "none; several, comma-separated, take turns when --repeat > 1",
+        "pause-mid-write | torn-write | none; several, comma-separated, take turns when "
+        "--repeat > 1",
     ),
     fail_at: float = typer.Option(20.0, help="Seconds into the faulty run."),
+    pause: float = typer.Option(
+        5.0, help="pause, pause-mid-write: seconds the job (a replica) stays stopped."
+    ),
     repeat: int = typer.Option(1, help="Number of failures in the faulty run."),
     every: float = typer.Option(20.0, help="Seconds between repeated failures."),
     jitter: float = typer.Option(0.0, help="Each failure up to this many seconds later."),
@@ -116,6 +120,7 @@ def experiment_run(
         mode=mode,
         fail=None if fail == "none" else fail,
         fail_at_s=fail_at,
+        pause_s=pause,
         repeat=repeat,
         every_s=every,
         jitter_s=jitter,

@@ -49,11 +49,14 @@ from recovery_lib.runtime import cluster as cluster_mod
 from recovery_lib.runtime.checkpoint import committed_offsets
 from recovery_lib.runtime.faults import (
     ARM_DIR_ENV,
+    MIDPAUSE_ARM,
+    MIDPAUSE_PGID,
     MIDWRITE_ARM,
     TASKFAIL_ARM,
     TORN_ARM,
     WRITEFAIL_ARM,
     arm,
+    resume_when_paused,
 )
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec
@@ -70,6 +73,7 @@ FAILURE_KINDS = (
     "write-retry",
     "pause",
     "torn-write",  # mode cec: a window footprint written torn, then the driver killed
+    "pause-mid-write",  # the job stopped (SIGSTOP) in the middle of a sink write, resumed later
 )
 # Failures a hook in the job fires when a task or the driver reaches it, armed by a file:
 # kind -> (arm file, marker the hook writes when it fires, armed with --midwrite-rows).
@@ -78,6 +82,7 @@ HOOK_FAULTS = {
     "task-retry": (TASKFAIL_ARM, "taskfail.fired", False),
     "write-retry": (WRITEFAIL_ARM, "writefail.fired", True),
     "torn-write": (TORN_ARM, "torn.fired", True),
+    "pause-mid-write": (MIDPAUSE_ARM, "midpause.fired", True),
 }
 # The sink modes an experiment's faulty run can use (io/sinks/modes.py); the oracle reads the
 # output as each mode's consumer does. (transactional needs a broker that hides aborted records.)
@@ -185,6 +190,11 @@ class ExperimentConfig:
                 "Use driver-kill, mid-write (a kill between the log's records), torn-write, "
                 "task-retry or executor-kill"
             )
+        if "pause-mid-write" in self.kinds and self.cluster:
+            raise ValueError(
+                "pause-mid-write stops the job's process group, which on a cluster does not "
+                "hold its executors: leave out --cluster"
+            )
         if "executor-kill" in self.kinds and not self.cluster:
             raise ValueError("executor-kill needs separate executor processes: add --cluster")
         if self.mode == "standby" and "executor-kill" in self.kinds:
@@ -202,11 +212,12 @@ class ExperimentConfig:
                 f"--mode {self.mode} writes both replicas through the release sink and the "
                 "replica gate, whose output a plain consumer reads once: use --sink release"
             )
-        other = sorted(set(self.kinds) - {"driver-kill", "pause"})
+        other = sorted(set(self.kinds) & {"executor-kill", "torn-write"})
         if other:
             raise ValueError(
-                f"--mode {self.mode} takes driver-kill (a replica's Spark application is "
-                f"SIGKILLed) and pause (SIGSTOP past the lease), not {', '.join(other)}"
+                f"--mode {self.mode} fails one replica: driver-kill, mid-write, task-retry, "
+                f"write-retry, pause or pause-mid-write (--victim says which), not "
+                f"{', '.join(other)}"
             )
         if self.cluster:
             raise ValueError(
@@ -519,8 +530,9 @@ class Experiment:
         if not sup.ready_for_next_failure():
             return False
         for armed, fired, _rows in HOOK_FAULTS.values():
-            if (arm_dir / armed).exists() and not (arm_dir / fired).exists():
-                return False  # an armed hook has not fired yet
+            for path in arm_dir.rglob(armed):  # a replica set arms one replica's directory
+                if not (path.parent / fired).exists():
+                    return False  # an armed hook has not fired yet
         if kind == "executor-kill":
             state = cluster_mod.cluster_state()
             return bool(state and cluster_mod.executor_pids(state))
@@ -532,6 +544,7 @@ class Experiment:
         disarm it (arm file and marker) so that it fires again only when armed again."""
         name = failure.pop("_marker", None)
         armed = failure.pop("_arm", None)
+        arm_dir = Path(failure.pop("_dir", arm_dir))
         if name is None:
             return
         marker = arm_dir / name
@@ -541,6 +554,7 @@ class Experiment:
             failure["at_s"] = round((failure["fired_ms"] - t0_ms) / 1000, 2)
             if rearm:
                 marker.unlink()
+                (arm_dir / MIDPAUSE_PGID).unlink(missing_ok=True)
                 if armed:
                     (arm_dir / armed).unlink(missing_ok=True)
         else:
@@ -565,9 +579,17 @@ class Experiment:
             sup.kill_group(signal.SIGKILL)
         elif kind in HOOK_FAULTS:
             armed, fired, after_rows = HOOK_FAULTS[kind]
-            arm(arm_dir, armed, f"rows={self.cfg.midwrite_rows}" if after_rows else "")
-            failure["_marker"], failure["_arm"] = fired, armed
+            target = sup.fault_dir(arm_dir)  # a replica set: the victim replica's
+            arm(target, armed, f"rows={self.cfg.midwrite_rows}" if after_rows else "")
+            failure["_marker"], failure["_arm"], failure["_dir"] = fired, armed, str(target)
             failure["fired"] = None  # known once the hook fires (or not)
+            if kind == "pause-mid-write":
+                failure["pause_s"] = self.cfg.pause_s
+                threading.Thread(
+                    target=resume_when_paused,
+                    args=(target, self.cfg.pause_s, self.cfg.duration_s),
+                    daemon=True,
+                ).start()
         elif kind == "executor-kill":
             state = cluster_mod.cluster_state()
             pids = cluster_mod.executor_pids(state) if state else []

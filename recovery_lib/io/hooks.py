@@ -33,7 +33,8 @@ class WriteGuard(Protocol):
 class WriteFault(Protocol):
     """Asked by a sink task after each record it handed to the broker (``rows_written`` counts
     from 1 within the task). When ``should_fire`` says so, the sink flushes what it wrote and
-    calls ``fire``, which kills the job or raises (the task fails and Spark retries it)."""
+    calls ``fire``, which kills the job, raises (the task fails and Spark retries it), or
+    stops the job's processes until whoever armed the fault resumes them."""
 
     def should_fire(self, batch_id: int | None, rows_written: int) -> bool: ...
 

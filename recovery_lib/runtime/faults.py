@@ -85,6 +85,8 @@ TASKFAIL_ARM = "taskfail.arm"
 WRITEFAIL_ARM = "writefail.arm"
 AFTERLOG_ARM = "afterlog.arm"
 TORN_ARM = "torn.arm"
+MIDPAUSE_ARM = "midpause.arm"
+MIDPAUSE_PGID = "midpause.pgid"  # the process group the hook stopped, for whoever resumes it
 
 
 class InjectedTaskFailure(RuntimeError):
@@ -153,6 +155,44 @@ def armed_write_failure() -> _ArmedWriteFailure | None:
     return _armed(WRITEFAIL_ARM, "writefail.fired", _ArmedWriteFailure)
 
 
+@dataclass(frozen=True)
+class _ArmedMidWritePause(_ArmedMidWrite):
+    """The whole job stopped (SIGSTOP of its process group) in the middle of a sink write, as
+    a long GC pause or a frozen VM would stop it; whoever armed it resumes it (SIGCONT of the
+    group in ``midpause.pgid``). Local mode only: on a cluster the executor is not in the
+    driver's group."""
+
+    @property
+    def marker(self) -> Path:
+        return self.directory / "midpause.fired"
+
+    def fire(self) -> None:
+        if _claim(self.directory, "midpause.fired"):
+            pgid = int(os.environ.get(DRIVER_PGID_ENV) or os.getpgid(0))
+            (self.directory / MIDPAUSE_PGID).write_text(str(pgid))
+            os.killpg(pgid, signal.SIGSTOP)  # this process too: it goes on when resumed
+
+
+def armed_midwrite_pause() -> _ArmedMidWritePause | None:
+    return _armed(MIDPAUSE_ARM, "midpause.fired", _ArmedMidWritePause)
+
+
+def resume_when_paused(directory: Path, pause_s: float, timeout_s: float) -> int | None:
+    """Wait for an armed mid-write pause to fire in ``directory``, then SIGCONT the stopped
+    group ``pause_s`` later; returns its pgid (None if it never fired within ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    path = directory / MIDPAUSE_PGID
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+    time.sleep(pause_s)
+    pgid = int(path.read_text())
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGCONT)
+    return pgid
+
+
 def _claim(directory: Path, name: str) -> bool:
     """True for exactly one caller across processes (the fault fires once)."""
     try:
@@ -198,8 +238,14 @@ def armed_torn_write() -> _ArmedTornWrite | None:
 
 def sink_write_fault() -> MidWriteKill | None:
     """Sink option ``writeFault`` hook (io.hooks.WriteFault): the mid-write kill set in the
-    environment or armed in the experiment's arm directory, or an armed write failure."""
-    return MidWriteKill.from_env() or armed_midwrite() or armed_write_failure()
+    environment or armed in the experiment's arm directory, an armed write failure, or an
+    armed mid-write pause."""
+    return (
+        MidWriteKill.from_env()
+        or armed_midwrite()
+        or armed_write_failure()
+        or armed_midwrite_pause()
+    )
 
 
 SINK_FAULT_HOOK = f"{__name__}:sink_write_fault"

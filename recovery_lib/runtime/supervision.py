@@ -41,6 +41,12 @@ class JobSupervisor(Protocol):
 
     def stop(self, timeout_s: float = 30.0) -> Any: ...
 
+    def fault_dir(self, base: Path) -> Path:
+        """Where to arm a fault hook (runtime/faults.py) so that it fires in the process a
+        failure is meant to hit: ``base`` (the job's arm directory) for one process; a
+        replica set's victim replica's own directory below it."""
+        ...
+
     @property
     def live_checkpoints(self) -> Path:
         """The checkpoint root the job uses now (after a takeover, the new primary's)."""

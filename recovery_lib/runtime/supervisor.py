@@ -250,6 +250,10 @@ class Supervisor:
                     "sleep?); it is still running"
                 ) from None
 
+    def fault_dir(self, base: Path) -> Path:
+        """Fault hooks are armed in the job's own arm directory (one process)."""
+        return base
+
     def pause(self, seconds: float) -> None:
         """SIGSTOP the job's process group for ``seconds``, then SIGCONT."""
         if self.proc is None:

@@ -21,6 +21,7 @@ def test_several_kinds_take_turns():
         ({"fail": "driver-kill,meteor"}, "unknown failure kind 'meteor'"),
         ({"fail": "mid-write,executor-kill"}, "add --cluster"),
         ({"jitter_s": 25.0, "every_s": 20.0}, "--jitter"),
+        ({"fail": "pause-mid-write", "cluster": True}, "leave out --cluster"),
         ({"repeat": 3, "every_s": 20.0, "jitter_s": 15.0, "duration_s": 70}, "do not fit"),
     ],
 )
@@ -33,7 +34,7 @@ def test_bad_settings_are_refused_with_the_fix(changes, message):
     ("changes", "message"),
     [
         ({"sink": "dedup"}, "use --sink release"),
-        ({"fail": "driver-kill,mid-write"}, "not mid-write"),
+        ({"fail": "driver-kill,torn-write"}, "not torn-write"),
         ({"cluster": True}, "Leave out --cluster"),
         ({"victim": "c"}, "--victim 'c'"),
         ({"mode": "liverobin", "victim": "leader"}, "choose one of a, b"),

@@ -49,6 +49,7 @@ from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.checkpoint import last_committed
+from recovery_lib.runtime.faults import ARM_DIR_ENV
 from recovery_lib.runtime.supervisor import ProcessSpec, Restart, Supervisor, with_arg
 from recovery_lib.settings import get_settings
 
@@ -343,8 +344,12 @@ class ReplicaSet:
         return args
 
     def _supervisor(self, replica: str) -> Supervisor:
-        # A replica is never restarted in place (max_restarts 0): it is replaced.
-        spec = dataclasses.replace(self.spec, args=self.args(replica), max_restarts=0)
+        # A replica is never restarted in place (max_restarts 0): it is replaced. Its fault
+        # hooks are armed in its own directory, so a failure hits the replica it aims at.
+        env = dict(self.spec.env)
+        if ARM_DIR_ENV in env:
+            env[ARM_DIR_ENV] = str(Path(env[ARM_DIR_ENV]) / replica)
+        spec = dataclasses.replace(self.spec, args=self.args(replica), env=env, max_restarts=0)
         return Supervisor(spec, self.replica_dir(replica), self.store, self.run_id, self.on_event)
 
     def event(self, kind: str, detail: dict[str, Any], ts_ms: int | None = None) -> None:
@@ -612,6 +617,13 @@ class ReplicaSet:
             raise RuntimeError(f"no live {self.victim} replica to signal")
         self.event("replica_signalled", {"replica": replica, "signal": int(sig)})
         self.replicas[replica].sup.kill_group(sig)
+
+    def fault_dir(self, base: Path) -> Path:
+        """The victim replica's arm directory (its processes read ``base/<replica>``)."""
+        replica = self.victim_replica()
+        if replica is None:
+            raise RuntimeError(f"no live {self.victim} replica to aim a fault at")
+        return base / replica
 
     def pause(self, seconds: float) -> None:
         """SIGSTOP the victim replica for ``seconds`` (past KaZoo's lease: a zombie leader)."""

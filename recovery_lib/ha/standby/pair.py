@@ -324,6 +324,11 @@ class StandbyPair:
         if self.primary is not None:
             self.primary.kill_group(sig)
 
+    def fault_dir(self, base: Path) -> Path:
+        """Primary and standby share the arm directory: a hook fires where a task reaches it
+        (only the primary runs the query's tasks)."""
+        return base
+
     def pause(self, seconds: float) -> None:
         if self.primary is not None:
             self.primary.pause(seconds)

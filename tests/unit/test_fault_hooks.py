@@ -1,0 +1,59 @@
+"""The armed mid-write pause on real processes: a sink task that reached its row stops its
+whole process group (a frozen job), and the experiment's resumer continues it later."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from recovery_lib.runtime.faults import MIDPAUSE_ARM, arm, resume_when_paused
+
+
+def state(pid: int) -> str:
+    """The process's state letter from /proc (T: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_an_armed_pause_stops_the_writer_mid_write_until_it_is_resumed(tmp_path):
+    arm(tmp_path, MIDPAUSE_ARM, "rows=3")
+    writer = textwrap.dedent(
+        f"""
+        import os, sys
+        os.environ["RECOVERY_FAULT_ARM_DIR"] = {str(tmp_path)!r}
+        from recovery_lib.runtime.faults import sink_write_fault
+        fault = sink_write_fault()
+        for row in range(1, 6):
+            print(row, flush=True)
+            if fault.should_fire(7, row):
+                fault.fire()
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "midpause.pgid").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the hook never fired"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert state(proc.pid) == "T", "the writer was not stopped"
+        assert (tmp_path / "midpause.fired").exists()
+        pgid = resume_when_paused(tmp_path, 0.5, 10)
+        assert pgid == proc.pid  # its own group (a session leader here)
+        out, _ = proc.communicate(timeout=30)
+        assert out.split() == ["1", "2", "3", "4", "5"]  # it went on writing after the pause
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_nothing_resumes_a_pause_that_never_fired(tmp_path):
+    started = time.monotonic()
+    assert resume_when_paused(tmp_path, 5.0, 0.3) is None
+    assert time.monotonic() - started < 3
