@@ -135,3 +135,23 @@ def test_a_replicated_jobs_input_is_kept_from_the_lowest_start_either_replica_ke
     fresh = tmp_path / "replacement" / "ck"  # a replacement that has committed nothing yet
     fresh.mkdir(parents=True)
     assert common_input_floor([a, fresh], keep_batches=2) is None
+
+
+def test_gc_of_a_replicated_job_collects_each_replicas_checkpoint(tmp_path, settings_env):
+    from recovery_lib.ops.config import get_job
+    from recovery_lib.ops.gc import gc_job
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "jobs:\n  - {name: q3r, job: q3, replication: liverobin, sink_mode: release, "
+        "keep_batches: 2}\n"
+    )
+    settings_env(RECOVERY_JOBS_FILE=jobs, RECOVERY_HOME=tmp_path / "home")
+    job = get_job("q3r")
+    for root, committed in zip(job.replica_checkpoint_dirs, (10, 7), strict=True):
+        made = make_checkpoint(root, committed=committed, snapshot_every=5)
+        made.rename(root / job.query)
+    summary = gc_job("q3r", dry_run=True)
+    lines = [r["plan"]["recovery_line"] for r in summary["replicas"]]
+    assert lines == [10, 7]  # each replica on its own line
+    assert [r["plan"]["oldest_kept_batch"] for r in summary["replicas"]] == [9, 6]
