@@ -25,7 +25,7 @@ from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
 
-EVENTS = 9_000
+EVENTS = 18_000  # 60 s of input: the first batches of a fresh query may take 20 s and more
 RATE = 300.0
 
 
