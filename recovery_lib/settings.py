@@ -155,6 +155,12 @@ class Settings(BaseSettings):
         "host a starting JVM takes cores from the surviving replica, whose latency is what a "
         "replica's death must not move. 0 replaces at once (replicas on separate hosts).",
     )
+    replication_join_lag_batches: int = Field(
+        default=2,
+        ge=1,
+        description="A replacement has joined once it committed up to this many batches behind "
+        "the survivor (the survivor goes on cutting batches while it catches up).",
+    )
     replication_join_timeout_s: float = Field(
         default=300.0,
         description="A replacement that has not caught up with the survivor this long after "

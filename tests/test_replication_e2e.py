@@ -29,7 +29,7 @@ EVENTS = 18_000  # 60 s of input: the first batches of a fresh query may take 20
 RATE = 300.0
 
 
-def run_replicated(mode: str, tmp_path, victim: str):
+def run_replicated(mode: str, tmp_path, victim: str, heartbeat_period_s: float = 0.5):
     """Both replicas up, the input fed, the ``victim`` replica SIGKILLed once both committed a
     batch and replaced at once; returns the set, the killed replica, the survivor, the gated
     output's records, the raw topic's records and the reference rows."""
@@ -46,7 +46,7 @@ def run_replicated(mode: str, tmp_path, victim: str):
         config.topic_prefix,
         out,
         partitions=config.partitions,
-        heartbeat_period_s=0.5,
+        heartbeat_period_s=heartbeat_period_s,
         victim=victim,
         replace_after_s=0,
     )

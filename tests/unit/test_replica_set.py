@@ -214,6 +214,7 @@ class FakeReplica:
 
 def test_a_dead_replica_is_replaced_from_the_survivors_state_and_joins(tmp_path, monkeypatch):
     rs = ReplicaSet.for_job("q1", "liverobin", tmp_path, "px", "px.out", replace_after_s=0)
+    rs.join_lag_batches = 1
     made: list[FakeReplica] = []
 
     def fake(replica: str) -> FakeReplica:

@@ -241,6 +241,7 @@ class ReplicaSet:
         self._said_single = False
         self._state_reported_ms = 0
         self.state_every_s = settings.job_status_every_s
+        self.join_lag_batches = settings.replication_join_lag_batches
 
     @classmethod
     def for_job(
@@ -513,7 +514,10 @@ class ReplicaSet:
         )
 
     def _caught_up(self, rep: _Replica) -> bool:
-        """The new incarnation serves and committed up to one batch behind the others."""
+        """The new incarnation serves and committed up to ``join_lag_batches`` behind the
+        others. It catches up only if it runs a batch faster than the others cut one: under
+        LiveRobin every batch ends at the next heartbeat, so a replica whose batch takes
+        longer than the heartbeat period never catches up (raise the period)."""
         if not rep.sup.is_ready():
             return False
         mine = last_committed(self.checkpoint(rep.name))
@@ -524,7 +528,7 @@ class ReplicaSet:
             for r, other in self.replicas.items()
             if other is not rep and not other.dead
         ]
-        return mine >= max(others, default=-1) - 1
+        return mine >= max(others, default=-1) - self.join_lag_batches
 
     def _record_leader_takeovers(self) -> None:
         for replica, role in self.roles().items():
