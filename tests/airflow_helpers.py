@@ -57,7 +57,7 @@ bag = DagBag(dag_folder=sys.argv[1])
 if sys.argv[2] == "--import-errors":
     print("RESULT" + json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
                                  "dags": sorted(bag.dag_ids),
-                                 "tasks": {d: sorted(bag.get_dag(d).task_ids)
+                                 "tasks": {d: sorted(bag.dags[d].task_ids)
                                            for d in bag.dag_ids}}))
     sys.exit(0)
 dag = bag.get_dag(sys.argv[2])
