@@ -19,7 +19,8 @@ def test_cases_cover_every_failure_kind_and_twenty_failures_per_mode():
 
 def test_release_suite_has_twenty_failures_of_every_sink_failure_kind():
     kinds = Counter(k for c in RELEASE_CASES for k in c.kinds.split(","))
-    assert set(kinds) == set(FAILURE_KINDS) - {"pause", "torn-write"}  # torn-write: CEC only
+    # torn-write: CEC only; the pauses are stalls (a zombie test), not failures that re-run
+    assert set(kinds) == set(FAILURE_KINDS) - {"pause", "pause-mid-write", "torn-write"}
     assert min(kinds.values()) >= 20, kinds
     assert all("executor-kill" not in c.kinds or c.cluster for c in RELEASE_CASES)
     assert len({c.name for c in RELEASE_CASES}) == len(RELEASE_CASES)
