@@ -31,6 +31,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.experiment.modes import REPLICATION
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.ha.replication.gate import late_copies, raw_topic
 from recovery_lib.io.sinks.dedup_reader import read_topic
@@ -49,7 +50,7 @@ GUARD_REFUSAL = re.compile(r"kazoo guard: .* refused: not the published batch")
 
 def sink_for(mode: str) -> str:
     """Replicas write through the release sink and the gate; the single-process modes dedup."""
-    return "release" if mode in ("kazoo", "liverobin") else "dedup"
+    return "release" if mode in REPLICATION else "dedup"
 
 
 class ReplicationBench:

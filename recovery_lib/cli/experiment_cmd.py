@@ -100,6 +100,7 @@ def experiment_run(
     from rich.live import Live
     from rich.text import Text
 
+    from recovery_lib.experiment.modes import REPLICATION
     from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
     from recovery_lib.job.options import parse_pairs
 
@@ -127,7 +128,7 @@ def experiment_run(
         rate=rate,
         duration_s=duration,
         seed=seed,
-        sink=sink or ("release" if mode in ("kazoo", "liverobin") else "dedup"),
+        sink=sink or ("release" if mode in REPLICATION else "dedup"),
         victim=victim,
         heartbeat_period_s=heartbeat_period,
         replace_after_s=replace_after,

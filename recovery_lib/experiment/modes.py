@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from recovery_lib.ha.replication.replica_set import ReplicaSet
+from recovery_lib.ha.replication.replica_set import REPLICATION_MODES, ReplicaSet
 from recovery_lib.ha.standby.pair import StandbyPair
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.runtime.supervision import JobSupervisor
@@ -157,5 +157,5 @@ MODES: dict[str, RecoveryMode] = {
         ReplicationMode("liverobin"),
     )
 }
-REPLICATION = frozenset({"kazoo", "liverobin"})
+REPLICATION = frozenset(REPLICATION_MODES)
 REFERENCE_MODE: RecoveryMode = MODES["native"]  # the failure-free run
