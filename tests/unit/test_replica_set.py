@@ -249,6 +249,10 @@ def test_a_dead_replica_is_replaced_from_the_survivors_state_and_joins(tmp_path,
     b.commit(9)  # b went on; a's copy ends at 7: two batches behind
     rs.tick()
     assert replacement.joined_ms is None
+    rs.join_lag_batches = 2
+    rs.tick()
+    assert replacement.joined_ms is None  # within the lag, but it never ran a batch of its own
+    rs.join_lag_batches = 1
     new.commit(8)
     rs.tick()
     assert replacement.joined_ms is not None and not rs.failed and rs.ready_for_next_failure()

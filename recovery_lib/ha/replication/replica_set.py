@@ -514,21 +514,28 @@ class ReplicaSet:
         )
 
     def _caught_up(self, rep: _Replica) -> bool:
-        """The new incarnation serves and committed up to ``join_lag_batches`` behind the
-        others. It catches up only if it runs a batch faster than the others cut one: under
-        LiveRobin every batch ends at the next heartbeat, so a replica whose batch takes
-        longer than the heartbeat period never catches up (raise the period)."""
+        """The new incarnation serves and is level with the others, or ran a batch of its own
+        past the copy and is at most ``join_lag_batches`` behind (the copy alone proves
+        nothing: it would count as joined before it ever processed a record). It catches up
+        only if it runs a batch faster than the others cut one: under LiveRobin every batch
+        ends at the next heartbeat, so a replica whose batch takes longer than the heartbeat
+        period never catches up (raise the period)."""
         if not rep.sup.is_ready():
             return False
         mine = last_committed(self.checkpoint(rep.name))
         if mine is None:
             return False
-        others = [
-            last_committed(self.checkpoint(r)) or -1
-            for r, other in self.replicas.items()
-            if other is not rep and not other.dead
-        ]
-        return mine >= max(others, default=-1) - self.join_lag_batches
+        others = max(
+            (
+                last_committed(self.checkpoint(r)) or -1
+                for r, other in self.replicas.items()
+                if other is not rep and not other.dead
+            ),
+            default=-1,
+        )
+        copied = -1 if rep.replacement is None else rep.replacement.copy_batch
+        ran_its_own = mine > (-1 if copied is None else copied)
+        return mine >= others or (ran_its_own and mine >= others - self.join_lag_batches)
 
     def _record_leader_takeovers(self) -> None:
         for replica, role in self.roles().items():
