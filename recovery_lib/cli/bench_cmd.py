@@ -4,6 +4,7 @@ write a JSON report and a PNG chart (bench/)."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import typer
@@ -12,6 +13,20 @@ from recovery_lib.cli.output import abort, console
 from recovery_lib.kafka.exceptions import KafkaLayerError
 
 bench_app = typer.Typer(help="Benchmarks that write JSON + PNG reports.", no_args_is_help=True)
+
+
+@bench_app.callback()
+def bench_broker(ctx: typer.Context) -> None:
+    """Every benchmark talks to a broker: ``KAFKA_BOOTSTRAP``, the embedded one if it runs, or
+    one started for this command and stopped when it ends."""
+    from recovery_lib.kafka.broker import broker_for_run
+
+    if ctx.resilient_parsing or "--help" in sys.argv[1:]:
+        return  # the subcommand's arguments are not parsed yet: help needs no broker
+    try:
+        ctx.with_resource(broker_for_run(console.print))
+    except KafkaLayerError as exc:
+        abort(exc)
 
 
 @bench_app.command("io")
@@ -256,15 +271,13 @@ def bench_sinks(
     """Latency to visibility of at-least-once, release and two-phase sinks by trigger interval,
     one after another in one application per point (FlameStream Figs. 10-12)."""
     from recovery_lib.bench.sink_bench import run_sink_bench
-    from recovery_lib.kafka.broker import broker_for_run
 
     try:
         values = [float(x) for x in intervals.split(",") if x.strip()]
     except ValueError:
         abort(ValueError(f"--intervals takes seconds separated by commas, got {intervals!r}"))
     try:
-        with broker_for_run(console.print):
-            run_sink_bench(job, values, rate, duration, out, console)
+        run_sink_bench(job, values, rate, duration, out, console)
     except (ValueError, KafkaLayerError) as exc:
         abort(exc)
 
@@ -281,18 +294,16 @@ def bench_cec(
     recovery cost by Q, U and CP, Spark's own restart, and EC-load against the extent
     (paper 003, Figs. 5-9)."""
     from recovery_lib.bench.cec_bench import add_ec_load_sweep, run_cec_bench
-    from recovery_lib.kafka.broker import broker_for_run
 
     if scale <= 0:
         abort(ValueError(f"--scale must be positive, got {scale}"))
     if only not in ("", "ec-load"):
         abort(ValueError(f"--only takes ec-load, got {only!r}"))
     try:
-        with broker_for_run(console.print):
-            if only:
-                add_ec_load_sweep(out, console)
-            else:
-                run_cec_bench(out, console, scale=scale)
+        if only:
+            add_ec_load_sweep(out, console)
+        else:
+            run_cec_bench(out, console, scale=scale)
     except (ValueError, RuntimeError, KafkaLayerError) as exc:
         abort(exc)
 
