@@ -137,3 +137,29 @@ def test_the_policy_forgets_heartbeats_it_passed_and_needs_its_index_topic():
         index.apply(e.encode(), {})
     index.apply(HeartbeatEntry(1, {"in": {"0": 3}}).encode(), {})  # out of order: ignored
     assert [e.seq for e in index.entries] == [1, 2]
+
+
+def test_a_dead_leaders_lease_expires_though_its_replacement_beats_in_the_same_file(tmp_path):
+    """The replacement of a killed leader writes the replica's heartbeat file: its beats must
+    not keep the dead incarnation's lease alive (the follower would never take over, and the
+    replacement would lead instead)."""
+    import json
+    import time
+
+    from recovery_lib.ha.replication.leases import lease_expired, lease_path
+
+    def beat(pgid: int, age_s: float) -> None:
+        path = lease_path(tmp_path, "b")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ts_ms = int((time.time() - age_s) * 1000)
+        fields = {"pid": pgid, "ts_ms": ts_ms, "query_active": True, "last_batch": 1}
+        path.write_text(json.dumps({**fields, "batches": 2, "input_rows": 9, "pgid": pgid}))
+
+    beat(100, age_s=0.1)
+    assert not lease_expired(tmp_path, "b/100", "a/300", timeout_s=3)  # the holder beats
+    beat(100, age_s=10)
+    assert lease_expired(tmp_path, "b/100", "a/300", timeout_s=3)  # it stopped beating
+    beat(200, age_s=0.1)  # b's replacement, a new process group, beats in the same file
+    assert lease_expired(tmp_path, "b/100", "a/300", timeout_s=3)
+    assert not lease_expired(tmp_path, "b/200", "a/300", timeout_s=3)
+    assert lease_expired(tmp_path, "b/100", "b/200", timeout_s=3)  # my own former self

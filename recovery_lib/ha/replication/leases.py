@@ -32,10 +32,13 @@ def lease_expired(
     """Whether ``holder`` (an incarnation) has lost its lease, seen from incarnation ``me``: a
     former incarnation of my own replica has (it was killed and replaced); another replica's
     has when its heartbeat, or ``since_ms`` (when it took the claim) if later, is older than
-    ``timeout_s``."""
-    replica = holder.partition("/")[0]
+    ``timeout_s``. Only the holder's own heartbeats count: the replacement of a dead holder
+    writes the same file, and its beats must not keep the dead one's lease alive."""
+    replica, _, group = holder.partition("/")
     if replica == me.partition("/")[0]:
         return holder != me
     beat = read_heartbeat(lease_path(lease_dir, replica))
+    if beat is not None and str(beat.pgid) != group:
+        beat = None  # a later incarnation's heartbeat: it says nothing of the holder
     last_ms = max(beat.ts_ms if beat is not None else 0, since_ms)
     return time.time() * 1000 - last_ms > timeout_s * 1000
