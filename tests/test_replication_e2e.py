@@ -6,6 +6,7 @@ LiveRobin: a replica dies and the other one goes on cutting at the same heartbea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -25,20 +26,66 @@ from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
 
-EVENTS = 18_000  # 60 s of input: the first batches of a fresh query may take 20 s and more
+TRANCHE = 4_000  # events of the second and third tranches, each fed at RATE
 RATE = 300.0
+OPEN_CAP = 60_000  # the first tranche flows until both replicas committed; at most this many
+
+
+class TrancheFeeder:
+    """Feeds the NexMark input in three tranches on the test's word, so the kill lands
+    mid-stream and the replacement sees new input however slow the machine is: the first
+    flows until both replicas committed batches, the second while the victim dies, the third
+    once the replacement serves (it must run batches of its own to join)."""
+
+    def __init__(self, config: GeneratorConfig) -> None:
+        self.config = config
+        self.go = [threading.Event() for _ in range(3)]
+        self.done = [threading.Event() for _ in range(3)]
+        self.errors: list[BaseException] = []
+        self.cancelled = threading.Event()
+        self.events = 0
+        self.thread = threading.Thread(target=self._feed, daemon=True)
+
+    def _feed(self) -> None:
+        try:
+            for i in range(3):
+                while not self.go[i].wait(0.5):
+                    if self.cancelled.is_set():
+                        return
+                stats = produce_events(
+                    self.config,
+                    count=OPEN_CAP if i == 0 else TRANCHE,
+                    rate=RATE,
+                    first_event_id=self.events,
+                    stop=lambda i=i: self.cancelled.is_set() or (i == 0 and self.go[1].is_set()),
+                )
+                self.events += stats.events
+                self.done[i].set()
+        except BaseException as exc:  # noqa: BLE001 - the test reads errors
+            self.errors.append(exc)
+            for event in self.done:
+                event.set()
+
+    def feed(self, tranche: int) -> None:
+        if tranche == 0:
+            self.thread.start()
+        self.go[tranche].set()
+
+    def cancel(self) -> None:
+        """Stop feeding (a failed test must not leave a producer running)."""
+        self.cancelled.set()
 
 
 def run_replicated(mode: str, tmp_path, victim: str, heartbeat_period_s: float = 0.5):
-    """Both replicas up, the input fed, the ``victim`` replica SIGKILLed once both committed a
-    batch and replaced at once; returns the set, the killed replica, the survivor, the gated
-    output's records, the raw topic's records and the reference rows."""
+    """Both replicas up; the first input tranche fed and committed by both; the ``victim``
+    replica SIGKILLed while the second tranche flows, replaced at once from the survivor's
+    state; the third tranche fed once the replacement serves. Returns the set, the killed
+    replica, the survivor, the gated output's records, the raw topic's records and the
+    reference rows."""
     config = GeneratorConfig(topic_prefix=f"rp{uuid.uuid4().hex[:8]}", partitions=2)
     ensure_topics(config)
     out = f"{config.topic_prefix}.q1out"
-    feeder = threading.Thread(
-        target=produce_events, args=(config,), kwargs={"count": EVENTS, "rate": RATE}
-    )
+    feeder = TrancheFeeder(config)
     replicas = ReplicaSet.for_job(
         "q1",
         mode,
@@ -50,24 +97,51 @@ def run_replicated(mode: str, tmp_path, victim: str, heartbeat_period_s: float =
         victim=victim,
         replace_after_s=0,
     )
-    with replicas:
+
+    def ticking(condition):  # noqa: ANN001, ANN202 - supervise while waiting
+        def check() -> bool:
+            assert not feeder.errors, feeder.errors
+            replicas.tick()
+            return condition()
+
+        return check
+
+    with replicas, contextlib.ExitStack() as cleanup:
+        cleanup.callback(feeder.cancel)
         replicas.start()
         replicas.wait_ready(300)
-        feeder.start()
+        feeder.feed(0)
         for name in replicas.supervisors:
             wait_for(
-                lambda name=name: (last_committed(replicas.checkpoint(name)) or -1) >= 2,
-                180,
+                ticking(lambda name=name: (last_committed(replicas.checkpoint(name)) or -1) >= 2),
+                240,
                 f"replica {name} to commit",
             )
-        assert feeder.is_alive(), "the input ended before the kill: not a mid-stream failure"
+        assert not feeder.done[0].is_set(), "the first tranche hit its cap before both committed"
+        feeder.feed(1)
+        time.sleep(2.0)
+        assert not feeder.done[1].is_set(), "the second tranche ended before the kill"
         killed = replicas.victim_replica()
         assert killed is not None, replicas.roles()
         survivor = next(r for r in replicas.supervisors if r != killed)
         survivor_pid = replicas.supervisors[survivor].pid
         replicas.kill_group(signal.SIGKILL)
-        feeder.join()
-        expected = reference_rows(load_events(config, EVENTS), "q1")
+        wait_for(
+            ticking(
+                lambda: (
+                    bool(replicas.replacements)
+                    and replicas.replacements[0].started_ms is not None
+                    and replicas.supervisors[killed].is_ready()
+                )
+            ),
+            300,
+            f"replica {killed}'s replacement to serve",
+            interval_s=1,
+        )
+        assert feeder.done[1].wait(120), "the second tranche was not produced"
+        feeder.feed(2)
+        assert feeder.done[2].wait(120), "the third tranche was not produced"
+        expected = reference_rows(load_events(config, feeder.events), "q1")
 
         def count() -> int:
             assert survivor in replicas.tick(), "the survivor died"
@@ -75,7 +149,7 @@ def run_replicated(mode: str, tmp_path, victim: str, heartbeat_period_s: float =
 
         wait_for(lambda: count() >= len(expected), 240, "the gated output", interval_s=2)
         wait_for(
-            lambda: survivor in replicas.tick() and not replicas.failed,
+            ticking(lambda: survivor in replicas.live() and not replicas.failed),
             240,
             f"replica {killed}'s replacement to join",
             interval_s=1,
@@ -108,9 +182,6 @@ def check_exactly_once(outputs, raw, expected) -> None:
     assert writers and writers <= {b"a", b"b"}, writers
 
 
-# Long tier for now: under a loaded machine the replicas' first batches can take the whole
-# input before "both committed batch 2" (seen in make test-all and make test, 2026-11-25).
-@pytest.mark.long
 def test_kazoo_follower_takes_over_from_a_killed_leader_without_a_restart(
     kafka_bootstrap, tmp_path
 ):
