@@ -68,9 +68,14 @@ def _join(key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[A
     tuples: list[list[Any]] = data["tuples"]  # [source, path]
     out: list[tuple[str, str, int]] = []
 
+    def emit(source: int, value: dict[str, Any], ingest: int) -> None:
+        # "n" (the emission index) leads the value: the sink sorts a task's rows by (key,
+        # value) for replay-stable ids, and PROJECT must read one node's rows of a source in
+        # the order they were emitted (an unsource before the pairs of a re-added source).
+        out.append((str(source), json.dumps({"n": f"{len(out):08d}", **value}), ingest))
+
     def pair(source: int, path: list[int], nxt: int, ingest: int) -> None:
-        value = {"kind": "pair", "source": source, "path": path, "next": nxt}
-        out.append((str(source), json.dumps(value), ingest))
+        emit(source, {"kind": "pair", "source": source, "path": path, "next": nxt}, ingest)
 
     for frame in frames:
         for row in frame.itertuples(index=False):
@@ -91,13 +96,13 @@ def _join(key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[A
                     for nxt in links:
                         pair(source, path, nxt, ingest)
                 if row.kind == "source":
-                    value = {"kind": "source", "source": source, "path": [], "next": -1}
-                    out.append((str(source), json.dumps(value), ingest))
+                    emit(
+                        source, {"kind": "source", "source": source, "path": [], "next": -1}, ingest
+                    )
             elif row.kind == "unsource":
                 source = int(row.a)
                 tuples[:] = [t for t in tuples if not (t[0] == source and t[1] == [source])]
-                value = {"kind": "unsource", "source": source, "path": [], "next": -1}
-                out.append((str(source), json.dumps(value), ingest))
+                emit(source, {"kind": "unsource", "source": source, "path": [], "next": -1}, ingest)
     state.update((json.dumps({"links": links, "tuples": tuples}),))
     yield pd.DataFrame(out, columns=["key", "value", "ingest_ms"])
 

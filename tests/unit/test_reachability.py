@@ -9,9 +9,12 @@ from collections import Counter, deque
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from jobs.pipelines import reachability as stages
+from recovery_lib.causal.order import ordered
+from recovery_lib.io.sinks.kafka_sink import stable_order
 from recovery_lib.pipeline.reachability import (
     LINKS,
     ReachabilityConfig,
@@ -39,13 +42,33 @@ class State:
         self.value = value
 
 
-def row(kind: str, node: int, a: int, b: int | None = None, path: list | None = None) -> dict:
+def row(
+    kind: str,
+    node: int,
+    a: int,
+    b: int | None = None,
+    path: list | None = None,
+    topic: str = "p.reach",
+    offset: int = 0,
+) -> dict:
     return {"node": node, "kind": kind, "a": a, "b": b, "path": json.dumps(path) if path else None,
-            "topic": "t", "partition": 0, "offset": 0, "ingest_ms": 0}  # fmt: skip
+            "topic": topic, "partition": 0, "offset": offset, "ingest_ms": 0}  # fmt: skip
+
+
+def through_the_sink(values: list[tuple[str, str]]) -> list[dict]:
+    """JOIN's rows as PROJECT reads them: the release sink writes a task's rows in its stable
+    (key, value) order (one task here)."""
+    if not values:
+        return []
+    batch = pa.RecordBatch.from_pandas(pd.DataFrame(values, columns=["key", "value"]))
+    table = pa.Table.from_batches(list(stable_order(iter([batch]))))
+    return [json.loads(v) for v in table.column("value").to_pylist()]
 
 
 def simulate(events: list[tuple[str, int, dict]], batch: int) -> list[dict]:
-    """The two stages' functions, micro-batch by micro-batch, the feedback fed back."""
+    """The two stages' functions as the jobs run them, micro-batch by micro-batch: each key's
+    rows in lineage order (links before sources, each topic in offset order), JOIN's output
+    through the sink's stable order, the feedback fed back."""
     join_states: dict[int, State] = {}
     project_states: dict[int, State] = {}
     pending: deque = deque()
@@ -58,32 +81,39 @@ def simulate(events: list[tuple[str, int, dict]], batch: int) -> list[dict]:
             key,
             v.get("src", v.get("node")),
             v.get("dst"),
+            topic=f"p.{name}",
+            offset=i,
         )
-        for name, key, v in events
+        for i, (name, key, v) in enumerate(events)
     ]
+    join, project = ordered(stages._join), ordered(stages._project)
     i = 0
     while i < len(inputs) or pending:
         rows = inputs[i : i + batch] + list(pending)
         i += batch
         pending.clear()
-        pairs: list[dict] = []
+        emitted: list[tuple[str, str]] = []
         for node in dict.fromkeys(r["node"] for r in rows):
             frame = pd.DataFrame([r for r in rows if r["node"] == node])
             state = join_states.setdefault(node, State())
             # Spark hands a group's key as numpy scalars.
-            for out in stages._join((np.int64(node),), iter([frame]), state):
-                pairs += [json.loads(v) for v in out["value"]]
+            for out in join((np.int64(node),), iter([frame]), state):
+                emitted += list(zip(out["key"], out["value"], strict=True))
+        pairs = [
+            {**p, "topic": "p.pairs", "partition": 0, "offset": n}
+            for n, p in enumerate(through_the_sink(emitted))
+        ]
         for source in dict.fromkeys(p["source"] for p in pairs):
             frame = pd.DataFrame([{**p, "path": p["path"]} for p in pairs if p["source"] == source])
             state = project_states.setdefault(source, State())
-            for out in stages._project(
-                (np.int64(source),), iter([frame.assign(ingest_ms=0)]), state
-            ):
+            for out in project((np.int64(source),), iter([frame.assign(ingest_ms=0)]), state):
                 for value in out["value"]:
                     reach = json.loads(value)
                     outputs.append(reach)
                     node, source = reach["node"], reach["source"]
-                    pending.append(row("reach", node, source, None, reach["path"]))
+                    pending.append(
+                        row("reach", node, source, None, reach["path"], offset=len(outputs))
+                    )
     return outputs
 
 
@@ -157,3 +187,22 @@ def test_a_re_added_link_may_repeat_a_path_and_no_more():
     for extra in as_outputs:  # one more copy of either path is more than any run makes
         again = check([*as_outputs, extra], object())
         assert again.violations[Flaw.DUPLICATED_INPUT] == 1, again.violations
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_source_deleted_and_re_added_within_one_batch_repeats_no_path(batch):
+    """Seen in a CIC run of the cyclic query: source 14322 deleted and re-added, then the link
+    14322->120 added, all in one JOIN batch. Lineage order puts the link first, so JOIN emits
+    the pair twice (old tuple, then re-added tuple) with the unsource between them; the sink's
+    (key, value) sort used to put both pairs before the unsource, so PROJECT output the path
+    twice and ended with the live source marked deleted. The emission index keeps the order."""
+    events = [("sources", 1, {"node": 1, "op": "add"}),
+              ("sources", 1, {"node": 1, "op": "delete"}),
+              ("sources", 1, {"node": 1, "op": "add"}),
+              (LINKS, 1, {"src": 1, "dst": 2, "op": "add"})]  # fmt: skip
+    outputs = simulate(events, batch)
+    assert Counter(tuple(o["path"]) for o in outputs) == {(1, 2): 1}, outputs
+    result = ReachablePaths(lambda _: records(events)).check(
+        [Output(None, None, o) for o in outputs], object()
+    )
+    assert result.ok, result.violations
