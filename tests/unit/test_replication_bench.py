@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import json
 
-from recovery_lib.bench.replication_bench import MASKING_RUNS, chart, sink_for, zombie_attempts
+from recovery_lib.bench.replication_bench import (
+    MASKING_RUNS,
+    chart,
+    masking_row,
+    sink_for,
+    zombie_attempts,
+)
 from recovery_lib.ha.replication.gate import REPLICA_HEADER
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
 
@@ -48,3 +54,26 @@ def test_the_chart_is_drawn_from_a_partial_report(tmp_path):
     }
     chart(report, tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 10_000
+
+
+def test_a_native_run_that_never_recovered_bounds_every_ratio_from_above(tmp_path):
+    def run(recovery, gap, p99_ratio=1.0):  # noqa: ANN001, ANN202
+        return {"recovery_time_s": recovery, "output_gap_s": gap, "duration_s": 120.0,
+                "failures": [{"kind": "driver-kill", "at_s": 40.2}],
+                "p99_after_over_before": p99_ratio, "latency_ms": {"p50": 1, "p99": 2}}  # fmt: skip
+
+    runs = {"native": run(None, 50.0, None), "standby": run(30.0, 15.0),
+            "kazoo-leader": run(8.0, 5.0), "kazoo-follower": run(None, 2.0),
+            "liverobin": run(4.0, 2.5)}  # fmt: skip
+    row = masking_row("q3", 5000, runs)
+    assert row["native_recovery_is_lower_bound"] and row["native_recovery_s"] == 79.8
+    assert row["recovery_vs_native"]["kazoo-leader"] == round(8.0 / 79.8, 3)
+    assert row["recovery_vs_native_is_upper_bound"]
+    assert row["recovery_vs_native"]["kazoo-follower"] is None  # no recovery time of its own
+    assert row["gap_vs_native"]["liverobin"] == 0.05
+    runs["native"] = run(20.0, 50.0)
+    measured = masking_row("q3", 5000, runs)
+    assert not measured["native_recovery_is_lower_bound"]
+    assert measured["recovery_vs_native"]["kazoo-leader"] == 0.4
+    chart({"masking": [row, measured]}, tmp_path / "m.png")  # None ratios drawn as "no output"
+    assert (tmp_path / "m.png").stat().st_size > 10_000
