@@ -71,6 +71,13 @@ class ReplicationBench:
         self.report[part] = [*kept, entry]
         self._save()
 
+    def rederive(self) -> None:
+        """Recompute every masking row's comparison from its runs, and redraw the chart."""
+        self.report["masking"] = [
+            masking_row(row["name"], row["rate"], row["runs"]) for row in self.report["masking"]
+        ]
+        self._save()
+
     def _save(self) -> None:
         Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
         chart(self.report, Path(f"{self.out}.png"))

@@ -364,6 +364,9 @@ def bench_replication(
     every: float = typer.Option(45, help="kills: seconds between kills."),
     pause: float = typer.Option(6, help="zombie: seconds the leader is paused (lease 3 s)."),
     append: bool = typer.Option(False, help="Add to an existing report."),
+    rederive: bool = typer.Option(
+        False, help="Run nothing: recompute the report's comparisons and redraw its chart."
+    ),
     out: str = typer.Option("reports/bench_replication", help="Report prefix (.json, .png)."),
 ) -> None:
     """KaZoo and LiveRobin against native restart and standby takeover (a replica's death at the
@@ -384,7 +387,11 @@ def bench_replication(
     except ValueError as exc:
         abort(exc)
         return
-    bench = ReplicationBench(out, console, append=append)
+    bench = ReplicationBench(out, console, append=append or rederive)
+    if rederive:
+        bench.rederive()
+        console.print(f"report: {out}.json, chart: {out}.png")
+        return
     try:
         if "masking" in part:
             bench.masking(jobs, rate_map, duration, fail_at)

@@ -77,3 +77,21 @@ def test_a_native_run_that_never_recovered_bounds_every_ratio_from_above(tmp_pat
     assert measured["recovery_vs_native"]["kazoo-leader"] == 0.4
     chart({"masking": [row, measured]}, tmp_path / "m.png")  # None ratios drawn as "no output"
     assert (tmp_path / "m.png").stat().st_size > 10_000
+
+
+def test_rederive_recomputes_the_comparisons_of_a_saved_report(tmp_path):
+    from rich.console import Console
+
+    from recovery_lib.bench.replication_bench import ReplicationBench
+
+    run = {"recovery_time_s": 5.0, "output_gap_s": 5.0, "duration_s": 120.0,
+           "failures": [{"at_s": 40.0}], "p99_after_over_before": 1.0,
+           "latency_ms": {"p50": 1, "p99": 2}}  # fmt: skip
+    native = {**run, "recovery_time_s": None, "output_gap_s": 50.0}
+    runs = {"native": native, "kazoo-leader": run}
+    saved = {"masking": [{"name": "q3", "rate": 5000, "runs": runs, "recovery_vs_native": {}}]}
+    (tmp_path / "r.json").write_text(json.dumps(saved))
+    ReplicationBench(str(tmp_path / "r"), Console(quiet=True), append=True).rederive()
+    (row,) = json.loads((tmp_path / "r.json").read_text())["masking"]
+    assert row["recovery_vs_native"]["kazoo-leader"] == 0.062 and row["native_recovery_s"] == 80.0
+    assert (tmp_path / "r.png").exists()
