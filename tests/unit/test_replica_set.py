@@ -227,6 +227,9 @@ def test_a_dead_replica_is_replaced_from_the_survivors_state_and_joins(tmp_path,
     b.commit(7)
     a.commit(5)
     assert rs.tick() == ["a", "b"] and rs.ready_for_next_failure()
+    a.pid, b.pid = 1, 2
+    assert rs.front() == "b" and rs.pid == 2  # the one that committed most speaks for the set
+    assert rs.live_checkpoints == rs.replica_dir("b") / "checkpoints"
     a.cause = "exit -9"
     rs.replace_after_s = 3600  # first: the death alone
     assert rs.tick() == ["b"] and a.killed == 1

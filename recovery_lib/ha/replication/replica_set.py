@@ -588,14 +588,17 @@ class ReplicaSet:
         both = [*self.leader_takeovers, *(r.to_dict() for r in self.replacements)]
         return sorted(both, key=lambda t: t.get("ts_ms") or t.get("detected_ms") or 0)
 
-    @property
-    def live_checkpoints(self) -> Path:
-        """The checkpoint root of the replica that leads (KaZoo), else of the live replica that
-        committed most (not a replacement still catching up)."""
-        replica = (self.leader() if self.mode == "kazoo" else None) or max(
+    def front(self) -> str:
+        """The replica that stands for the set (status, pid, heartbeat, checkpoints for GC and
+        shipping): the leader (KaZoo), else the live replica that committed most (not a
+        replacement still catching up)."""
+        return (self.leader() if self.mode == "kazoo" else None) or max(
             self.live(), key=lambda r: last_committed(self.checkpoint(r)) or -1
         )
-        return self.replica_dir(replica) / "checkpoints"
+
+    @property
+    def live_checkpoints(self) -> Path:
+        return self.replica_dir(self.front()) / "checkpoints"
 
     def is_ready(self) -> bool:
         return any(self.replicas[r].sup.is_ready() for r in self.live())
@@ -604,18 +607,12 @@ class ReplicaSet:
         """The job serves: one live replica is enough (the other may be being replaced)."""
         return self.is_ready()
 
-    def _speaking(self) -> Supervisor:
-        """The replica that stands for the set in a job's status: the leader, else the first
-        live one."""
-        replica = (self.leader() if self.mode == "kazoo" else None) or self.live()[0]
-        return self.replicas[replica].sup
-
     def heartbeat(self) -> Any:
-        return self._speaking().heartbeat()
+        return self.replicas[self.front()].sup.heartbeat()
 
     @property
     def pid(self) -> int | None:
-        return self._speaking().pid
+        return self.replicas[self.front()].sup.pid
 
     def ready_for_next_failure(self) -> bool:
         """Both replicas up and none catching up: the next failure hits a full set."""
