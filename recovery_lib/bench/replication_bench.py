@@ -54,7 +54,16 @@ def sink_for(mode: str) -> str:
 
 
 class ReplicationBench:
-    def __init__(self, out_prefix: str, console: Console, append: bool = False) -> None:
+    def __init__(
+        self,
+        out_prefix: str,
+        console: Console,
+        append: bool = False,
+        liverobin_period_s: float | None = None,
+    ) -> None:
+        # LiveRobin's heartbeat period in masking, cost and kills (None: the setting). A batch
+        # ends at every heartbeat, so a period shorter than a batch takes never catches up.
+        self.liverobin_period_s = liverobin_period_s
         self.out = Path(out_prefix)
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.console = console
@@ -89,7 +98,14 @@ class ReplicationBench:
         )
         t0 = time.monotonic()
         exp = Experiment(cfg, self.console, progress=lambda _m: None)
-        result = exp.run()
+        try:
+            result = exp.run()
+        except RuntimeError as exc:  # e.g. a mode that cannot keep up: a result, not a crash
+            self.console.print(f"  [red]failed[/]: {exc}")
+            return {"name": name, "query": cfg.query, "mode": cfg.mode, "victim": cfg.victim,
+                    "rate": cfg.rate, "heartbeat_period_s": cfg.heartbeat_period_s,
+                    "error": str(exc), "workdir": str(exp.workdir),
+                    "elapsed_s": round(time.monotonic() - t0, 1)}  # fmt: skip
         path = write_report(result, self.out.parent / f"{self.out.name}_{name}.json")
         c = result["consistency"]
         entry = {
@@ -130,6 +146,8 @@ class ReplicationBench:
         return entry
 
     def _config(self, query: str, mode: str, rate: float, **kw: Any) -> ExperimentConfig:
+        if mode == "liverobin" and self.liverobin_period_s and "heartbeat_period_s" not in kw:
+            kw["heartbeat_period_s"] = self.liverobin_period_s
         return ExperimentConfig(query=query, mode=mode, sink=sink_for(mode), rate=rate, **kw)
 
     # -- parts -------------------------------------------------------------------------------
@@ -161,7 +179,7 @@ class ReplicationBench:
                 )
                 for mode in ("native", "kazoo", "liverobin")
             }
-            base = runs["native"]["latency_ms"]
+            base = runs["native"].get("latency_ms") or {}
             self._put(
                 "cost",
                 {
@@ -169,10 +187,10 @@ class ReplicationBench:
                     "rate": rates[query],
                     "runs": runs,
                     "p50_vs_single": {
-                        m: _ratio(r["latency_ms"]["p50"], base["p50"]) for m, r in runs.items()
+                        m: _ratio(_latency(r, "p50"), base.get("p50")) for m, r in runs.items()
                     },
                     "p99_vs_single": {
-                        m: _ratio(r["latency_ms"]["p99"], base["p99"]) for m, r in runs.items()
+                        m: _ratio(_latency(r, "p99"), base.get("p99")) for m, r in runs.items()
                     },
                 },
             )
@@ -216,6 +234,9 @@ class ReplicationBench:
             victim="leader", pause_s=pause_s,
         )  # fmt: skip
         entry = self._experiment(f"zombie_{query}", cfg)
+        if "error" in entry:
+            self._put("zombie", entry)
+            return
         out = json.loads(Path(entry["experiment_report"]).read_text())["out_topics"]["faulty"]
         entry["zombie"] = zombie_attempts(Path(entry["workdir"]), read_topic(raw_topic(out)))
         self._put("zombie", entry)
@@ -239,8 +260,8 @@ def masking_row(query: str, rate: float, runs: dict[str, dict[str, Any]]) -> dic
     came back within 10 % before its input ended has no recovery time; it took at least the
     input time left after the kill, so each mode's ratio to it is an upper bound (``<=``)."""
     native = runs["native"]
-    recovery = native["recovery_time_s"]
-    bounded = recovery is None
+    recovery = native.get("recovery_time_s")
+    bounded = recovery is None and "error" not in native
     if bounded:
         recovery = round(native["duration_s"] - native["failures"][0]["at_s"], 1)
     return {
@@ -249,12 +270,20 @@ def masking_row(query: str, rate: float, runs: dict[str, dict[str, Any]]) -> dic
         "runs": runs,
         "native_recovery_s": recovery,
         "native_recovery_is_lower_bound": bounded,
-        "recovery_vs_native": {n: _ratio(r["recovery_time_s"], recovery) for n, r in runs.items()},
+        "recovery_vs_native": {
+            n: _ratio(r.get("recovery_time_s"), recovery) for n, r in runs.items()
+        },
         "recovery_vs_native_is_upper_bound": bounded,
         "gap_vs_native": {
-            n: _ratio(r["output_gap_s"], native["output_gap_s"]) for n, r in runs.items()
+            n: _ratio(r.get("output_gap_s"), native.get("output_gap_s")) for n, r in runs.items()
         },
+        "failed_runs": {n: r["error"] for n, r in runs.items() if "error" in r},
     }
+
+
+def _latency(entry: dict[str, Any], q: str) -> float | None:
+    """A run's p50 or p99 latency (ms); None for a run that failed."""
+    return (entry.get("latency_ms") or {}).get(q)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -298,7 +327,10 @@ def chart(report: dict[str, Any], path: Path) -> None:
     ax.set_title("recovery time: latency back within 10 % of before (>=: not within the run)")
     ax.legend()
     ax = axes[1][0]
-    beats = sorted(report.get("heartbeat", []), key=lambda e: e["heartbeat_period_s"] or 0)
+    beats = sorted(
+        (e for e in report.get("heartbeat", []) if "latency_ms" in e),
+        key=lambda e: e["heartbeat_period_s"] or 0,
+    )
     if beats:
         periods = [e["heartbeat_period_s"] for e in beats]
         ax.plot(periods, [e["latency_ms"]["p50"] for e in beats], "o-", label="p50")
@@ -312,7 +344,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
         modes = list(row["runs"])
         ax.bar(
             [x + i * 0.35 for x in range(len(modes))],
-            [row["runs"][m]["latency_ms"]["p99"] or 0 for m in modes],
+            [_latency(row["runs"][m], "p99") or 0 for m in modes],
             0.35,
             label=f"{row['name']} p99",
         )

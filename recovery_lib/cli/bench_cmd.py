@@ -363,6 +363,11 @@ def bench_replication(
     repeat: int = typer.Option(3, help="kills: kills per run."),
     every: float = typer.Option(45, help="kills: seconds between kills."),
     pause: float = typer.Option(6, help="zombie: seconds the leader is paused (lease 3 s)."),
+    liverobin_period: float = typer.Option(
+        None,
+        help="masking, cost, kills: LiveRobin's heartbeat period (s); default the setting. "
+        "It must exceed a batch's cost, or the replicas never catch up.",
+    ),
     append: bool = typer.Option(False, help="Add to an existing report."),
     rederive: bool = typer.Option(
         False, help="Run nothing: recompute the report's comparisons and redraw its chart."
@@ -387,7 +392,9 @@ def bench_replication(
     except ValueError as exc:
         abort(exc)
         return
-    bench = ReplicationBench(out, console, append=append or rederive)
+    bench = ReplicationBench(
+        out, console, append=append or rederive, liverobin_period_s=liverobin_period
+    )
     if rederive:
         bench.rederive()
         console.print(f"report: {out}.json, chart: {out}.png")

@@ -618,7 +618,7 @@ class Experiment:
             if time.monotonic() > deadline:
                 raise RuntimeError(
                     f"the job did not process its {count:,} warm-up events within 300 s; "
-                    f"see {self.workdir / name / 'job.log'}"
+                    f"see the job's log (job.log) under {self.workdir / name}"
                 )
             time.sleep(0.5)
         return count

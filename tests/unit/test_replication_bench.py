@@ -95,3 +95,17 @@ def test_rederive_recomputes_the_comparisons_of_a_saved_report(tmp_path):
     (row,) = json.loads((tmp_path / "r.json").read_text())["masking"]
     assert row["recovery_vs_native"]["kazoo-leader"] == 0.062 and row["native_recovery_s"] == 80.0
     assert (tmp_path / "r.png").exists()
+
+
+def test_a_failed_run_is_kept_as_a_result_and_the_row_and_chart_still_come(tmp_path):
+    run = {"recovery_time_s": 5.0, "output_gap_s": 5.0, "duration_s": 120.0,
+           "failures": [{"at_s": 40.0}], "p99_after_over_before": 1.0,
+           "latency_ms": {"p50": 1, "p99": 2}}  # fmt: skip
+    failed = {"name": "masking_q3_liverobin", "error": "did not process its warm-up events"}
+    row = masking_row("q3", 5000, {"native": run, "liverobin": failed})
+    assert row["failed_runs"] == {"liverobin": failed["error"]}
+    assert row["recovery_vs_native"]["liverobin"] is None
+    report = {"masking": [row], "heartbeat": [{"heartbeat_period_s": 0.25, **failed}],
+              "cost": [{"name": "q3", "runs": {"native": run, "liverobin": failed}}]}  # fmt: skip
+    chart(report, tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 10_000
