@@ -60,7 +60,11 @@ class ReplicationBench:
         console: Console,
         append: bool = False,
         liverobin_period_s: float | None = None,
+        reuse: bool = False,
     ) -> None:
+        # Take a run's result from its experiment report at ``out`` when one exists (an
+        # interrupted invocation resumed with the same settings).
+        self.reuse = reuse
         # LiveRobin's heartbeat period in masking, cost and kills (None: the setting). A batch
         # ends at every heartbeat, so a period shorter than a batch takes never catches up.
         self.liverobin_period_s = liverobin_period_s
@@ -97,6 +101,11 @@ class ReplicationBench:
             f"{cfg.rate:,.0f} ev/s ..."
         )
         t0 = time.monotonic()
+        path = self.out.parent / f"{self.out.name}_{name}.json"
+        if self.reuse and path.exists():  # an earlier invocation's run of the same config
+            result = json.loads(path.read_text())
+            self.console.print(f"  reused {path}")
+            return self._entry(name, cfg, result, path, "", result.get("elapsed_s", 0.0))
         exp = Experiment(cfg, self.console, progress=lambda _m: None)
         try:
             result = exp.run()
@@ -106,7 +115,20 @@ class ReplicationBench:
                     "rate": cfg.rate, "heartbeat_period_s": cfg.heartbeat_period_s,
                     "error": str(exc), "workdir": str(exp.workdir),
                     "elapsed_s": round(time.monotonic() - t0, 1)}  # fmt: skip
-        path = write_report(result, self.out.parent / f"{self.out.name}_{name}.json")
+        path = write_report(result, path)
+        return self._entry(
+            name, cfg, result, path, str(exp.workdir), round(time.monotonic() - t0, 1)
+        )
+
+    def _entry(
+        self,
+        name: str,
+        cfg: ExperimentConfig,
+        result: dict[str, Any],
+        path: Path,
+        workdir: str,
+        elapsed_s: float,
+    ) -> dict[str, Any]:
         c = result["consistency"]
         entry = {
             "name": name,
@@ -135,8 +157,8 @@ class ReplicationBench:
             }
             | {"inconclusive_because": c.get("inconclusive_because")},
             "experiment_report": str(path),
-            "workdir": str(exp.workdir),
-            "elapsed_s": round(time.monotonic() - t0, 1),
+            "workdir": workdir,
+            "elapsed_s": elapsed_s,
         }
         self.console.print(
             f"  {c['verdict']} {c.get('guarantee')}, p99 after/before "

@@ -369,6 +369,11 @@ def bench_replication(
         "It must exceed a batch's cost, or the replicas never catch up.",
     ),
     append: bool = typer.Option(False, help="Add to an existing report."),
+    reuse: bool = typer.Option(
+        False,
+        help="Take each run whose experiment report exists at --out from it instead of running "
+        "it again (resume an interrupted invocation with the same settings).",
+    ),
     rederive: bool = typer.Option(
         False, help="Run nothing: recompute the report's comparisons and redraw its chart."
     ),
@@ -393,7 +398,11 @@ def bench_replication(
         abort(exc)
         return
     bench = ReplicationBench(
-        out, console, append=append or rederive, liverobin_period_s=liverobin_period
+        out,
+        console,
+        append=append or rederive or reuse,
+        liverobin_period_s=liverobin_period,
+        reuse=reuse,
     )
     if rederive:
         bench.rederive()

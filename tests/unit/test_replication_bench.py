@@ -109,3 +109,19 @@ def test_a_failed_run_is_kept_as_a_result_and_the_row_and_chart_still_come(tmp_p
               "cost": [{"name": "q3", "runs": {"native": run, "liverobin": failed}}]}  # fmt: skip
     chart(report, tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 10_000
+
+
+def test_reuse_takes_a_run_from_its_experiment_report_instead_of_running_it(tmp_path):
+    from rich.console import Console
+
+    from recovery_lib.bench.replication_bench import ReplicationBench
+
+    result = {"throughput_eps": 10.0, "latency_ms": {"p50": 1, "p99": 2}, "restart_time_s": 1.0,
+              "recovery_time_s": 2.0, "output_gap_s": 3.0, "failures": [{"at_s": 40.0}],
+              "consistency": {"verdict": "consistent", "guarantee": "exactly-once"},
+              "elapsed_s": 99.0}  # fmt: skip
+    (tmp_path / "r_masking_q3_native.json").write_text(json.dumps(result))
+    bench = ReplicationBench(str(tmp_path / "r"), Console(quiet=True), reuse=True)
+    entry = bench._experiment("masking_q3_native", bench._config("q3", "native", 5000.0))
+    assert entry["recovery_time_s"] == 2.0 and entry["elapsed_s"] == 99.0
+    assert entry["verdict"] == "consistent"
