@@ -163,3 +163,31 @@ def test_a_dead_leaders_lease_expires_though_its_replacement_beats_in_the_same_f
     assert lease_expired(tmp_path, "b/100", "a/300", timeout_s=3)
     assert not lease_expired(tmp_path, "b/200", "a/300", timeout_s=3)
     assert lease_expired(tmp_path, "b/100", "b/200", timeout_s=3)  # my own former self
+
+
+def test_the_generator_holds_after_its_first_heartbeat_while_the_replicas_are_cold(monkeypatch):
+    """One heartbeat lets the replicas cut their (slow) first batch; no more until they
+    committed it, or each heartbeat written meanwhile becomes a batch to work off."""
+    import threading
+    import time
+
+    from recovery_lib.ha.replication.heartbeats import HeartbeatGenerator
+
+    gen = HeartbeatGenerator(["t"], "t.hb", period_s=0.02)
+    monkeypatch.setattr(gen.index, "create", lambda: None)
+    stamps: list[float] = []
+
+    def beat() -> None:
+        stamps.append(time.monotonic())
+        gen.beats += 1
+
+    monkeypatch.setattr(gen, "beat", beat)
+    warm_at = time.monotonic() + 0.6
+    stop = threading.Event()
+    thread = threading.Thread(target=gen.run, args=(stop, None, lambda: time.monotonic() < warm_at))
+    thread.start()
+    time.sleep(1.0)
+    stop.set()
+    thread.join(5)
+    assert [t for t in stamps if t < warm_at] == stamps[:1], "it beat while the replicas were cold"
+    assert len([t for t in stamps if t >= warm_at]) >= 5, "it did not go on once they were warm"

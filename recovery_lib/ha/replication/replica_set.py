@@ -409,7 +409,10 @@ class ReplicaSet:
         def failed(exc: Exception) -> None:
             self.generator_errors.append(str(exc))
 
-        self._thread(self.generator.run, "heartbeats", failed)
+        def cold() -> bool:  # a replica that never committed a batch: its first is slow
+            return any(last_committed(self.checkpoint(r)) is None for r in self.live())
+
+        self._thread(self.generator.run, "heartbeats", failed, cold)
 
     def wait_ready(self, timeout_s: float = 240.0) -> None:
         for rep in self.replicas.values():
