@@ -21,6 +21,15 @@ EXTRACTORS = {
     "flamestream": "recovery_lib.reproduce.extract_flamestream:extract",
 }
 
+# The benchmark commands whose reports each paper's extractor reads (Makefile targets).
+BENCHES = {
+    "clonos": ("make bench-causal", "make bench-campaign", "recovery bench standby"),
+    "checkmate": ("make bench-protocols",),
+    "active-replication": ("make bench-replication",),
+    "cec": ("make bench-cec",),
+    "flamestream": ("make bench-sinks", "make bench-release-campaign"),
+}
+
 
 def extractor(key: str) -> Extractor:
     module, _, attr = EXTRACTORS[key].partition(":")
@@ -110,6 +119,10 @@ def markdown(key: str, comparisons: list[Comparison]) -> str:
             f"| {row.metric} `{row.id}` | {row.source} | {paper_value} | {ours} | "
             f"{c.verdict} | {why} |".replace("\n", " ")
         )
+    if counts["not measured"]:
+        lines += ["", f"Rows not measured come from reports not written yet or from results "
+                  f"no benchmark of ours covers; the reports come from: "
+                  f"{', '.join(f'`{b}`' for b in BENCHES[key])}."]  # fmt: skip
     differs = [c for c in comparisons if c.verdict == "differs"]
     if differs:
         lines += ["", "## Where ours disagrees, and why", ""]
@@ -149,8 +162,10 @@ def chart(key: str, comparisons: list[Comparison], path: Path) -> None:
     plt.close(fig)
 
 
-def write(key: str, reports_dir: Path, out_dir: Path) -> dict[str, Path]:
-    """``<out_dir>/<paper>.md``, ``.json`` and ``.png``; returns their paths."""
+def write(
+    key: str, reports_dir: Path, out_dir: Path
+) -> tuple[dict[str, Path], list[Comparison]]:
+    """``<out_dir>/<paper>.md``, ``.json`` and ``.png``; returns their paths and the rows."""
     comparisons = compare(key, reports_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {ext: out_dir / f"{key}.{ext}" for ext in ("md", "json", "png")}
@@ -159,4 +174,4 @@ def write(key: str, reports_dir: Path, out_dir: Path) -> dict[str, Path]:
         json.dumps({"paper": key, "rows": [c.to_dict() for c in comparisons]}, indent=2)
     )
     chart(key, comparisons, paths["png"])
-    return paths
+    return paths, comparisons

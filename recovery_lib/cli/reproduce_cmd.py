@@ -1,0 +1,48 @@
+"""``recovery reproduce <paper|all>``: the paper's key results beside ours (reproduce/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from recovery_lib.cli.output import abort, console
+
+
+def reproduce(
+    paper: str = typer.Argument(
+        ..., help="clonos | checkmate | active-replication | cec | flamestream | all"
+    ),
+    reports: Path = typer.Option(
+        Path("docs/benchmarks"), help="Where the benchmark reports (JSON) are read from."
+    ),
+    out: Path = typer.Option(
+        Path("reports/reproduction"), help="Where <paper>.md, .json and .png are written."
+    ),
+) -> None:
+    """Put each paper's own numbers (with their table or figure) beside ours, read from the
+    benchmark reports, and list every row where ours disagrees and why. Rows no report answers
+    yet are marked "not measured", with the benchmark command that produces them."""
+    from recovery_lib.reproduce.papers import PAPERS
+    from recovery_lib.reproduce.report import BENCHES, write
+
+    keys = list(PAPERS) if paper == "all" else [paper]
+    unknown = [k for k in keys if k not in PAPERS]
+    if unknown:
+        abort(ValueError(f"unknown paper {unknown[0]!r}; choose from {', '.join(PAPERS)}, all"))
+    if not reports.is_dir():
+        abort(ValueError(f"no reports directory {reports}; run the benchmarks first"))
+    for key in keys:
+        try:
+            paths, comparisons = write(key, reports, out)
+        except (ValueError, KeyError) as exc:
+            abort(exc)
+            return
+        verdicts = [c.verdict for c in comparisons]
+        summary = ", ".join(
+            f"{verdicts.count(v)} {v}"
+            for v in ("agrees", "differs", "not comparable", "not measured")
+        )
+        console.print(f"[bold]{key}[/]: {summary} -> {paths['md']}")
+        if verdicts.count("not measured"):
+            console.print(f"  not measured rows: run {', '.join(BENCHES[key])}")
