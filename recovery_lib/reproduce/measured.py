@@ -3,6 +3,7 @@ module implements (``extract_<paper>.py``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,3 +40,32 @@ class Measured:
 # our rows. A report that is missing yields no rows (the comparison says "not measured");
 # a report that exists but lacks a field the extractor needs raises, naming the field.
 Extractor = Callable[[Path], list[Measured]]
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load_report(reports_dir: Path, name: str) -> dict[str, Any] | None:
+    """The benchmark report ``name`` under ``reports_dir``, or None if it was not written."""
+    path = reports_dir / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def field(where: str, obj: Any, *keys: str | int) -> Any:
+    """``obj[k0][k1]...``; a missing field raises, naming ``where`` (the report, and the entry
+    ``obj`` is in it) and the field, so a changed report format fails loudly."""
+    for i, key in enumerate(keys):
+        try:
+            obj = obj[key]
+        except (KeyError, IndexError, TypeError):
+            name = ".".join(str(k) for k in keys[: i + 1])
+            raise ValueError(f"{where}: missing field {name}") from None
+    return obj
+
+
+def report_path(path: Path) -> str:
+    """A report's path as rows cite it: relative to the repository when it lies inside."""
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)

@@ -162,9 +162,7 @@ def chart(key: str, comparisons: list[Comparison], path: Path) -> None:
     plt.close(fig)
 
 
-def write(
-    key: str, reports_dir: Path, out_dir: Path
-) -> tuple[dict[str, Path], list[Comparison]]:
+def write(key: str, reports_dir: Path, out_dir: Path) -> tuple[dict[str, Path], list[Comparison]]:
     """``<out_dir>/<paper>.md``, ``.json`` and ``.png``; returns their paths and the rows."""
     comparisons = compare(key, reports_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
