@@ -140,16 +140,46 @@ class BatchClocks:
         )
 
 
-def _state_path(protocol_dir: str | Path, stage: str, batch: int) -> Path:
-    return Path(protocol_dir) / "stages" / stage / "cic" / f"{batch}.json"
+def _state_path(protocol_dir: str | Path, stage: str, batch: int, source: str = "") -> Path:
+    """Where a source's cut policy leaves batch ``batch``'s clocks: one file per source (its
+    topics), since a stage with several inputs has one cut policy per input; ``source`` ""
+    is the single file of earlier versions."""
+    cic = Path(protocol_dir) / "stages" / stage / "cic"
+    return cic / str(batch) / f"{source}.json" if source else cic / f"{batch}.json"
+
+
+def source_key(start: Offsets) -> str:
+    """A source's name among a stage's inputs: the topics it reads."""
+    return "+".join(sorted(start)).replace("/", "_") or "none"
+
+
+def _read_state(path: Path) -> BatchClocks:
+    raw = json.loads(path.read_text())
+    return BatchClocks(Clocks.from_json(raw["clocks"]), raw["forced"], raw.get("delivered", 0))
 
 
 def batch_state(protocol_dir: str | Path, stage: str, batch: int) -> BatchClocks | None:
-    try:
-        raw = json.loads(_state_path(protocol_dir, stage, batch).read_text())
-    except FileNotFoundError:
+    """The stage's clocks after batch ``batch``'s deliveries, from every input: each source's
+    cut policy started from the same clocks and delivered its own records, and HMNR's deliver
+    is a merge (max of the Lamport clock and ckpt, taken/greater by the rule), so delivering
+    each source's result into the one that checkpointed most gives the clocks after all of
+    them. Forced if any source forced the batch."""
+    per_source = sorted(_state_path(protocol_dir, stage, batch, "x").parent.glob("*.json"))
+    states = [_read_state(p) for p in per_source]
+    legacy = _state_path(protocol_dir, stage, batch)
+    if not states and legacy.exists():
+        states = [_read_state(legacy)]
+    if not states:
         return None
-    return BatchClocks(Clocks.from_json(raw["clocks"]), raw["forced"], raw.get("delivered", 0))
+    me = states[0].clocks.me
+    states.sort(key=lambda st: st.clocks.ckpt[me], reverse=True)
+    merged = states[0]
+    for other in states[1:]:
+        c = other.clocks
+        merged.clocks.deliver((c.lc, c.ckpt, c.taken, c.greater))
+        merged.forced = merged.forced or other.forced
+        merged.delivered += other.delivered
+    return merged
 
 
 def clocks_after(log: StageLog, batch: int, me: int, n: int) -> Clocks:
@@ -192,7 +222,8 @@ class ForcedCut(CutPolicy):
         decided = decide(clocks, self._headers(start, end), start, end)
         if decided.force_previous and batch > 0:
             self._force_previous(batch - 1)
-        write_atomic(_state_path(self.protocol_dir, self.stage, batch), decided.to_json())
+        path = _state_path(self.protocol_dir, self.stage, batch, source_key(start))
+        write_atomic(path, decided.to_json())
         return end
 
     def _force_previous(self, batch: int) -> None:

@@ -131,3 +131,27 @@ def test_a_forcing_first_record_makes_the_previous_batch_the_checkpoint():
     decided = decide(s0, {("a", 0): [(11, answer)]}, start, end)
     assert decided.force_previous and not decided.forced and end == {"a": {"0": 12}}
     assert decided.clocks.ckpt[0] == 2 and decided.clocks.lc >= lc + 1
+
+
+def test_a_stage_with_two_inputs_keeps_both_inputs_deliveries_in_its_clocks(
+    tmp_path, monkeypatch
+):
+    """A stage has one cut policy per input; each decides from the same clocks on its own
+    records. The batch's clocks are the merge of both (before: the last writer's only)."""
+    from recovery_lib.protocols.communication_induced import ForcedCut, batch_state
+
+    s1, s2 = Clocks.initial(1, 3), Clocks.initial(2, 3)
+    s1.checkpoint()
+    s1.checkpoint()  # stage 1 is in its third interval, stage 2 in its first
+    s2.lc = 7  # and stage 2's Lamport clock is ahead
+    from_1, from_2 = s1.piggyback(), s2.piggyback()
+    options = {"protocolDir": str(tmp_path / "p"), "protocolStage": "join",
+               "stageCheckpoint": str(tmp_path / "ck"), "protocolStageIndex": "0",
+               "protocolStages": "3"}  # fmt: skip
+    for name, header in (("left", from_1), ("right", from_2)):
+        cut = ForcedCut(options)
+        monkeypatch.setattr(cut, "_headers", lambda s, e, h=header, t=name: {(t, 0): [(0, h)]})
+        cut.cut({name: {"0": 0}}, {name: {"0": 1}}, None)
+    state = batch_state(tmp_path / "p", "join", 0)
+    assert state is not None and state.delivered == 2
+    assert state.clocks.ckpt == [1, 3, 1] and state.clocks.lc == 7
