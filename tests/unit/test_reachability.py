@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from jobs.pipelines import reachability as stages
-from recovery_lib.causal.order import ordered
+from recovery_lib.causal.order import LINEAGE
 from recovery_lib.io.sinks.kafka_sink import stable_order
 from recovery_lib.pipeline.reachability import (
     LINKS,
@@ -86,10 +86,10 @@ def simulate(events: list[tuple[str, int, dict]], batch: int) -> list[dict]:
         )
         for i, (name, key, v) in enumerate(events)
     ]
-    join, project = ordered(stages._join), ordered(stages._project)
     i = 0
     while i < len(inputs) or pending:
-        rows = inputs[i : i + batch] + list(pending)
+        # What ``ordered`` does per key, once for the batch: each key's rows in lineage order.
+        rows = sorted(inputs[i : i + batch] + list(pending), key=lambda r: [r[c] for c in LINEAGE])
         i += batch
         pending.clear()
         emitted: list[tuple[str, str]] = []
@@ -97,7 +97,7 @@ def simulate(events: list[tuple[str, int, dict]], batch: int) -> list[dict]:
             frame = pd.DataFrame([r for r in rows if r["node"] == node])
             state = join_states.setdefault(node, State())
             # Spark hands a group's key as numpy scalars.
-            for out in join((np.int64(node),), iter([frame]), state):
+            for out in stages._join((np.int64(node),), iter([frame]), state):
                 emitted += list(zip(out["key"], out["value"], strict=True))
         pairs = [
             {**p, "topic": "p.pairs", "partition": 0, "offset": n}
@@ -106,7 +106,10 @@ def simulate(events: list[tuple[str, int, dict]], batch: int) -> list[dict]:
         for source in dict.fromkeys(p["source"] for p in pairs):
             frame = pd.DataFrame([{**p, "path": p["path"]} for p in pairs if p["source"] == source])
             state = project_states.setdefault(source, State())
-            for out in project((np.int64(source),), iter([frame.assign(ingest_ms=0)]), state):
+            # PROJECT's rows are in its input's offset order already (the sink's order).
+            for out in stages._project(
+                (np.int64(source),), iter([frame.assign(ingest_ms=0)]), state
+            ):
                 for value in out["value"]:
                     reach = json.loads(value)
                     outputs.append(reach)
