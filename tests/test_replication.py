@@ -214,3 +214,23 @@ def test_the_gate_forwards_each_id_once_and_resumes_from_its_own_output(kafka_bo
         + [(1, f"0/{s}".encode()) for s in range(4)]
         + [(1, b"1/0")]
     )
+
+
+def test_no_heartbeat_is_written_while_the_input_is_idle(kafka_bootstrap):
+    """A heartbeat with no input since the last one would only make both replicas run an
+    empty batch; the generator skips it, and beats again once records arrive."""
+    topic, index = f"in-{uuid.uuid4().hex[:8]}", f"hb-{uuid.uuid4().hex[:8]}"
+    TopicAdmin().create(topic, partitions=2)
+    generator = HeartbeatGenerator([topic], index, period_s=0.1)
+    generator.index.create()
+    try:
+        assert not generator.idle()  # no heartbeat yet: the first one is always written
+        produce(topic, 4, partitions=2)
+        first = generator.beat()
+        assert generator.idle()  # only the heartbeat itself since
+        produce(topic, 1, partitions=2, start=4)  # one record, in one partition
+        assert not generator.idle()
+        second = generator.beat()
+        assert generator.idle() and second.seq > first.seq
+    finally:
+        generator.close()
