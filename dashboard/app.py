@@ -3,7 +3,8 @@
     streamlit run dashboard/app.py        # or: make dashboard
 
 Tabs: overview of jobs and runs, one job's timeline, recoveries by mode, consistency reports,
-checkpoints and GC, pipelines (stages, checkpoints, recovery line), experiments side by side.
+checkpoints and GC, pipelines (stages, checkpoints, recovery line), experiments side by side,
+each paper's numbers beside ours (Papers).
 The store is found through the project settings (RECOVERY_HOME), or RECOVERY_METRICS_PATH for
 another file.
 """
@@ -450,6 +451,50 @@ def experiments(path: Path) -> None:
                 st.altair_chart(chart)
 
 
+def papers(_path: Path) -> None:
+    """Each paper's own numbers beside ours (``recovery reproduce``), read from the benchmark
+    reports: how many rows agree, differ, are not comparable or not measured, and the rows."""
+    from recovery_lib.reproduce.papers import PAPERS
+    from recovery_lib.reproduce.report import compare
+
+    reports = get_settings().benchmark_reports
+    if not reports.is_dir():
+        st.info(f"No benchmark reports at {reports} (setting RECOVERY_BENCHMARK_REPORTS).")
+        return
+    rows, counts = {}, []
+    for key in PAPERS:
+        try:
+            rows[key] = compare(key, reports)
+        except ValueError as exc:  # a report whose format the extractor does not know
+            st.warning(f"{key}: {exc}")
+            continue
+        for verdict in ("agrees", "differs", "not comparable", "not measured"):
+            n = sum(c.verdict == verdict for c in rows[key])
+            counts.append({"paper": key, "verdict": verdict, "rows": n})
+    if not counts:
+        return
+    st.altair_chart(
+        alt.Chart(pd.DataFrame(counts))
+        .mark_bar()
+        .encode(x="paper:N", y="rows:Q", color="verdict:N", tooltip=["paper", "verdict", "rows"])
+        .properties(height=260),
+        width="stretch",
+    )
+    key = st.selectbox("paper", list(rows))
+    table = pd.DataFrame(
+        {
+            "paper row": c.row.metric,
+            "source": c.row.source,
+            "paper": "trend" if c.row.value is None else f"{c.row.value:g} {c.row.unit}",
+            "ours": "; ".join(f"{m.value:g} {m.unit}" for m in c.ours if m.value is not None),
+            "verdict": c.verdict,
+            "why it differs": " ".join(m.differs_because for m in c.ours if m.differs_because),
+        }
+        for c in rows[key]
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+
+
 def main() -> None:
     path = store_path()
     st.title("Spark streaming recovery: operations")
@@ -468,6 +513,7 @@ def main() -> None:
             "Pipelines",
             "Replicas",
             "Experiments",
+            "Papers",
         ]
     )
     pages = (
@@ -479,6 +525,7 @@ def main() -> None:
         pipelines,
         replicas,
         experiments,
+        papers,
     )
     for tab, page in zip(tabs, pages, strict=True):
         with tab:

@@ -36,6 +36,11 @@ class Settings(BaseSettings):
         default=Path(".recovery"),
         description="Working directory for broker state, checkpoints, tables and reports.",
     )
+    benchmark_reports: Path = Field(
+        default=Path("docs/benchmarks"),
+        description="Benchmark reports (JSON) that `recovery reproduce` and the dashboard's "
+        "Papers tab read.",
+    )
     kafka_bootstrap: str | None = Field(
         default=None,
         validation_alias="KAFKA_BOOTSTRAP",

@@ -136,6 +136,7 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
         "Pipelines",
         "Replicas",
         "Experiments",
+        "Papers",
     ]
     assert not at.warning
     frames = [df.value for df in at.dataframe]
@@ -165,6 +166,9 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     assert stages["line"].tolist() == [38, 39]
     recoveries = next(f for f in frames if "strict_rule_rolls_back" in f.columns)
     assert recoveries["local"].tolist() == [True]
+    # The papers tab: the first paper's rows beside ours, from the committed reports.
+    papers = next(f for f in frames if "paper row" in f.columns)
+    assert len(papers) > 10 and {"agrees", "not measured"} <= set(papers["verdict"])
     charts = at.get("vega_lite_chart")
     assert len(charts) >= 8  # sparklines, timeline, state, recoveries, damage, shipping, GC,
     # pipeline stages

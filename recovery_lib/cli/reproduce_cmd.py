@@ -14,7 +14,9 @@ def reproduce(
         ..., help="clonos | checkmate | active-replication | cec | flamestream | all"
     ),
     reports: Path = typer.Option(
-        Path("docs/benchmarks"), help="Where the benchmark reports (JSON) are read from."
+        None,
+        help="Where the benchmark reports (JSON) are read from (default: the setting "
+        "RECOVERY_BENCHMARK_REPORTS, docs/benchmarks).",
     ),
     out: Path = typer.Option(
         Path("reports/reproduction"), help="Where <paper>.md, .json and .png are written."
@@ -25,7 +27,9 @@ def reproduce(
     yet are marked "not measured", with the benchmark command that produces them."""
     from recovery_lib.reproduce.papers import PAPERS
     from recovery_lib.reproduce.report import BENCHES, write
+    from recovery_lib.settings import get_settings
 
+    reports = reports or get_settings().benchmark_reports
     keys = list(PAPERS) if paper == "all" else [paper]
     unknown = [k for k in keys if k not in PAPERS]
     if unknown:
