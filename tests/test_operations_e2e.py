@@ -20,7 +20,7 @@ import pytest
 from recovery_lib.metrics.store import read_frame
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
-from tests.airflow_helpers import PASSWORD, airflow, airflow_env, dag_test
+from tests.airflow_helpers import PASSWORD, REPO, airflow, airflow_env, dag_test
 from tests.helpers import wait_for
 
 EVENTS = 40_000
@@ -107,12 +107,14 @@ def test_every_dag_imports_cleanly(tmp_path, recovery_home):
         "checkpoint_gc",
         "consistency_report",
         "recovery_experiment",
+        "reproduce",
         "state_shipping",
         "stream_q3_ops",
         "stream_q3_kazoo",
     } <= set(result["dags"])
     assert result["tasks"]["stream_q3_kazoo"] == ["ensure_running", "replica_health", "watch"]
     assert "replica_health" not in result["tasks"]["stream_q3_ops"]
+    assert result["tasks"]["reproduce"] == ["reproduce"]
 
 
 def test_the_watch_trigger_reports_health_then_failure(tmp_path, monkeypatch, jobs_env):
@@ -373,3 +375,16 @@ def test_real_airflow_runs_a_dag_triggered_over_the_rest_api(tmp_path, recovery_
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
     assert all(p.poll() is not None for p in procs)
+
+
+def test_the_reproduce_dag_writes_a_papers_report_from_the_benchmark_reports(
+    tmp_path, recovery_home
+):
+    env = airflow_env(tmp_path, recovery_home, write_jobs(tmp_path / "jobs.yaml", "nx"))
+    env["RECOVERY_BENCHMARK_REPORTS"] = str(REPO / "docs" / "benchmarks")
+    airflow(env, "db", "migrate")
+    result = dag_test(env, "reproduce", {"paper": "cec"})
+    assert result["state"] == "success", result["log"]
+    report = recovery_home / "reports" / "reproduction" / "cec.md"
+    assert report.exists(), result["log"]
+    assert "the paper's numbers beside ours" in report.read_text()
