@@ -351,9 +351,13 @@ def bench_replication(
     ),
     query: list[str] = typer.Option(["q3", "q8", "prices"], help="masking, cost: jobs."),
     rates: str = typer.Option(
-        "q3=5000,q8=5000,prices=1000", help="Input rate per job (ev/s) for masking and cost."
+        "q3=5000,q8=2000,prices=1000",
+        help="Input rate per job (ev/s) for masking and cost (two replicas share the host: "
+        "q8 at 5,000 ev/s gave no output within 50 s here).",
     ),
-    duration: float = typer.Option(90, help="masking, cost: seconds of input per run."),
+    duration: float = typer.Option(
+        120, help="masking, cost: seconds of input per run (80 s after the kill to recover)."
+    ),
     fail_at: float = typer.Option(40, help="masking: the kill this far in (30 s before it)."),
     hb_query: str = typer.Option("q1", help="heartbeat, slow, zombie: the job."),
     hb_rate: float = typer.Option(2000, help="heartbeat, slow, zombie: input rate."),
@@ -364,9 +368,9 @@ def bench_replication(
     every: float = typer.Option(45, help="kills: seconds between kills."),
     pause: float = typer.Option(6, help="zombie: seconds the leader is paused (lease 3 s)."),
     liverobin_period: float = typer.Option(
-        None,
-        help="masking, cost, kills: LiveRobin's heartbeat period (s); default the setting. "
-        "It must exceed a batch's cost, or the replicas never catch up.",
+        8.0,
+        help="masking, cost, kills: LiveRobin's heartbeat period (s). It must exceed a batch's "
+        "cost, or the replicas never catch up (q3 with two replicas here: 4-6 s a batch).",
     ),
     append: bool = typer.Option(False, help="Add to an existing report."),
     reuse: bool = typer.Option(
