@@ -185,22 +185,28 @@ def recoveries(path: Path) -> None:
     if rec.empty:
         st.info("No restart has completed yet (run an experiment with a failure).")
         return
-    by_mode = rec.groupby(["mode", "query"], as_index=False)["restart_time_s"].agg(
-        ["count", "mean", "max"]
+    times = ["restart_time_s", "recovery_time_s", "output_gap_s"]
+    by_mode = rec.groupby(["mode", "query"], as_index=False)[times].agg(["count", "mean", "max"])
+    long = rec.melt(["run_id", "query", "mode"], times, "measure", "seconds").dropna()
+    st.caption(
+        "restart: failure detected -> the job processes again; recovery: failure -> latency "
+        "back within 10 % of before; output gap: the longest time without output after it."
     )
     st.altair_chart(
-        alt.Chart(rec)
+        alt.Chart(long)
         .mark_bar()
         .encode(
-            x=alt.X("mode:N"),
-            y=alt.Y("mean(restart_time_s):Q", title="mean restart time (s)"),
-            column=alt.Column("query:N"),
-            color="mode:N",
+            x=alt.X("measure:N", title=None, sort=times),
+            y=alt.Y("mean(seconds):Q", title="mean (s)"),
+            color="measure:N",
+            column=alt.Column("mode:N"),
+            row=alt.Row("query:N"),
+            tooltip=["mode", "query", "measure", "mean(seconds):Q"],
         )
-        .properties(height=220, width=120),
+        .properties(height=160, width=110),
     )
     st.dataframe(by_mode, hide_index=True)
-    st.dataframe(rec, hide_index=True, width="stretch")
+    st.dataframe(rec.drop(columns=["ts_ms"]), hide_index=True, width="stretch")
 
 
 def consistency(path: Path) -> None:

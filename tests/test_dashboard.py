@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from recovery_lib.metrics.store import MetricsStore
@@ -50,6 +51,8 @@ def populated_store(path: Path) -> Path:
             store.event(run, "failure_injected", {"kind": "mid-write"}, T0 + 20_000)
             store.event(run, "failure_detected", {"cause": "exit -9"}, T0 + 21_000)
             store.event(run, "ready", {"restart_time_s": restart_s}, T0 + 21_000 + restart_s * 1000)
+            recovered = {"recovery_time_s": restart_s + 9, "output_gap_s": restart_s + 2}
+            store.event(run, "recovery_measured", recovered, T0 + 90_000)
             store.add_consistency(
                 run,
                 f"ref-{mode}",
@@ -145,7 +148,10 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     reports = next(f for f in frames if "verdict" in f.columns and "lost" in f.columns)
     assert sorted(reports["verdict"]) == ["consistent", "inconsistent"]
     assert sorted(reports["guarantee"]) == ["exactly-once", "none"]
-    assert any("restart_time_s" in f.columns for f in frames)
+    recovered = next(f for f in frames if "recovery_time_s" in f.columns and "time" in f.columns)
+    assert sorted(recovered["recovery_time_s"]) == [31.0, 33.5]  # beside the restart times
+    assert sorted(recovered["output_gap_s"]) == [24.0, 26.5]
+    assert pd.api.types.is_datetime64_any_dtype(recovered["time"])  # a date, not epoch ms
     assert any("bytes_freed" in f.columns for f in frames)
     shipped = next(f for f in frames if "bytes_copied" in f.columns)
     assert shipped["lag_batches"].tolist() == [0, 1]  # newest first

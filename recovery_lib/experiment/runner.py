@@ -723,6 +723,11 @@ class Experiment:
             "out_topics": {"faulty": faulty["out_topic"], "reference": reference["out_topic"]},
             "_timeline": {"t0_ms": faulty["t0_ms"], "samples": samples},
         }
+        if failure_ms:  # the dashboard's recoveries beside the restart times
+            measured = ("recovery_time_s", "output_gap_s", "p99_30s_before_ms", "p99_30s_after_ms")
+            self.store.event(
+                faulty["run_id"], "recovery_measured", {k: result.get(k) for k in measured}
+            )
         return result
 
 

@@ -124,16 +124,29 @@ def batches(path: str | Path, run_id: str) -> pd.DataFrame:
 
 
 def recoveries(path: str | Path) -> pd.DataFrame:
-    """One row per restart that came back: run, query, mode, restart time (s)."""
+    """One row per restart that came back: run, query, mode, when (``time``, UTC), restart
+    time (s), and the run's recovery time and output gap after its first failure (DESIGN 4;
+    experiments record them, event ``recovery_measured``)."""
     frame = read_frame(
         path,
         """SELECT e.run_id, r.query, r.mode, e.ts_ms,
                   TRY_CAST(json_extract_string(e.detail, '$.restart_time_s') AS DOUBLE)
-                      AS restart_time_s
+                      AS restart_time_s,
+                  m.recovery_time_s, m.output_gap_s
            FROM events e JOIN runs r USING (run_id)
+           LEFT JOIN (
+               SELECT run_id,
+                      max(TRY_CAST(json_extract_string(detail, '$.recovery_time_s') AS DOUBLE))
+                          AS recovery_time_s,
+                      max(TRY_CAST(json_extract_string(detail, '$.output_gap_s') AS DOUBLE))
+                          AS output_gap_s
+               FROM events WHERE kind = 'recovery_measured' GROUP BY run_id
+           ) m USING (run_id)
            WHERE e.kind = 'ready' ORDER BY e.ts_ms DESC""",
     )
-    return frame.dropna(subset=["restart_time_s"])
+    frame = frame.dropna(subset=["restart_time_s"])
+    frame.insert(3, "time", pd.to_datetime(frame["ts_ms"], unit="ms", utc=True))
+    return frame
 
 
 def _event_fields(path: str | Path, kind: str, fields: dict[str, str]) -> pd.DataFrame:
