@@ -21,12 +21,23 @@ def reproduce(
     out: Path = typer.Option(
         Path("reports/reproduction"), help="Where <paper>.md, .json and .png are written."
     ),
+    run: bool = typer.Option(
+        False,
+        "--run",
+        help="Run the benchmarks behind the paper first (hours: the estimate is printed "
+        "before anything starts), writing their reports to --reports.",
+    ),
+    scale: float = typer.Option(
+        1.0, help="With --run: multiplies the size of the runs that have one (CEC's backlog)."
+    ),
 ) -> None:
     """Put each paper's own numbers (with their table or figure) beside ours, read from the
     benchmark reports, and list every row where ours disagrees and why. Rows no report answers
-    yet are marked "not measured", with the benchmark command that produces them."""
+    yet are marked "not measured", with the benchmark command that produces them; --run runs
+    those benchmarks first."""
     from recovery_lib.reproduce.papers import PAPERS
-    from recovery_lib.reproduce.report import BENCHES, write
+    from recovery_lib.reproduce.report import write
+    from recovery_lib.reproduce.runs import bench_commands
     from recovery_lib.settings import get_settings
 
     reports = reports or get_settings().benchmark_reports
@@ -34,8 +45,16 @@ def reproduce(
     unknown = [k for k in keys if k not in PAPERS]
     if unknown:
         abort(ValueError(f"unknown paper {unknown[0]!r}; choose from {', '.join(PAPERS)}, all"))
+    if scale <= 0:
+        abort(ValueError(f"--scale must be positive, got {scale}"))
+    if run:
+        from recovery_lib.reproduce.runs import plan, run_plan
+
+        reports.mkdir(parents=True, exist_ok=True)
+        logs = get_settings().home / "reproduce" / "logs"
+        run_plan(plan(keys), reports, scale, console, logs)
     if not reports.is_dir():
-        abort(ValueError(f"no reports directory {reports}; run the benchmarks first"))
+        abort(ValueError(f"no reports directory {reports}; run the benchmarks (--run) first"))
     for key in keys:
         try:
             paths, comparisons = write(key, reports, out)
@@ -49,4 +68,4 @@ def reproduce(
         )
         console.print(f"[bold]{key}[/]: {summary} -> {paths['md']}")
         if verdicts.count("not measured"):
-            console.print(f"  not measured rows: run {', '.join(BENCHES[key])}")
+            console.print(f"  not measured rows: run {', '.join(bench_commands(key))} (or --run)")

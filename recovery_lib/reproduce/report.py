@@ -10,6 +10,7 @@ from typing import Any
 
 from recovery_lib.reproduce.measured import Extractor, Measured
 from recovery_lib.reproduce.papers import PaperRow, paper, paper_rows
+from recovery_lib.reproduce.runs import bench_commands
 
 # One extractor per paper, named module:attr so that a paper's module is imported only when
 # its report is made.
@@ -20,16 +21,6 @@ EXTRACTORS = {
     "cec": "recovery_lib.reproduce.extract_cec:extract",
     "flamestream": "recovery_lib.reproduce.extract_flamestream:extract",
 }
-
-# The benchmark commands whose reports each paper's extractor reads (Makefile targets).
-BENCHES = {
-    "clonos": ("make bench-causal", "make bench-campaign", "recovery bench standby"),
-    "checkmate": ("make bench-protocols",),
-    "active-replication": ("make bench-replication",),
-    "cec": ("make bench-cec",),
-    "flamestream": ("make bench-sinks", "make bench-release-campaign"),
-}
-
 
 def extractor(key: str) -> Extractor:
     module, _, attr = EXTRACTORS[key].partition(":")
@@ -122,7 +113,8 @@ def markdown(key: str, comparisons: list[Comparison]) -> str:
     if counts["not measured"]:
         lines += ["", f"Rows not measured come from reports not written yet or from results "
                   f"no benchmark of ours covers; the reports come from: "
-                  f"{', '.join(f'`{b}`' for b in BENCHES[key])}."]  # fmt: skip
+                  f"{', '.join(f'`{c}`' for c in bench_commands(key))} (or "
+                  f"`recovery reproduce {key} --run`)."]  # fmt: skip
     differs = [c for c in comparisons if c.verdict == "differs"]
     if differs:
         lines += ["", "## Where ours disagrees, and why", ""]

@@ -48,7 +48,7 @@ def test_the_report_puts_ours_beside_the_papers_and_lists_every_disagreement(
     assert list(verdicts.values()).count("not measured") == len(rows) - 3
     text = paths["md"].read_text()
     assert "## Where ours disagrees, and why" in text and "one host, 2 cores" in text
-    assert "make bench-protocols" in text  # where the missing rows come from
+    assert "recovery bench protocols" in text  # where the missing rows come from
     saved = json.loads(paths["json"].read_text())
     assert len(saved["rows"]) == len(rows) and paths["png"].stat().st_size > 5_000
 
