@@ -30,6 +30,19 @@ def store_path() -> Path:
     return Path(override) if override else get_settings().home / "metrics.duckdb"
 
 
+def readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Epoch-millisecond columns (``*_ms`` that hold instants, not durations) as UTC dates."""
+    instants = [c for c in frame.columns if c in INSTANT_COLUMNS]
+    return frame.assign(
+        **{("time" if c == "ts_ms" else c.removesuffix("_ms")):
+           pd.to_datetime(frame[c], unit="ms", utc=True) for c in instants}  # fmt: skip
+    ).drop(columns=instants)
+
+
+# Columns that are moments in time (a latency or a duration also ends in _ms).
+INSTANT_COLUMNS = ("ts_ms", "started_ms", "ended_ms", "detected_ms", "joined_ms", "fired_ms")
+
+
 def ago(ms: float | None) -> str:
     if ms is None or pd.isna(ms):
         return "never"
@@ -174,10 +187,10 @@ def job_detail(path: Path) -> None:
             .properties(height=160, title="state size per batch"),
             width="stretch",
         )
-        st.dataframe(b.tail(50), hide_index=True, width="stretch")
+        st.dataframe(readable(b.tail(50)), hide_index=True, width="stretch")
     ev = views.events(path, run_id)
     if not ev.empty:
-        st.dataframe(ev.assign(when=ev["ts_ms"].map(ago)), hide_index=True)
+        st.dataframe(readable(ev.assign(when=ev["ts_ms"].map(ago))), hide_index=True)
 
 
 def recoveries(path: Path) -> None:
@@ -279,7 +292,7 @@ def cec_panel(path: Path) -> None:
     else:
         last = recoveries.iloc[0]
         st.metric("EC-load time of the last recovery", f"{last['ec_load_s']:.2f} s")
-        st.dataframe(recoveries, hide_index=True, width="stretch")
+        st.dataframe(readable(recoveries), hide_index=True, width="stretch")
 
 
 def checkpoints(path: Path) -> None:
@@ -305,7 +318,7 @@ def checkpoints(path: Path) -> None:
             .properties(height=180),
             width="stretch",
         )
-        st.dataframe(shipped, hide_index=True, width="stretch")
+        st.dataframe(readable(shipped), hide_index=True, width="stretch")
     st.subheader("Checkpoint GC")
     gc = views.gc_runs(path)
     if gc.empty:
@@ -323,7 +336,7 @@ def checkpoints(path: Path) -> None:
         .properties(height=200),
         width="stretch",
     )
-    st.dataframe(gc, hide_index=True, width="stretch")
+    st.dataframe(readable(gc), hide_index=True, width="stretch")
 
 
 def pipelines(path: Path) -> None:
@@ -371,7 +384,7 @@ def pipelines(path: Path) -> None:
     recoveries = views.pipeline_recoveries(path)
     if not recoveries.empty:
         st.subheader("Recoveries")
-        st.dataframe(recoveries, hide_index=True, width="stretch")
+        st.dataframe(readable(recoveries), hide_index=True, width="stretch")
 
 
 def replicas(path: Path) -> None:
@@ -426,10 +439,8 @@ def replicas(path: Path) -> None:
             )
         if state["replacements"]:
             done = pd.DataFrame(state["replacements"]).drop(columns=["kind"])
-            for column in ("detected_ms", "started_ms", "joined_ms"):
-                done[column] = pd.to_datetime(done[column], unit="ms")
             st.caption("replacements of dead replicas (from the survivor's shipped state)")
-            st.dataframe(done, hide_index=True, width="stretch")
+            st.dataframe(readable(done), hide_index=True, width="stretch")
 
 
 def experiments(path: Path) -> None:
@@ -440,7 +451,7 @@ def experiments(path: Path) -> None:
     chosen = st.multiselect(
         "experiments to compare", exp["run_id"].tolist(), default=exp["run_id"].head(2).tolist()
     )
-    st.dataframe(exp, hide_index=True, width="stretch")
+    st.dataframe(readable(exp), hide_index=True, width="stretch")
     if not chosen:
         return
     cols = st.columns(len(chosen))
