@@ -133,3 +133,26 @@ def test_broker_for_run_starts_one_only_when_none_is_configured_and_stops_only_i
     external = settings.model_copy(update={"kafka_bootstrap": "kafka.example:9092"})
     with broker_for_run(said.append, external) as bootstrap:
         assert bootstrap == "kafka.example:9092" and running_state(external) is None
+
+
+def test_the_advisor_samples_key_skew_from_a_topic(kafka_bootstrap):
+    import uuid
+
+    from confluent_kafka import Producer
+
+    from recovery_lib.advisor.facts import sample_skew
+    from recovery_lib.kafka.clients import client_config
+
+    topic = f"skew-{uuid.uuid4().hex[:8]}"
+    TopicAdmin().create(topic, partitions=2)
+    producer = Producer(client_config())
+    for i in range(2_000):
+        key = "hot" if i % 2 else f"k{i}"  # half the records on one key
+        producer.produce(topic, value=b"{}", key=key)
+    producer.flush(30)
+    skew = sample_skew([topic])
+    assert skew is not None and skew.records == 2_000 and skew.skewed
+    assert 0.5 <= skew.hot_share <= 0.6
+    empty = f"empty-{uuid.uuid4().hex[:8]}"
+    TopicAdmin().create(empty, partitions=1)
+    assert sample_skew([empty]) is None

@@ -9,6 +9,7 @@ import sys
 
 import typer
 
+from recovery_lib.cli.advise_cmd import advise
 from recovery_lib.cli.bench_cmd import bench_app
 from recovery_lib.cli.broker_cmd import broker_app
 from recovery_lib.cli.checkpoint_cmd import checkpoint_app
@@ -33,6 +34,7 @@ app.command("verify")(verify)
 app.command("gc")(gc)
 app.command("expectations")(expectations_cmd)
 app.command("reproduce")(reproduce)
+app.command("advise")(advise)
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(bench_app, name="bench")
