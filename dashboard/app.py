@@ -510,6 +510,29 @@ def papers(_path: Path) -> None:
         for c in rows[key]
     )
     st.dataframe(table, hide_index=True, width="stretch")
+    advisor(reports)
+
+
+def advisor(reports: Path) -> None:
+    """``recovery advise`` for a job or pipeline typed in (skew is not sampled here)."""
+    from recovery_lib.advisor.facts import job_facts, pipeline_facts
+    from recovery_lib.advisor.rules import advise
+    from recovery_lib.pipeline.spec import load_pipelines
+
+    st.subheader("Which recovery mode? (recovery advise)")
+    left, right = st.columns(2)
+    name = left.text_input("job or pipeline", "q3")
+    outage = right.number_input("longest acceptable output gap (s, 0: any)", 0.0, value=0.0)
+    try:
+        pick = pipeline_facts if name in load_pipelines() else job_facts
+        facts = pick(name, max_outage_s=outage or None)
+    except ValueError as exc:
+        st.warning(str(exc))
+        return
+    advice = advise(facts, reports)
+    st.metric(f"{facts.kind} {facts.name}", f"{advice.mode} · sink {advice.sink}")
+    for reason in advice.reasons:
+        st.markdown(f"- {reason}")
 
 
 def main() -> None:
