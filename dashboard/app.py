@@ -34,8 +34,12 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
     """Epoch-millisecond columns (``*_ms`` that hold instants, not durations) as UTC dates."""
     instants = [c for c in frame.columns if c in INSTANT_COLUMNS]
     return frame.assign(
-        **{("time" if c == "ts_ms" else c.removesuffix("_ms")):
-           pd.to_datetime(frame[c], unit="ms", utc=True) for c in instants}  # fmt: skip
+        **{
+            ("time" if c == "ts_ms" else c.removesuffix("_ms")): pd.to_datetime(
+                frame[c], unit="ms", utc=True
+            )
+            for c in instants
+        }  # fmt: skip
     ).drop(columns=instants)
 
 

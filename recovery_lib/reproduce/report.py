@@ -22,6 +22,7 @@ EXTRACTORS = {
     "flamestream": "recovery_lib.reproduce.extract_flamestream:extract",
 }
 
+
 def extractor(key: str) -> Extractor:
     module, _, attr = EXTRACTORS[key].partition(":")
     return getattr(importlib.import_module(module), attr)

@@ -51,8 +51,17 @@ PLANS: dict[str, tuple[BenchRun, ...]] = {
     ),
     "checkmate": (
         BenchRun(
-            ("protocols", "--suite", "uniform", "--suite", "recovery", "--suite", "cyclic",
-             "--suite", "skew"),
+            (
+                "protocols",
+                "--suite",
+                "uniform",
+                "--suite",
+                "recovery",
+                "--suite",
+                "cyclic",
+                "--suite",
+                "skew",
+            ),
             "bench_protocols",
             300,
         ),  # fmt: skip

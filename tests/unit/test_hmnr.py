@@ -133,9 +133,7 @@ def test_a_forcing_first_record_makes_the_previous_batch_the_checkpoint():
     assert decided.clocks.ckpt[0] == 2 and decided.clocks.lc >= lc + 1
 
 
-def test_a_stage_with_two_inputs_keeps_both_inputs_deliveries_in_its_clocks(
-    tmp_path, monkeypatch
-):
+def test_a_stage_with_two_inputs_keeps_both_inputs_deliveries_in_its_clocks(tmp_path, monkeypatch):
     """A stage has one cut policy per input; each decides from the same clocks on its own
     records. The batch's clocks are the merge of both (before: the last writer's only)."""
     from recovery_lib.protocols.communication_induced import ForcedCut, batch_state

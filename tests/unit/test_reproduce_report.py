@@ -26,17 +26,22 @@ def test_a_disagreement_without_a_reason_is_refused():
         Measured("cec.x", 1.0, "s", "r.json", "how", agrees=False)
 
 
-def test_the_report_puts_ours_beside_the_papers_and_lists_every_disagreement(
-    tmp_path, monkeypatch
-):
+def test_the_report_puts_ours_beside_the_papers_and_lists_every_disagreement(tmp_path, monkeypatch):
     rows = paper_rows("checkmate")
     agree, differ, trend = rows[0], rows[1], next(r for r in rows if r.value is None)
 
     def extract(_reports_dir):  # noqa: ANN001, ANN202
         return [
             Measured(agree.id, 1.0, agree.unit, "docs/benchmarks/x.json", "ran q1", True),
-            Measured(differ.id, 0.5, differ.unit, "docs/benchmarks/x.json", "ran q3", False,
-                     "one host, 2 cores"),  # fmt: skip
+            Measured(
+                differ.id,
+                0.5,
+                differ.unit,
+                "docs/benchmarks/x.json",
+                "ran q3",
+                False,
+                "one host, 2 cores",
+            ),  # fmt: skip
             Measured(trend.id, 3.0, "x", "docs/benchmarks/x.json", "ran skew"),
         ]
 
