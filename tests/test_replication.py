@@ -5,6 +5,7 @@ leader, a follower, a lease that expires and a zombie leader; LiveRobin's heartb
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -19,7 +20,7 @@ from recovery_lib.ha.replication.heartbeats import HEARTBEAT_HEADER, HeartbeatGe
 from recovery_lib.ha.replication.kazoo import LeaderCut, kazoo_guard, role_path
 from recovery_lib.ha.replication.leases import lease_path
 from recovery_lib.ha.replication.liverobin import HeartbeatCut
-from recovery_lib.ha.replication.order_log import OrderEntry
+from recovery_lib.ha.replication.order_log import OrderEntry, OrderFold
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.control_topic import ControlTopic
@@ -28,11 +29,13 @@ from tests.helpers import produce
 
 
 def beat(lease_dir: Path, replica: str, age_s: float = 0.0) -> None:
-    """The replica driver's heartbeat file, ``age_s`` old."""
+    """The replica driver's heartbeat file, ``age_s`` old, written from this process group
+    (a driver and its cut policies share one: a lease counts only its holder's beats)."""
     ts_ms = int((time.time() - age_s) * 1000)
     path = lease_path(lease_dir, replica)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(Heartbeat(1, ts_ms, True, None, 0, 0))))
+    beat = Heartbeat(1, ts_ms, True, None, 0, 0, pgid=os.getpgid(0))
+    path.write_text(json.dumps(asdict(beat)))
 
 
 def ran(checkpoint: Path, batch: int, ends: int) -> None:
@@ -234,3 +237,27 @@ def test_no_heartbeat_is_written_while_the_input_is_idle(kafka_bootstrap):
         assert generator.idle() and second.seq > first.seq
     finally:
         generator.close()
+
+
+def test_a_batch_without_new_input_is_published_by_the_guard_of_whichever_replica_runs_it(
+    kafka_bootstrap, tmp_path
+):
+    """A watermark moving makes Spark run a batch with no new input and no source read, so
+    the leader's `planned` never publishes it; without an entry every sink would wait and
+    fail (q8 under KaZoo). Its entry is the previous batch's ends, the same from either
+    replica; a batch with new input stays the leader's to publish."""
+    order = f"order-{uuid.uuid4().hex[:8]}"
+    ControlTopic(order).create()
+    ControlTopic(order).append(OrderEntry(0, [{"in": {"0": 100}}], 1).encode())
+    for replica in ("a", "b"):
+        ran(tmp_path / replica, 0, 100)
+        ran(tmp_path / replica, 1, 100)  # no new input: the watermark's batch
+        ran(tmp_path / replica, 2, 180)  # new input, not published by the leader
+    options = {"orderTopic": order, "publishTimeoutS": "1"}
+    kazoo_guard({**options, "replicaCheckpoint": str(tmp_path / "b")}).check("sink write", 1)
+    kazoo_guard({**options, "replicaCheckpoint": str(tmp_path / "a")}).check("sink write", 1)
+    entries = OrderFold()
+    ControlTopic(order).fold(entries.apply)
+    assert entries.get(1).ends_for(["in"]) == {"in": {"0": 100}} and entries.ignored <= 1
+    with pytest.raises(FencedError, match="no batch 2"):
+        kazoo_guard({**options, "replicaCheckpoint": str(tmp_path / "a")}).check("sink write", 2)

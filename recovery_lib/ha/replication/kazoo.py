@@ -211,6 +211,9 @@ class KazooGuard:
             topic, fold = _folds.setdefault(self.order.topic, (self.order, OrderFold()))
             own = offset_log_sources(self.checkpoint / "offsets" / str(batch_id))
             deadline = time.monotonic() + self.timeout_s
+            topic.fold(fold.apply)
+            if fold.get(batch_id) is None:
+                self._publish_no_data_batch(topic, fold, batch_id, own)
             while (entry := fold.get(batch_id)) is None:
                 if time.monotonic() > deadline:
                     raise FencedError(
@@ -228,6 +231,23 @@ class KazooGuard:
                 f"published in epoch {entry.epoch} (a zombie leader's batch)"
             )
         self.admitted.add(batch_id)
+
+
+    @staticmethod
+    def _publish_no_data_batch(
+        topic: ControlTopic, fold: OrderFold, batch_id: int, own: list | None
+    ) -> None:
+        """A stateful query with a watermark runs batches without new input (to advance the
+        watermark and close windows); Spark plans no source read for them, so the leader's
+        ``planned`` never publishes them, and every replica's sink would wait for an entry
+        that never comes (seen: q8's leader stuck 60 s, then failed). Such a batch ends where
+        the agreed batch before it ended, so its entry is the same whichever replica writes
+        it: publish it (first wins, in the newest epoch seen, so no fence drops it)."""
+        previous = fold.get(batch_id - 1)
+        if own is None or previous is None or not previous.same_batch(own):
+            return  # new input: only the leader decides it
+        topic.append(OrderEntry(batch_id, own, max(previous.epoch, fold.fence)).encode())
+        topic.fold(fold.apply)
 
 
 def kazoo_guard(options: Mapping[str, str]) -> KazooGuard:
