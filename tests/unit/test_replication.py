@@ -191,3 +191,17 @@ def test_the_generator_holds_after_its_first_heartbeat_while_the_replicas_are_co
     thread.join(5)
     assert [t for t in stamps if t < warm_at] == stamps[:1], "it beat while the replicas were cold"
     assert len([t for t in stamps if t >= warm_at]) >= 5, "it did not go on once they were warm"
+
+
+def test_every_process_of_a_replica_claims_as_its_drivers_incarnation(monkeypatch):
+    """PySpark's daemon gives Python workers a process group of their own; a determinant
+    writer in a worker must still be the incarnation whose heartbeats renew its lease."""
+    import os
+
+    from recovery_lib.ha.replication.leases import incarnation
+    from recovery_lib.runtime.faults import DRIVER_PGID_ENV
+
+    monkeypatch.delenv(DRIVER_PGID_ENV, raising=False)
+    assert incarnation("a") == f"a/{os.getpgid(0)}"  # the driver itself, before it marks
+    monkeypatch.setenv(DRIVER_PGID_ENV, "4242")  # a worker of the driver whose group is 4242
+    assert incarnation("a") == "a/4242"

@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+from recovery_lib.runtime.faults import DRIVER_PGID_ENV
 from recovery_lib.runtime.heartbeat import read_heartbeat
 
 
@@ -21,9 +22,12 @@ def lease_path(lease_dir: str | Path, replica: str) -> Path:
 
 
 def incarnation(replica: str) -> str:
-    """This process's identity as a claimant: the replica and its process group (the job's
-    driver, its JVM and their Python workers share one; a replacement makes a new one)."""
-    return f"{replica}/{os.getpgid(0)}"
+    """This process's identity as a claimant: the replica and its driver's process group,
+    the group its heartbeats carry. The driver marks it in the environment before Spark
+    starts (``RECOVERY_DRIVER_PGID``), so the JVM's source runner and the Python workers,
+    which PySpark's daemon puts in a process group of their own, name the same incarnation;
+    a replacement is a new driver, so a new one."""
+    return f"{replica}/{os.environ.get(DRIVER_PGID_ENV) or os.getpgid(0)}"
 
 
 def lease_expired(
