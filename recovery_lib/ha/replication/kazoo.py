@@ -232,7 +232,6 @@ class KazooGuard:
             )
         self.admitted.add(batch_id)
 
-
     @staticmethod
     def _publish_no_data_batch(
         topic: ControlTopic, fold: OrderFold, batch_id: int, own: list | None
