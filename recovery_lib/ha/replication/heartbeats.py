@@ -87,7 +87,7 @@ class HeartbeatGenerator:
         self.skipped = 0  # heartbeats not written: no input since the last one
         self.last: HeartbeatEntry | None = None
         self._producer: Any = None
-        self._consumer: Any = None
+        self._probe: Any = None  # a TailProbe, made on the first idle check
         self._partitions: dict[str, list[int]] | None = None
 
     def partitions(self) -> dict[str, list[int]]:
@@ -148,19 +148,19 @@ class HeartbeatGenerator:
         here), and replicas whose empty batch takes longer than a period would never drain.
         A heartbeat is a record batch of its own, so the high watermark is exactly its offset
         + 1 while nothing follows it (tansu's watermark is per record batch, Kafka's exact)."""
-        from confluent_kafka import Consumer, TopicPartition
+        from recovery_lib.io.tail_probe import TailProbe
+        from recovery_lib.settings import get_settings
 
         if self.last is None:
             return False
-        if self._consumer is None:
-            self._consumer = Consumer({**self.kafka, "group.id": "recovery-heartbeats"})
+        if self._probe is None:
+            timeout = get_settings().kafka_request_timeout_s
+            self._probe = TailProbe(self.kafka, timeout, timeout)
         try:
             for topic, parts in self.partitions().items():
                 for part in parts:
                     at = self.last.at.get(topic, {}).get(str(part))
-                    _low, high = self._consumer.get_watermark_offsets(
-                        TopicPartition(topic, part), timeout=5.0
-                    )
+                    _low, high = self._probe.watermarks(topic, part)
                     if at is None or high != at + 1:
                         return False
         except Exception:  # noqa: BLE001 - when in doubt, beat
@@ -200,7 +200,7 @@ class HeartbeatGenerator:
         if self._producer is not None:
             self._producer.flush(5.0)
             self._producer = None
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
         self.index.close()
