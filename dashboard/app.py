@@ -476,7 +476,7 @@ def papers(_path: Path) -> None:
     """Each paper's own numbers beside ours (``recovery reproduce``), read from the benchmark
     reports: how many rows agree, differ, are not comparable or not measured, and the rows."""
     from recovery_lib.reproduce.papers import PAPERS
-    from recovery_lib.reproduce.report import compare
+    from recovery_lib.reproduce.report import VERDICTS, compare
 
     reports = get_settings().benchmark_reports
     if not reports.is_dir():
@@ -489,7 +489,7 @@ def papers(_path: Path) -> None:
         except ValueError as exc:  # a report whose format the extractor does not know
             st.warning(f"{key}: {exc}")
             continue
-        for verdict in ("agrees", "differs", "not comparable", "not measured"):
+        for verdict in VERDICTS:
             n = sum(c.verdict == verdict for c in rows[key])
             counts.append({"paper": key, "verdict": verdict, "rows": n})
     if not counts:

@@ -36,7 +36,7 @@ def reproduce(
     yet are marked "not measured", with the benchmark command that produces them; --run runs
     those benchmarks first."""
     from recovery_lib.reproduce.papers import PAPERS
-    from recovery_lib.reproduce.report import write
+    from recovery_lib.reproduce.report import VERDICTS, write
     from recovery_lib.reproduce.runs import bench_commands
     from recovery_lib.settings import get_settings
 
@@ -62,10 +62,7 @@ def reproduce(
             abort(exc)
             return
         verdicts = [c.verdict for c in comparisons]
-        summary = ", ".join(
-            f"{verdicts.count(v)} {v}"
-            for v in ("agrees", "differs", "not comparable", "not measured")
-        )
+        summary = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS)
         console.print(f"[bold]{key}[/]: {summary} -> {paths['md']}")
         if verdicts.count("not measured"):
             console.print(f"  not measured rows: run {', '.join(bench_commands(key))} (or --run)")

@@ -28,6 +28,10 @@ def extractor(key: str) -> Extractor:
     return getattr(importlib.import_module(module), attr)
 
 
+# Every verdict a comparison row can have, in the order reports list them.
+VERDICTS = ("agrees", "differs", "not comparable", "not measured")
+
+
 @dataclass(frozen=True)
 class Comparison:
     """A paper row and what we measured for it (several rows of ours when we ran it in more
@@ -83,7 +87,7 @@ def _fmt(value: float | None, unit: str) -> str:
 def markdown(key: str, comparisons: list[Comparison]) -> str:
     p = paper(key)
     counts = {v: sum(c.verdict == v for c in comparisons) for v in
-              ("agrees", "differs", "not comparable", "not measured")}  # fmt: skip
+              VERDICTS}  # fmt: skip
     lines = [
         f"# {p.title}: the paper's numbers beside ours",
         "",
