@@ -11,6 +11,7 @@ another file.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -517,6 +518,55 @@ def papers(_path: Path) -> None:
     advisor(reports)
 
 
+COMPARE_REPORT = "bench_compare.json"
+
+
+def comparison(_path: Path) -> None:
+    """``recovery bench compare``: one job, input and failure under every recovery mode."""
+    from recovery_lib.bench.compare_bench import rows
+
+    path = get_settings().benchmark_reports / COMPARE_REPORT
+    if not path.exists():
+        st.info(
+            f"No comparison report at {path}: run `recovery bench compare --out "
+            f"{path.with_suffix('')}` (setting RECOVERY_BENCHMARK_REPORTS)."
+        )
+        return
+    report = json.loads(path.read_text())
+    config = report.get("config", {})
+    st.caption(
+        f"job {report.get('job')} at {config.get('rate', 0):,.0f} ev/s, its process SIGKILLed "
+        f"{config.get('fail_at_s')} s into {config.get('duration_s')} s of input; "
+        f"{report.get('machine', '')}"
+    )
+    measured = [
+        {
+            "variant": e["name"],
+            "figure": figure,
+            "seconds": e.get(key),
+        }
+        for e in report.get("variants", [])
+        if "verdict" in e
+        for figure, key in (("recovery time", "recovery_time_s"), ("output gap", "output_gap_s"))
+        if e.get(key) is not None
+    ]
+    if measured:
+        st.altair_chart(
+            alt.Chart(pd.DataFrame(measured))
+            .mark_bar()
+            .encode(
+                x=alt.X("variant:N", sort=None),
+                xOffset="figure:N",
+                y="seconds:Q",
+                color="figure:N",
+                tooltip=["variant", "figure", "seconds"],
+            )
+            .properties(height=280),
+            width="stretch",
+        )
+    st.dataframe(pd.DataFrame(rows(report)), hide_index=True, width="stretch")
+
+
 def advisor(reports: Path) -> None:
     """``recovery advise`` for a job or pipeline typed in (skew is not sampled here)."""
     from recovery_lib.advisor.facts import job_facts, pipeline_facts
@@ -558,6 +608,7 @@ def main() -> None:
             "Replicas",
             "Experiments",
             "Papers",
+            "Comparison",
         ]
     )
     pages = (
@@ -570,6 +621,7 @@ def main() -> None:
         replicas,
         experiments,
         papers,
+        comparison,
     )
     for tab, page in zip(tabs, pages, strict=True):
         with tab:

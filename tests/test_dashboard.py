@@ -140,6 +140,7 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
         "Replicas",
         "Experiments",
         "Papers",
+        "Comparison",
     ]
     assert not at.warning
     frames = [df.value for df in at.dataframe]
@@ -179,6 +180,34 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     charts = at.get("vega_lite_chart")
     assert len(charts) >= 8  # sparklines, timeline, state, recoveries, damage, shipping, GC,
     # pipeline stages
+
+
+def test_the_comparison_tab_shows_every_variant_of_a_compare_report(tmp_path, monkeypatch):
+    from recovery_lib.settings import reload_settings
+
+    native = {"name": "native", "verdict": "consistent", "guarantee": "exactly-once",
+              "fired": True, "recovery_time_s": 40.0, "output_gap_s": 30.0,
+              "restart_time_s": 12.0, "vs_native": {"p50_before_ms": 1.0}}  # fmt: skip
+    kazoo = {**native, "name": "kazoo", "recovery_time_s": 2.0, "output_gap_s": 5.0,
+             "vs_native": {"p50_before_ms": 1.8}}  # fmt: skip
+    cec = {"name": "cec", "not_applicable": "job q3's build returns a DataFrame"}
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    report = {"job": "q3", "config": {"rate": 2000, "fail_at_s": 40, "duration_s": 90},
+              "variants": [native, kazoo, cec]}  # fmt: skip
+    (reports / "bench_compare.json").write_text(json.dumps(report))
+    monkeypatch.setenv("RECOVERY_BENCHMARK_REPORTS", str(reports))
+    reload_settings()
+    try:
+        at = app_test(populated_store(tmp_path / "metrics.duckdb"))
+    finally:
+        monkeypatch.delenv("RECOVERY_BENCHMARK_REPORTS")
+        reload_settings()
+    assert not at.exception, at.exception
+    table = next(df.value for df in at.dataframe if "variant" in df.value.columns)
+    assert table["variant"].tolist() == ["native", "kazoo", "cec"]
+    assert table["recovery (s)"].tolist()[:2] == [40.0, 2.0]
+    assert "DataFrame" in table["note"].tolist()[2]
 
 
 @pytest.mark.parametrize("state", ["missing", "empty"])

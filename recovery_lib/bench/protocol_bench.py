@@ -172,6 +172,8 @@ class _Input:
                 **result.details,
             }
         query = REFERENCE.get(self.trial.pipeline)
+        if query is None and self.trial.pipeline != "q12p":  # a pipeline of the user's
+            return {"ok": None, "inconclusive": f"no reference for pipeline {self.trial.pipeline}"}
         if query is None:  # q12: processing-time windows, every bid counted once
             from recovery_lib.nexmark.contracts import BidsCountedOnce
             from recovery_lib.verify.inputs import InputView
@@ -186,7 +188,11 @@ class _Input:
         return {"ok": comparison.equal, **comparison.__dict__}
 
 
-def run_trial(trial: Trial, workdir: Path, console: Console) -> dict[str, Any]:
+def run_trial(
+    trial: Trial, workdir: Path, console: Console, keep_samples: bool = False
+) -> dict[str, Any]:
+    """One trial on fresh topics; with ``keep_samples`` the result carries the raw (visible ms,
+    latency ms) samples as ``_samples`` (for a caller's own figures; not for a report)."""
     from recovery_lib.io.sinks.dedup_reader import read_topic
     from recovery_lib.metrics.latency import LatencyCollector
     from recovery_lib.pipeline.runner import PipelineRun
@@ -268,7 +274,10 @@ def run_trial(trial: Trial, workdir: Path, console: Console) -> dict[str, Any]:
         if trial.kill and killed_at is None:  # the requested failure never fired
             result["verdict"] = {**result["verdict"], "ok": None, "inconclusive": "no kill"}
         result["written_twice"] = len(records) - len({r.id for r in records})
-    console.print_json(json.dumps({k: v for k, v in result.items() if k != "latency_per_s"}))
+        if keep_samples:
+            result["_samples"] = list(collector.samples)
+    shown = {k: v for k, v in result.items() if k not in ("latency_per_s", "_samples")}
+    console.print_json(json.dumps(shown))
     shutil.rmtree(home, ignore_errors=True)
     return result
 

@@ -428,3 +428,52 @@ def bench_replication(
     except (ValueError, KafkaLayerError) as exc:
         abort(exc)
     console.print(f"report: {out}.json, chart: {out}.png")
+
+
+@bench_app.command("compare")
+def bench_compare(
+    job: str = typer.Option("q3", help="The job: a name of jobs/ or a user's module:attr."),
+    variant: list[str] = typer.Option(
+        None,
+        help="native | causal | standby | cec | kazoo | liverobin | release | two-phase | coor "
+        "| unc | cic (repeatable; default: all).",
+    ),
+    rate: float = typer.Option(
+        2_000,
+        help="Input rate (ev/s): replicated variants run two "
+        "replicas on the same cores, so keep it below half the MST.",
+    ),
+    duration: float = typer.Option(90, help="Seconds of input per run."),
+    fail_at: float = typer.Option(40, help="The job's process is SIGKILLed this far in."),
+    seed: int = typer.Option(42, help="The generator's seed: the same input for every variant."),
+    pipeline: str = typer.Option(
+        None, help="coor, unc, cic: the pipeline (default: the one whose last stage is the job)."
+    ),
+    liverobin_period: float = typer.Option(8.0, help="LiveRobin's heartbeat period (s)."),
+    out: str = typer.Option("reports/bench_compare", help="Report prefix (.json, .png)."),
+) -> None:
+    """The same job, input and failure under every recovery mode: restart and recovery time,
+    output gap, p99 after/before, latency without a failure against native, processes and
+    memory, and the oracle's guarantee class, in one report."""
+    from rich.progress import Progress
+
+    from recovery_lib.bench.compare_bench import VARIANTS, CompareBench, CompareConfig
+
+    names = list(variant or VARIANTS)
+    cfg = CompareConfig(job, rate, duration, fail_at, seed, liverobin_period, pipeline)
+    # A faulty and a reference run of duration seconds each, plus start-up and drain.
+    estimate_min = len(names) * (2 * duration + 60) / 60
+    console.print(f"{len(names)} variants of {job}, about {estimate_min:.0f} min")
+    bench = CompareBench(cfg, out, console)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("compare", total=len(names))
+
+        def step(done: int, name: str) -> None:
+            progress.update(task, description=f"{name} ({done + 1}/{len(names)})", completed=done)
+
+        try:
+            bench.run(names, progress=step)
+        except (ValueError, KafkaLayerError) as exc:
+            abort(exc)
+        progress.update(task, completed=len(names))
+    console.print(f"report: {out}.json, chart: {out}.png")

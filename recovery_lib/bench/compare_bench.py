@@ -1,0 +1,403 @@
+"""``recovery bench compare``: one job, one input, one failure, under every recovery mode.
+
+Each variant runs the same job on the same generated input (same seed and rate) and kills the
+job's process the same number of seconds into the timed input:
+
+* single-process modes (native, causal, standby, cec) and the sink modes (release, two-phase,
+  a native job behind them) and active replication (kazoo: the leader dies; liverobin: a
+  replica dies) run as experiments (recovery_lib/experiment): a faulty run and a failure-free
+  reference run judged by the job's consistency contract;
+* the checkpoint protocols (coor, unc, cic) coordinate the stages of a pipeline, so they run
+  a pipeline of the pipelines file whose last stage is the job (q3 -> q3p: two routing stages
+  in front), with that stage killed; the oracle compares its output with the NexMark
+  reference, or says inconclusive for a pipeline it has no reference for.
+
+Per variant: restart time, recovery time (Clonos: latency back within 10 % of before), output
+gap, p99 of the 30 s after the failure over the 30 s before, p50 / p99 of the 30 s before the
+failure against native's (latency overhead without a failure, at the same rate), throughput,
+the peak number of processes and their memory (the process tree under this command, the broker
+left out), and the oracle's verdict and guarantee class. A variant that does not apply to the
+job (cec on a job that is not a CEC aggregate, a protocol without a pipeline) is reported with
+the reason instead of numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+from rich.console import Console
+
+from recovery_lib.experiment.recovery_metrics import output_gap_s, p99_around, recovery_time_s
+from recovery_lib.metrics.stats import percentile
+
+PROTOCOLS = ("coor", "unc", "cic")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One column of the comparison: a recovery mode, the sink a consumer reads through, the
+    replica the failure hits, or a checkpoint protocol over the job's pipeline."""
+
+    name: str
+    mode: str = "native"
+    sink: str = "dedup"
+    victim: str | None = None
+    protocol: str | None = None
+
+
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant("native"),
+        Variant("causal", mode="causal"),
+        Variant("standby", mode="standby"),
+        Variant("cec", mode="cec"),
+        Variant("kazoo", mode="kazoo", sink="release", victim="leader"),
+        Variant("liverobin", mode="liverobin", sink="release", victim="a"),
+        Variant("release", sink="release"),
+        Variant("two-phase", sink="two-phase"),
+        *(Variant(p, protocol=p) for p in PROTOCOLS),
+    )
+}
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    job: str = "q3"
+    rate: float = 2_000.0
+    duration_s: float = 90.0
+    fail_at_s: float = 40.0
+    seed: int = 42
+    liverobin_period_s: float = 8.0  # must exceed a batch's cost with two replicas (see docs)
+    pipeline: str | None = None  # protocols: default, the pipeline whose last stage is the job
+
+
+class ResourceSampler:
+    """Peak number of processes and their resident memory under this process (the job, its
+    supervisors' children, Spark's Python workers), every ``period_s``; processes named in
+    ``skip`` (the broker) are left out."""
+
+    def __init__(self, period_s: float = 1.0, skip: tuple[str, ...] = ("tansu",)) -> None:
+        self.period_s = period_s
+        self.skip = skip
+        self.peak_processes = 0
+        self.peak_rss_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="resources", daemon=True)
+
+    def sample(self) -> tuple[int, float]:
+        count, rss = 0, 0
+        for proc in psutil.Process().children(recursive=True):
+            try:
+                if any(s in proc.name() for s in self.skip):
+                    continue
+                rss += proc.memory_info().rss
+                count += 1
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue  # ended between the listing and the read
+        return count, rss / 2**20
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            count, rss = self.sample()
+            self.peak_processes = max(self.peak_processes, count)
+            self.peak_rss_mb = max(self.peak_rss_mb, rss)
+
+    def __enter__(self) -> ResourceSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        return {"peak_processes": self.peak_processes, "peak_rss_mb": round(self.peak_rss_mb)}
+
+
+def failure_figures(samples: list[tuple[int, int]], failure_ms: int | None) -> dict[str, Any]:
+    """The failure's figures on (visible ms, latency ms) samples, the same definitions for every
+    variant (recovery_lib/experiment/recovery_metrics.py), and the p50 / p99 of the 30 s before
+    it: the variant's latency without a failure."""
+    if failure_ms is None or not samples:
+        return {"recovery_time_s": None, "output_gap_s": None, "p50_before_ms": None}
+    before = [lat for vis, lat in samples if failure_ms - 30_000 <= vis < failure_ms]
+    return {
+        "recovery_time_s": recovery_time_s(samples, failure_ms),
+        "output_gap_s": output_gap_s([v for v, _ in samples], failure_ms),
+        **p99_around(samples, failure_ms),
+        "p50_before_ms": percentile(before, 50) if before else None,
+    }
+
+
+def builds_cec_aggregate(job: str) -> bool | None:
+    """Whether the job's build is annotated to return a CEC aggregate (None: not annotated, so
+    only running it tells)."""
+    import typing
+
+    from recovery_lib.cec.spark import CECPlan
+    from recovery_lib.job.spec import resolve_job
+
+    try:
+        returns = typing.get_type_hints(resolve_job(job).build).get("return")
+    except Exception:  # noqa: BLE001 - unresolvable annotations: let the run decide
+        return None
+    if returns is None:
+        return None
+    return isinstance(returns, type) and issubclass(returns, CECPlan)
+
+
+def pipeline_of(job: str) -> str | None:
+    """The first pipeline of the pipelines file whose last stage runs ``job``."""
+    from recovery_lib.pipeline.spec import load_pipelines
+
+    for name, spec in load_pipelines().items():
+        if spec.stages[-1].job == job:
+            return name
+    return None
+
+
+class CompareBench:
+    def __init__(self, cfg: CompareConfig, out_prefix: str, console: Console) -> None:
+        self.cfg = cfg
+        self.out = Path(out_prefix)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.console = console
+        self.report: dict[str, Any] = {
+            "job": cfg.job,
+            "config": cfg.__dict__,
+            "machine": "2 cores, one host, embedded tansu broker",
+            "variants": [],
+        }
+
+    def run(self, names: list[str], progress: Callable[[int, str], None] | None = None) -> dict:
+        """Run the variants one after another (``progress(done, next)`` before each); the
+        report is rewritten after each, so an interrupted invocation keeps what it measured."""
+        unknown = sorted(set(names) - set(VARIANTS))
+        if unknown:
+            raise ValueError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
+        for i, name in enumerate(names, 1):
+            if progress:
+                progress(i - 1, name)
+            variant = VARIANTS[name]
+            started = time.monotonic()
+            with ResourceSampler() as sampler:
+                run = self._protocol if variant.protocol else self._experiment
+                entry = run(variant)
+            entry.update(name=name, elapsed_s=round(time.monotonic() - started, 1))
+            if "not_applicable" not in entry:
+                entry.update(sampler.figures)
+            kept = [e for e in self.report["variants"] if e["name"] != name]
+            self.report["variants"] = [*kept, entry]
+            self._relate()
+            self.save()
+        return self.report
+
+    # -- one variant -------------------------------------------------------------------------
+
+    def _experiment(self, variant: Variant) -> dict[str, Any]:
+        from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+
+        cfg = self.cfg
+        if variant.mode == "cec" and builds_cec_aggregate(cfg.job) is False:
+            return {
+                "not_applicable": f"job {cfg.job}'s build returns a DataFrame: mode cec needs a "
+                "build that returns recovery_lib.cec.cec_aggregate(...)"
+            }
+        exp_cfg = ExperimentConfig(
+            query=cfg.job,
+            mode=variant.mode,
+            sink=variant.sink,
+            victim=variant.victim,
+            rate=cfg.rate,
+            duration_s=cfg.duration_s,
+            fail="driver-kill",
+            fail_at_s=cfg.fail_at_s,
+            seed=cfg.seed,
+            heartbeat_period_s=cfg.liverobin_period_s if variant.mode == "liverobin" else None,
+        )
+        try:
+            exp = Experiment(exp_cfg, self.console, progress=lambda _m: None)
+        except ValueError as exc:  # the job cannot run this way (e.g. a sink it does not allow)
+            return {"not_applicable": str(exc)}
+        try:
+            result = exp.run()
+        except RuntimeError as exc:  # e.g. a mode that cannot keep up: a result, not a crash
+            return {"error": str(exc), "workdir": str(exp.workdir)}
+        samples = [tuple(s) for s in result["_timeline"]["samples"]]  # write_report drops it
+        path = write_report(result, self.out.parent / f"{self.out.name}_{variant.name}.json")
+        failure_ms = result["failures"][0].get("fired_ms") if result["failures"] else None
+        c = result["consistency"]
+        return {
+            "kind": "experiment",
+            "mode": variant.mode,
+            "sink": variant.sink,
+            "victim": variant.victim,
+            "restart_time_s": result["restart_time_s"],
+            "takeovers": len(result.get("takeovers") or []),
+            "fired": failure_ms is not None,
+            **failure_figures(samples, failure_ms),
+            "latency_ms": result["latency_ms"],
+            "throughput_eps": result["throughput_eps"],
+            "outputs": c.get("outputs"),
+            "verdict": c["verdict"],
+            "guarantee": c.get("guarantee"),
+            "inconclusive_because": c.get("inconclusive_because"),
+            "experiment_report": str(path),
+        }
+
+    def _protocol(self, variant: Variant) -> dict[str, Any]:
+        from recovery_lib.bench.protocol_bench import REFERENCE, Trial, run_trial
+        from recovery_lib.settings import get_settings
+
+        cfg = self.cfg
+        pipeline = cfg.pipeline or pipeline_of(cfg.job)
+        if pipeline is None:
+            return {
+                "not_applicable": f"no pipeline of the pipelines file ends in job {cfg.job}: a "
+                "checkpoint protocol coordinates several stages (alone, a job recovers as native)"
+            }
+        from recovery_lib.pipeline.spec import get_pipeline
+
+        spec = get_pipeline(pipeline)
+        last = spec.stages[-1].name
+        trial = Trial(
+            pipeline=pipeline,
+            protocol=variant.protocol or "unc",
+            events=int(cfg.rate * cfg.duration_s),
+            rate=cfg.rate,
+            kill=last,
+            kill_at_s=cfg.fail_at_s,
+        )
+        workdir = get_settings().home / "bench" / f"compare-{pipeline}"
+        result = run_trial(trial, workdir, self.console, keep_samples=True)
+        samples = [tuple(s) for s in result.pop("_samples")]
+        verdict = result["verdict"]
+        ok = verdict.get("ok")
+        recoveries = result.get("recoveries") or []
+        return {
+            "kind": "pipeline",
+            "pipeline": pipeline,
+            "stages": [s.name for s in spec.stages],
+            "killed_stage": last,
+            "restart_time_s": recoveries[0]["restart_time_s"] if recoveries else None,
+            "restarted": recoveries[0]["restarted"] if recoveries else [],
+            "fired": result.get("killed_ms") is not None,
+            **failure_figures(samples, result.get("killed_ms")),
+            "latency_ms": {"p50": result["latency_p50_ms"], "p99": result["latency_p99_ms"]},
+            "throughput_eps": result["throughput_eps"],
+            "outputs": result["outputs"],
+            "verdict": {True: "consistent", False: "inconsistent"}.get(ok, "inconclusive"),
+            "guarantee": ("exactly-once" if ok and not result.get("written_twice") else None),
+            "inconclusive_because": verdict.get("inconclusive")
+            or (None if pipeline in REFERENCE else f"no reference for pipeline {pipeline}"),
+            "written_twice": result.get("written_twice"),
+        }
+
+    # -- the comparison ----------------------------------------------------------------------
+
+    def _relate(self) -> None:
+        """Each variant's p50 / p99 before the failure and recovery time over native's."""
+        by_name = {e["name"]: e for e in self.report["variants"]}
+        native = by_name.get("native") or {}
+        for entry in self.report["variants"]:
+            entry["vs_native"] = {
+                key: _ratio(entry.get(key), native.get(key))
+                for key in ("p50_before_ms", "p99_30s_before_ms", "recovery_time_s", "output_gap_s")
+            }
+
+    def save(self) -> None:
+        Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
+        chart(self.report, Path(f"{self.out}.png"))
+
+
+def _ratio(value: Any, base: Any) -> float | None:
+    if value is None or not base:
+        return None
+    return round(value / base, 3)
+
+
+def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report as one flat row per variant (the dashboard's table, the docs' table)."""
+    out = []
+    for e in report.get("variants", []):
+        if "not_applicable" in e or "error" in e:
+            out.append({"variant": e["name"], "note": e.get("not_applicable") or e.get("error")})
+            continue
+        out.append(
+            {
+                "variant": e["name"],
+                "restart (s)": e.get("restart_time_s"),
+                "recovery (s)": e.get("recovery_time_s"),
+                "output gap (s)": e.get("output_gap_s"),
+                "p99 after/before": e.get("p99_after_over_before"),
+                "p50 before vs native": e["vs_native"].get("p50_before_ms"),
+                "p99 before vs native": e["vs_native"].get("p99_30s_before_ms"),
+                "throughput (ev/s)": e.get("throughput_eps"),
+                "processes": e.get("peak_processes"),
+                "memory (MB)": e.get("peak_rss_mb"),
+                "oracle": f"{e.get('verdict')} {e.get('guarantee') or ''}".strip(),
+                "note": e.get("inconclusive_because") or ("" if e.get("fired") else "no failure"),
+            }
+        )
+    return out
+
+
+def chart(report: dict[str, Any], path: Path) -> None:
+    """Four panels per variant: recovery time and output gap, p99 after/before the failure,
+    latency before the failure against native, peak memory and processes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = [e for e in report.get("variants", []) if "verdict" in e]
+    names = [e["name"] for e in measured]
+    xs = range(len(names))
+    fig, axes = plt.subplots(2, 2, figsize=(15, 9))
+    ax = axes[0][0]
+    ax.bar([x - 0.2 for x in xs], [e.get("recovery_time_s") or 0 for e in measured], 0.4,
+           label="recovery time")  # fmt: skip
+    ax.bar([x + 0.2 for x in xs], [e.get("output_gap_s") or 0 for e in measured], 0.4,
+           label="output gap")  # fmt: skip
+    for x, e in zip(xs, measured, strict=True):
+        if e.get("recovery_time_s") is None:
+            ax.text(x - 0.2, 0.1, "not back", rotation=90, ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("seconds")
+    ax.set_title(f"{report.get('job')}: after the kill")
+    ax.legend()
+    ax = axes[0][1]
+    ax.bar(xs, [e.get("p99_after_over_before") or 0 for e in measured])
+    ax.axhline(1.0, color="grey", linestyle=":")
+    ax.set_ylabel("p99 30 s after / 30 s before")
+    ax.set_title("latency disturbance")
+    ax = axes[1][0]
+    ax.bar([x - 0.2 for x in xs], [e["vs_native"].get("p50_before_ms") or 0 for e in measured],
+           0.4, label="p50")  # fmt: skip
+    ax.bar([x + 0.2 for x in xs],
+           [e["vs_native"].get("p99_30s_before_ms") or 0 for e in measured], 0.4,
+           label="p99")  # fmt: skip
+    ax.axhline(1.0, color="grey", linestyle=":")
+    ax.set_ylabel("latency before the failure / native's")
+    ax.set_title("overhead without a failure (same rate)")
+    ax.legend()
+    ax = axes[1][1]
+    ax.bar(xs, [e.get("peak_rss_mb") or 0 for e in measured])
+    for x, e in zip(xs, measured, strict=True):
+        ax.text(x, (e.get("peak_rss_mb") or 0), f"{e.get('peak_processes')} proc", ha="center",
+                va="bottom", fontsize=8)  # fmt: skip
+    ax.set_ylabel("peak resident memory (MB)")
+    ax.set_title("resources (process tree, broker left out)")
+    for ax in axes.flat:
+        ax.set_xticks(list(xs), names, rotation=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
