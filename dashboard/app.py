@@ -473,7 +473,7 @@ def experiments(path: Path) -> None:
                 st.altair_chart(chart)
 
 
-def papers(_path: Path) -> None:
+def papers(path: Path) -> None:
     """Each paper's own numbers beside ours (``recovery reproduce``), read from the benchmark
     reports: how many rows agree, differ, are not comparable or not measured, and the rows."""
     from recovery_lib.reproduce.papers import PAPERS
@@ -515,7 +515,7 @@ def papers(_path: Path) -> None:
         for c in rows[key]
     )
     st.dataframe(table, hide_index=True, width="stretch")
-    advisor(reports)
+    advisor(reports, path)
 
 
 COMPARE_REPORT = "bench_compare.json"
@@ -567,10 +567,11 @@ def comparison(_path: Path) -> None:
     st.dataframe(pd.DataFrame(rows(report)), hide_index=True, width="stretch")
 
 
-def advisor(reports: Path) -> None:
+def advisor(reports: Path, store: Path) -> None:
     """``recovery advise`` for a job or pipeline typed in (skew is not sampled here)."""
-    from recovery_lib.advisor.facts import job_facts, pipeline_facts
+    from recovery_lib.advisor.facts import job_facts, job_load, pipeline_facts
     from recovery_lib.advisor.rules import advise
+    from recovery_lib.job.spec import resolve_job
     from recovery_lib.pipeline.spec import load_pipelines
 
     st.subheader("Which recovery mode? (recovery advise)")
@@ -578,8 +579,12 @@ def advisor(reports: Path) -> None:
     name = left.text_input("job or pipeline", "q3")
     outage = right.number_input("longest acceptable output gap (s, 0: any)", 0.0, value=0.0)
     try:
-        pick = pipeline_facts if name in load_pipelines() else job_facts
-        facts = pick(name, max_outage_s=outage or None)
+        if name in load_pipelines():
+            facts = pipeline_facts(name, max_outage_s=outage or None)
+        else:  # the rate and state of its newest run in the metrics store, if any
+            query = resolve_job(name).name
+            load = job_load(name, query, store, reports)
+            facts = job_facts(name, max_outage_s=outage or None, load=load)
     except ValueError as exc:
         st.warning(str(exc))
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # The share of records held by the hottest 1 % of keys above which input counts as skewed
 # (CheckMate's hot-item runs put 10-30 % of records on the hot items).
@@ -48,6 +49,7 @@ class Facts:
     skew: Skew | None = None  # None: not sampled (no input records, or no broker)
     plain_consumers: bool = True  # readers that do not de-duplicate by id
     max_outage_s: float | None = None  # the output gap a failure may cause, if bounded
+    load: Load | None = None  # input rate against the measured MST, state size
     notes: list[str] = field(default_factory=list)
 
 
@@ -94,3 +96,93 @@ def sample_skew(topics: Iterable[str], limit: int = 20_000) -> Skew | None:
             keys.append(record.key)
     skew = key_skew(keys)
     return skew if skew.records else None
+
+
+@dataclass(frozen=True)
+class Load:
+    """The job's measured load: its newest run's input rate and state (from the metrics store)
+    or a rate given by hand, against the maximum sustainable throughput our benchmarks
+    measured for the same query on this machine."""
+
+    rate_eps: float | None = None
+    rate_source: str = ""  # "run <id>" or "given"
+    state_rows: int | None = None
+    state_bytes: int | None = None
+    mst_eps: float | None = None
+    mst_source: str = ""  # the benchmark report
+
+    @property
+    def fraction_of_mst(self) -> float | None:
+        if self.rate_eps is None or not self.mst_eps:
+            return None
+        return round(self.rate_eps / self.mst_eps, 3)
+
+
+# The newest non-reference run of a job (by its query name or its jobs-file name) that has
+# batches, and its last batches: Spark's own input rate and state operators' size.
+_NEWEST_BATCHES = """
+    SELECT b.run_id, b.input_rows_per_s, b.state_rows, b.state_memory_bytes
+    FROM micro_batches b JOIN runs r USING (run_id)
+    WHERE (r.query = ? OR json_extract_string(r.config, '$.job') = ?) AND r.mode <> 'reference'
+    ORDER BY b.ts_ms DESC
+    LIMIT ?
+"""
+
+
+def running_load(job: str, store_path: Path, batches: int = 20) -> Load | None:
+    """The input rate (median over the newest run's last ``batches`` batches with input) and
+    state size of the newest run of ``job``; None when the store has none."""
+    import statistics
+
+    from recovery_lib.metrics.store import read_frame
+
+    if not store_path.exists():
+        return None
+    frame = read_frame(store_path, _NEWEST_BATCHES, [job, job, batches])
+    if frame.empty:
+        return None
+    run_id = frame["run_id"].iloc[0]
+    newest = frame[frame["run_id"] == run_id]
+    rates = [r for r in newest["input_rows_per_s"].dropna() if r > 0]
+    state_rows, state_bytes = newest["state_rows"].iloc[0], newest["state_memory_bytes"].iloc[0]
+    return Load(
+        rate_eps=round(statistics.median(rates), 1) if rates else None,
+        rate_source=f"run {run_id}",
+        state_rows=None if state_rows is None or state_rows != state_rows else int(state_rows),
+        state_bytes=None if state_bytes is None or state_bytes != state_bytes else int(state_bytes),
+    )
+
+
+def measured_mst(query: str, reports_dir: Path) -> tuple[float, str] | None:
+    """The lowest MST any NexMark benchmark report measured for ``query`` (the conservative
+    one), and the report's file name; None when no report measured it."""
+    import json
+
+    found: list[tuple[float, str]] = []
+    for path in sorted(reports_dir.glob("bench_nexmark*.json")):
+        try:
+            queries = json.loads(path.read_text()).get("queries", {})
+        except (OSError, ValueError):
+            continue
+        mst = (queries.get(query) or {}).get("mst_eps")
+        if mst:
+            found.append((float(mst), path.name))
+    return min(found) if found else None
+
+
+def job_load(
+    job: str, query: str, store_path: Path, reports_dir: Path, rate_eps: float | None = None
+) -> Load:
+    """The job's load: ``rate_eps`` if given, else its newest run's; the MST of its query."""
+    running = running_load(job, store_path) or Load()
+    if rate_eps is not None:
+        running = Load(rate_eps, "given", running.state_rows, running.state_bytes)
+    mst = measured_mst(query, reports_dir)
+    return Load(
+        running.rate_eps,
+        running.rate_source,
+        running.state_rows,
+        running.state_bytes,
+        mst[0] if mst else None,
+        mst[1] if mst else "",
+    )

@@ -10,13 +10,16 @@ standby 1x plus an idle warm process, kazoo and liverobin 2x):
    at-least-once latency), else dedup.
 3. Outage: the output gap each mode showed when its process was SIGKILLed
    (bench_replication's masking runs); the first mode whose gap is within ``max_outage_s``.
+   Two replicas share the host's cores: above ``REPLICATION_MAX_LOAD`` of the measured MST
+   they are skipped (they could not keep up here).
+4. State: its size beside the largest state a standby takeover restored in bench_standby.
 
 Pipelines (CheckMate's protocols):
 
-4. A cycle: UNC (aligned COOR deadlocks on a cycle; UNC recovers the failed stage alone).
-5. Skewed input: UNC (the paper: COOR worst under skew; ours: see the evidence).
-6. Three or more stages: UNC (local recovery: only the failed stage rolls back).
-7. Otherwise COOR (no invalid checkpoints, no protocol bytes, every stage's line at once).
+5. A cycle: UNC (aligned COOR deadlocks on a cycle; UNC recovers the failed stage alone).
+6. Skewed input: UNC (the paper: COOR worst under skew; ours: see the evidence).
+7. Three or more stages: UNC (local recovery: only the failed stage rolls back).
+8. Otherwise COOR (no invalid checkpoints, no protocol bytes, every stage's line at once).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recovery_lib.advisor.facts import SKEW_HOT_SHARE, Facts
+from recovery_lib.advisor.facts import SKEW_HOT_SHARE, Facts, Load
 from recovery_lib.reproduce.measured import Measured, load_report
 
 # Single-job modes from cheapest to dearest, and the masking run that measures each one's gap.
@@ -34,6 +37,12 @@ OUTAGE_LADDER = (
     ("kazoo", "kazoo-leader", "two live replicas (2x compute), leader-based"),
     ("liverobin", "liverobin", "two live replicas (2x compute), leaderless"),
 )
+
+REPLICATED = ("kazoo", "liverobin")
+# Two replicas on one host each get half its cores: replicated q3 at 5,000 ev/s and q8 at
+# 2,000 (0.04 and 0.11 of their MST) kept up, q8 at 5,000 (0.28) gave no output in its first
+# 50 s (bench_replication).
+REPLICATION_MAX_LOAD = 0.2
 
 
 @dataclass
@@ -70,6 +79,8 @@ def advise(facts: Facts, reports_dir: Path) -> Advice:
         advice = _pipeline(facts, reports_dir, sink, replay_needs_causal)
     else:
         advice = _job(facts, reports_dir, sink, replay_needs_causal)
+    if facts.load is not None:
+        advice.reasons.extend(load_reasons(facts.load, reports_dir))
     if replay_needs_causal:
         advice.reasons.insert(
             0,
@@ -88,6 +99,49 @@ def advise(facts: Facts, reports_dir: Path) -> Advice:
     return advice
 
 
+def load_reasons(load: Load, reports_dir: Path) -> list[str]:
+    """What the measured rate and state say, with the numbers behind them."""
+    reasons = []
+    if load.rate_eps is not None:
+        where = "given" if load.rate_source == "given" else f"measured, {load.rate_source}"
+        if load.fraction_of_mst is not None:
+            reasons.append(
+                f"input {load.rate_eps:,.0f} ev/s ({where}): {load.fraction_of_mst:.0%} of the "
+                f"MST {load.mst_eps:,.0f} ev/s measured for this query "
+                f"(docs/benchmarks/{load.mst_source}); a restart's backlog drains at the "
+                f"{1 - load.fraction_of_mst:.0%} left over"
+            )
+        else:
+            reasons.append(
+                f"input {load.rate_eps:,.0f} ev/s ({where}); no MST measured for this query "
+                "(recovery bench nexmark --query ...): the load cannot be judged"
+            )
+    if load.state_bytes is not None:
+        reasons.append(state_reason(load, reports_dir))
+    return reasons
+
+
+def state_reason(load: Load, reports_dir: Path) -> str:
+    """The job's state beside the largest state a standby takeover restored in bench_standby."""
+    size = f"state {load.state_bytes / 1e6:,.1f} MB ({load.state_rows or 0:,} rows)"
+    report = load_report(reports_dir, "bench_standby.json") or {}
+    sizes = [r for r in report.get("sizes", []) if r.get("restored_state_bytes")]
+    if not sizes:
+        return f"{size}; no takeover measured against state size yet (recovery bench standby)"
+    largest = max(sizes, key=lambda r: r["restored_state_bytes"])
+    measured = (
+        f"a standby takeover restored {largest['restored_state_bytes'] / 1e6:,.2f} MB in "
+        f"{largest['restart_time_s']:.1f} s (docs/benchmarks/bench_standby.json)"
+    )
+    if load.state_bytes > 10 * largest["restored_state_bytes"]:
+        return (
+            f"{size}: more than 10x the largest state we measured, where {measured}; measure "
+            "the takeover at this size before relying on it (recovery bench standby --part "
+            "sizes)"
+        )
+    return f"{size}: within the sizes measured, where {measured}"
+
+
 def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
     gaps = measured_gaps(reports_dir)
     evidence = ["docs/benchmarks/bench_replication.json (masking)"] if gaps else []
@@ -102,17 +156,32 @@ def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
             ],  # fmt: skip
             evidence,
         )
+    fraction = facts.load.fraction_of_mst if facts.load else None
+    skipped: list[str] = []
     for mode, run, what in OUTAGE_LADDER:
         if run not in gaps:
             continue
         gap, jobs = gaps[run]
-        if gap <= facts.max_outage_s:
-            chosen = "causal" if mode == "native" and causal else mode
-            reason = (
-                f"outage at most {facts.max_outage_s:g} s: {mode} ({what}) showed output gaps up "
-                f"to {gap:.1f} s when killed ({jobs}); every cheaper mode showed more"
-            )
-            return Advice(chosen, sink, causal, [reason], evidence)
+        if gap > facts.max_outage_s:
+            continue
+        if mode in REPLICATED and fraction is not None and fraction > REPLICATION_MAX_LOAD:
+            skipped.append(mode)
+            continue
+        chosen = "causal" if mode == "native" and causal else mode
+        reason = (
+            f"outage at most {facts.max_outage_s:g} s: {mode} ({what}) showed output gaps up "
+            f"to {gap:.1f} s when killed ({jobs}); every cheaper mode showed more"
+        )
+        return Advice(chosen, sink, causal, [reason], evidence)
+    if skipped:
+        reason = (
+            f"{' and '.join(skipped)} would meet the outage bound, but the input runs at "
+            f"{fraction:.0%} of the measured MST: two replicas sharing the cores kept up only "
+            f"below {REPLICATION_MAX_LOAD:.0%} here. Give each replica its own host, or accept "
+            "a standby takeover's gap"
+        )
+        fallback = "standby" if "standby" in gaps else "native"
+        return Advice(fallback, sink, causal, [reason], evidence)
     best = min(gaps.items(), key=lambda kv: kv[1][0]) if gaps else None
     reason = (
         f"no measured mode kept the output gap within {facts.max_outage_s:g} s (the smallest: "

@@ -12,7 +12,9 @@ from recovery_lib.cli.output import abort, console
 
 def advise(
     name: str = typer.Argument(
-        ..., help="A job (module:attr, or q3, prices, ...) or a pipeline of dags/pipelines.yaml."
+        ...,
+        help="A job (module:attr, or q3, prices, ...), a job of the jobs file (its rate and "
+        "state measured from its newest run) or a pipeline of dags/pipelines.yaml.",
     ),
     topic: list[str] = typer.Option(
         [], help="Input topic to sample for key skew (repeatable); none: skew not measured."
@@ -23,13 +25,19 @@ def advise(
     dedup_consumers: bool = typer.Option(
         False, help="The readers de-duplicate by id (else: plain consumers, release sink)."
     ),
+    rate: float = typer.Option(
+        None,
+        help="The input rate to plan for (ev/s); default: measured from the job's newest run in "
+        "the metrics store.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the advice as JSON."),
 ) -> None:
     """Recommend a recovery mode (and sink) from what the job declares, the pipeline's stages
     and cycles, the input's key skew and the outage you can accept, with the reasons and the
     numbers our benchmarks measured behind them."""
-    from recovery_lib.advisor.facts import job_facts, pipeline_facts, sample_skew
+    from recovery_lib.advisor.facts import job_facts, job_load, pipeline_facts, sample_skew
     from recovery_lib.advisor.rules import advise as recommend
+    from recovery_lib.job.spec import resolve_job
     from recovery_lib.kafka.exceptions import KafkaLayerError
     from recovery_lib.pipeline.spec import load_pipelines
     from recovery_lib.settings import get_settings
@@ -45,12 +53,21 @@ def advise(
             notes.append(f"key skew not measured: {', '.join(topic)} hold no record")
     kw = {"skew": skew, "plain_consumers": not dedup_consumers, "max_outage_s": max_outage,
           "notes": notes}  # fmt: skip
+    settings = get_settings()
+    reports = settings.benchmark_reports
     try:
-        facts = (pipeline_facts if name in load_pipelines() else job_facts)(name, **kw)
+        if name in load_pipelines():
+            facts = pipeline_facts(name, **kw)
+        else:
+            entry = _jobs_file_entry(name)
+            spec_name = entry.job_ref if entry else name
+            query = resolve_job(spec_name).name
+            load = job_load(name, query, settings.home / "metrics.duckdb", reports, rate)
+            facts = job_facts(spec_name, load=load, **kw)
     except ValueError as exc:
         abort(exc)
         return
-    advice = recommend(facts, get_settings().benchmark_reports)
+    advice = recommend(facts, reports)
     if as_json:
         console.print_json(json.dumps({"facts": _facts(facts), "advice": advice.to_dict()}))
         return
@@ -62,6 +79,16 @@ def advise(
         console.print(f"  [yellow]note[/]: {note}")
     if advice.evidence:
         console.print(f"  numbers from: {', '.join(advice.evidence)}")
+
+
+def _jobs_file_entry(name: str):  # noqa: ANN202 - a JobConfig, imported lazily
+    """The jobs file's entry called ``name``, if the file exists and has one."""
+    from recovery_lib.ops.config import load_jobs
+
+    try:
+        return load_jobs().get(name)
+    except ValueError:  # no jobs file here: a plain job name
+        return None
 
 
 def _facts(facts: object) -> dict[str, object]:

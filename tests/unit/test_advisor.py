@@ -55,3 +55,54 @@ def test_pipelines_cycles_and_skew_choose_unc_and_a_small_uniform_one_coor(tmp_p
     assert "skewed input" in advise(skewed, tmp_path).reasons[0]
     three = pipeline_facts("q1p3")
     assert three.stages == 3 and advise(three, tmp_path).mode == "unc"
+
+
+def test_two_replicas_are_skipped_above_the_load_they_kept_up_with(tmp_path):
+    from recovery_lib.advisor.facts import Load
+
+    reports = _masking(tmp_path, {"native": 53.6, "standby": 15.9, "kazoo-leader": 6.6})
+
+    def facts(rate: float) -> Facts:
+        load = Load(rate_eps=rate, mst_eps=60_000, mst_source="bench_nexmark.json")
+        return Facts("q3", "job", False, False, max_outage_s=10, load=load)
+
+    light = facts(2_000)
+    advice = advise(light, reports)
+    assert advice.mode == "kazoo"
+    assert any("3% of the MST 60,000 ev/s" in r for r in advice.reasons)
+    heavy = facts(30_000)
+    advice = advise(heavy, reports)
+    assert advice.mode == "standby" and "50% of the measured MST" in advice.reasons[0]
+
+
+def test_the_load_is_measured_from_the_newest_run_and_the_nexmark_reports(tmp_path):
+    from recovery_lib.advisor.facts import job_load, measured_mst
+    from recovery_lib.advisor.rules import state_reason
+    from recovery_lib.metrics.store import MetricsStore
+
+    store_path = tmp_path / "metrics.duckdb"
+    with MetricsStore(store_path) as store:
+        old = store.start_run("q3", "native", {"job": "q3_local"})
+        new = store.start_run("q3", "native", {"job": "q3_local"})
+        for run, rate, rows in ((old, 100.0, 5), (new, 4_000.0, 1_000)):
+            for batch in range(3):
+                ts = 1_000 * batch + (run == new) * 10**6
+                store.add("micro_batches", [(run, "q3", batch, ts, 100, rate + batch, rate,
+                          1, 1, 1, 1, 1, 1, rows, rows * 1000, 0, 1)])  # fmt: skip
+        reference = store.start_run("q3", "reference", {})
+        store.add("micro_batches", [(reference, "q3", 0, 10**9, 1, 9e9, 1, 1, 1, 1, 1, 1, 1, 1,
+                                     1, 0, 1)])  # fmt: skip
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for name, mst in (("bench_nexmark.json", 90_000), ("bench_nexmark_joins.json", 40_000)):
+        (reports / name).write_text(json.dumps({"queries": {"q3": {"mst_eps": mst}}}))
+    assert measured_mst("q3", reports) == (40_000.0, "bench_nexmark_joins.json")
+    assert measured_mst("q99", reports) is None
+    load = job_load("q3_local", "q3", store_path, reports)
+    assert load.rate_eps == 4_001.0 and load.rate_source == f"run {new}"
+    assert load.state_rows == 1_000 and load.state_bytes == 1_000_000
+    assert load.fraction_of_mst == 0.1
+    assert job_load("q3", "q3", store_path, reports, rate_eps=8_000).fraction_of_mst == 0.2
+    standby = {"sizes": [{"restored_state_bytes": 50_000, "restart_time_s": 1.5}]}
+    (reports / "bench_standby.json").write_text(json.dumps(standby))
+    assert "more than 10x" in state_reason(load, reports)
