@@ -28,7 +28,9 @@ def reproduce(
         "before anything starts), writing their reports to --reports.",
     ),
     scale: float = typer.Option(
-        1.0, help="With --run: multiplies the size of the runs that have one (CEC's backlog)."
+        1.0,
+        help="With --run: multiplies the size of the runs that have one (seconds of input per "
+        "run, backlog events, CEC's scale); the fault campaigns and protocol suites keep theirs.",
     ),
 ) -> None:
     """Put each paper's own numbers (with their table or figure) beside ours, read from the

@@ -30,24 +30,35 @@ class BenchRun:
     report: str
     minutes: float
     scale: str | None = None
+    # Options whose value (given at scale 1) ``--scale`` multiplies: input seconds, events.
+    scaled: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def scalable(self) -> bool:
+        return self.scale is not None or bool(self.scaled)
 
     def command(self, reports_dir: Path, scale: float) -> list[str]:
         cmd = [sys.executable, "-m", "recovery_lib.cli.main", "bench", *self.args]
-        if self.scale is not None and scale != 1.0:
-            cmd += [self.scale, f"{scale:g}"]
+        if scale != 1.0:
+            if self.scale is not None:
+                cmd += [self.scale, f"{scale:g}"]
+            for option, base in self.scaled:
+                cmd += [option, f"{round(base * scale, 3):g}"]
         return [*cmd, "--out", str(reports_dir / self.report)]
 
     def estimate_min(self, scale: float) -> float:
-        return self.minutes * (scale if self.scale is not None else 1.0)
+        return self.minutes * (scale if self.scalable else 1.0)
 
 
 # What each paper's extractor reads, and what it cost here (the benchmarks' own reports and
 # the closing notes of the sessions that ran them).
 PLANS: dict[str, tuple[BenchRun, ...]] = {
     "clonos": (
-        BenchRun(("causal",), "bench_causal", 40),
+        BenchRun(
+            ("causal",), "bench_causal", 40, scaled=(("--events", 200_000), ("--duration", 30))
+        ),
         BenchRun(("campaign", "--suite", "causal"), "causal_campaign", 120),
-        BenchRun(("standby",), "bench_standby", 100),
+        BenchRun(("standby",), "bench_standby", 100, scaled=(("--duration", 150),)),
     ),
     "checkmate": (
         BenchRun(
@@ -66,10 +77,12 @@ PLANS: dict[str, tuple[BenchRun, ...]] = {
             300,
         ),  # fmt: skip
     ),
-    "active-replication": (BenchRun(("replication",), "bench_replication", 150),),
+    "active-replication": (
+        BenchRun(("replication",), "bench_replication", 150, scaled=(("--duration", 120),)),
+    ),
     "cec": (BenchRun(("cec",), "bench_cec", 90, scale="--scale"),),
     "flamestream": (
-        BenchRun(("sinks",), "bench_sinks", 30),
+        BenchRun(("sinks",), "bench_sinks", 30, scaled=(("--duration", 40),)),
         BenchRun(("campaign", "--suite", "release"), "release_campaign", 170),
     ),
 }

@@ -19,7 +19,7 @@ def test_every_paper_has_a_plan_and_shared_runs_run_once():
     assert bench_commands("checkmate")[0].startswith("recovery bench protocols --suite")
 
 
-def test_scale_reaches_only_runs_that_have_a_size(tmp_path):
+def test_scale_multiplies_each_runs_size_and_leaves_fixed_runs_alone(tmp_path):
     cec = PLANS["cec"][0]
     assert cec.command(tmp_path, 0.1)[-4:] == [
         "--scale",
@@ -29,9 +29,16 @@ def test_scale_reaches_only_runs_that_have_a_size(tmp_path):
     ]
     assert cec.estimate_min(0.1) == cec.minutes * 0.1
     sinks = PLANS["flamestream"][0]
-    assert (
-        "--scale" not in sinks.command(tmp_path, 0.1) and sinks.estimate_min(0.1) == sinks.minutes
-    )
+    assert sinks.command(tmp_path, 2)[-4:-2] == ["--duration", "80"]
+    assert "--duration" not in sinks.command(tmp_path, 1.0)  # scale 1: the bench's defaults
+    assert sinks.estimate_min(2) == 2 * sinks.minutes
+    causal = PLANS["clonos"][0].command(tmp_path, 0.5)
+    assert causal[causal.index("--events") + 1] == "100000"
+    campaign = PLANS["flamestream"][1]  # 20 failures per variant: one size
+    assert not campaign.scalable and campaign.estimate_min(3) == campaign.minutes
+    assert "--duration" not in campaign.command(tmp_path, 3)
+    scalable = {r.report for runs in PLANS.values() for r in runs if r.scalable}
+    assert {"bench_causal", "bench_standby", "bench_replication", "bench_sinks"} <= scalable
 
 
 def test_runs_go_one_after_another_and_a_failure_does_not_stop_the_rest(tmp_path):
