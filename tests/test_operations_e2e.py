@@ -388,3 +388,71 @@ def test_the_reproduce_dag_writes_a_papers_report_from_the_benchmark_reports(
     report = recovery_home / "reports" / "reproduction" / "cec.md"
     assert report.exists(), result["log"]
     assert "the paper's numbers beside ours" in report.read_text()
+
+
+# One job per mode the jobs file offers beyond native q3 (the default tier's DAG test above),
+# causal (tests/test_causal_e2e.py) and standby (above): the consistency DAG judges each.
+EVERY_MODE_JOBS = """
+jobs:
+  - {{name: q1_release, job: q1, input_prefix: {prefix}, sink_mode: release}}
+  - {{name: q1_two_phase, job: q1, input_prefix: {prefix}, sink_mode: two_phase}}
+  - {{name: avgprice_cec, job: avgprice, input_prefix: {prefix}, mode: cec}}
+  - {{name: q3_liverobin, job: q3, input_prefix: {prefix}, replication: liverobin,
+      heartbeat_period_s: 4, sink_mode: release}}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+@pytest.mark.long
+def test_the_consistency_dag_judges_a_job_of_every_mode(
+    tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env
+):
+    """Release and two-phase sinks, a CEC aggregate and a LiveRobin pair, each run by its
+    daemon over the same input until it consumed it, then stopped; the consistency DAG's
+    reference runs and oracle find each one consistent, reading each output as its consumers
+    do (the release and two-phase topics through their gates, the replicas' through theirs)."""
+    from recovery_lib.kafka.clients import client_config
+    from recovery_lib.ops import daemon
+    from recovery_lib.ops.config import get_job, load_jobs
+    from recovery_lib.protocols.hooks import topic_ends
+    from recovery_lib.runtime.checkpoint import committed_offsets
+
+    gen = GeneratorConfig(topic_prefix=f"every{int(time.time())}", partitions=2)
+    ensure_topics(gen, admin)
+    produce_events(gen, count=20_000)
+    jobs_env.write_text(EVERY_MODE_JOBS.format(prefix=gen.topic_prefix))
+    names = list(load_jobs())
+    for name in names:  # one at a time: 2 cores
+        job = get_job(name)
+        topics = [getattr(gen, f"{i}_topic") for i in job.spec.inputs]
+        ends = {t: sum(topic_ends(client_config(), t).values()) for t in topics}
+
+        def consumed(job=job, ends=ends) -> bool:
+            done = committed_offsets(job.checkpoint)
+            return all(sum(done.get(t, {}).values()) >= n for t, n in ends.items())
+
+        try:
+            daemon.start(name)
+            wait_for(consumed, 300, f"{name} to consume its input")
+            time.sleep(3)  # the last batch's outputs released / committed
+        finally:
+            final = daemon.stop(name)
+        assert final is not None and final.status == "stopped", final
+        assert not daemon.pid_alive(final.job_pid)
+
+    env = airflow_env(tmp_path, recovery_home, jobs_env)
+    env["KAFKA_BOOTSTRAP"] = kafka_bootstrap
+    airflow(env, "db", "migrate")
+    run = dag_test(env, "consistency_report")
+    for name in names:
+        assert run["tasks"][f"{name}.reference_run"] == "success", run["log"][-5000:]
+        assert run["tasks"][f"{name}.compare"] == "success", run["log"][-5000:]
+    reports = read_frame(
+        recovery_home / "metrics.duckdb",
+        "SELECT run_id, verdict, outputs FROM consistency_reports",
+    )
+    judged = {r.run_id: (r.verdict, r.outputs) for r in reports.itertuples()}
+    for name in names:
+        verdict, outputs = judged[f"job:{get_job(name).out_topic}"]
+        assert verdict == "consistent" and outputs > 0, (name, verdict, outputs)
