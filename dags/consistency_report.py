@@ -2,8 +2,11 @@
 snapshot its last committed batch, submit a failure-free reference run of the same query
 bounded to that batch's offsets (SparkSubmitOperator, the apache-spark provider; connection
 ``spark_default``: ``local[2]`` or the standalone master), then judge the job's output with the
-oracle and the query's Great Expectations suite. Also runs the metrics-table suites. Reports go
-to the metrics store; an inconsistency or a failed expectation fails the task."""
+oracle and the query's Great Expectations suite. Every stage of every configured pipeline
+(checkpoint protocols coor, unc, cic) is judged the same way against its own input topics: a
+stage consistent with what it read, for every stage, makes the pipeline's output one a
+failure-free run could produce. Also runs the metrics-table suites. Reports go to the metrics
+store; an inconsistency or a failed expectation fails the task."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from airflow.sdk import DAG, TaskGroup, task
 
 from recovery_lib.ops.airflow_tasks import application_path
 from recovery_lib.ops.config import load_jobs
+from recovery_lib.pipeline.spec import load_pipelines
 from recovery_lib.settings import get_settings
 
 SETTINGS = get_settings()
@@ -96,6 +100,74 @@ with DAG(
 
             info = snapshot()
             info >> reference >> compare(info)
+
+    for pipeline in load_pipelines().values():
+        for stage in pipeline.stages:
+            group = f"pipeline_{pipeline.name}_{stage.name}"
+            with TaskGroup(group_id=group):
+
+                @task(task_id="snapshot")
+                def stage_snapshot(
+                    name: str = pipeline.name, stage_name: str = stage.name,
+                    run_id: str | None = None,
+                ) -> dict:  # fmt: skip
+                    import re
+
+                    from airflow.sdk.exceptions import AirflowSkipException
+
+                    from recovery_lib.ops.airflow_tasks import stage_reference_submit_args
+                    from recovery_lib.pipeline.runner import stage_checkpoint
+                    from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
+                    from recovery_lib.runtime.checkpoint import last_committed
+
+                    spec = get_pipeline(name)
+                    checkpoint = stage_checkpoint(pipeline_home(name), spec.stage(stage_name))
+                    if last_committed(checkpoint) is None:
+                        raise AirflowSkipException(
+                            f"pipeline {name} stage {stage_name} has no committed batch yet"
+                        )
+                    tag = re.sub(r"[^A-Za-z0-9]+", "_", run_id or "manual")[-40:]
+                    return stage_reference_submit_args(name, stage_name, tag)
+
+                stage_reference = SparkSubmitOperator(
+                    task_id="reference_run",
+                    application=application_path(stage.name),
+                    application_args=(
+                        "{{ ti.xcom_pull(task_ids='" + group + ".snapshot')['args'] }}"
+                    ),  # fmt: skip
+                    conn_id=SETTINGS.airflow_spark_conn_id,
+                    conf=SPARK_CONF,
+                    env_vars={"SPARK_LOCAL_IP": "127.0.0.1", "RECOVERY_HOME": str(SETTINGS.home)},
+                    name=f"reference_{group}",
+                )
+
+                @task(task_id="compare")
+                def stage_compare(info: dict, label: str = f"{pipeline.name}.{stage.name}") -> dict:
+                    from airflow.sdk.exceptions import AirflowFailException
+
+                    from recovery_lib.metrics.store import MetricsStore
+                    from recovery_lib.ops.reports import consistency_report
+
+                    with MetricsStore(SETTINGS.home / "metrics.duckdb") as store:
+                        report = consistency_report(
+                            info["job"],
+                            info["run_topic"],
+                            info["reference_topic"],
+                            snap=info["snapshot"],
+                            sink_mode="release",  # every stage writes through the release sink
+                            store=store,
+                        )
+                    if not report["ok"]:
+                        raise AirflowFailException(
+                            f"pipeline stage {label}: verdict {report['verdict']} (lost "
+                            f"{report['lost']}, duplicated {report['duplicated']}, divergent "
+                            f"{report['divergent']}, extra {report['extra']}); expectations "
+                            f"{report.get('expectations', {}).get('failures')}"
+                        )
+                    return {k: report[k] for k in ("verdict", "outputs", "reference_outputs")}
+
+                stage_info = stage_snapshot()
+                stage_info >> stage_reference >> stage_compare(stage_info)
 
     @task
     def metrics_expectations() -> list[dict]:

@@ -115,6 +115,10 @@ def test_every_dag_imports_cleanly(tmp_path, recovery_home):
     assert result["tasks"]["stream_q3_kazoo"] == ["ensure_running", "replica_health", "watch"]
     assert "replica_health" not in result["tasks"]["stream_q3_ops"]
     assert result["tasks"]["reproduce"] == ["reproduce"]
+    # The consistency report judges every stage of every pipeline too (dags/pipelines.yaml).
+    consistency = set(result["tasks"]["consistency_report"])
+    for group in ("q3_ops", "pipeline_q1p_route", "pipeline_q1p_convert", "pipeline_reach_join"):
+        assert {f"{group}.snapshot", f"{group}.reference_run", f"{group}.compare"} <= consistency
 
 
 def test_the_watch_trigger_reports_health_then_failure(tmp_path, monkeypatch, jobs_env):
@@ -402,57 +406,99 @@ jobs:
 """
 
 
+# A two-stage pipeline under UNC: the consistency DAG judges each stage against its input.
+EVERY_MODE_PIPELINE = """
+pipelines:
+  - name: q1_unc
+    protocol: unc
+    stages:
+      - {{name: route, job: "jobs.pipelines.nexmark:ROUTE_BIDS_BY_AUCTION",
+          inputs: {{bids: {prefix}.bids}}, trigger_interval: 1 second}}
+      - {{name: convert, job: q1, inputs: {{bids: "stage:route"}},
+          trigger_interval: 1 second}}
+"""
+
+
+def _run_until_consumed(name: str, start, stop, checkpoints) -> None:  # noqa: ANN001
+    """Start a daemon, wait until each checkpoint committed its input topics' current ends
+    (as they were before the start), stop it."""
+    from recovery_lib.kafka.clients import client_config
+    from recovery_lib.protocols.hooks import topic_ends
+    from recovery_lib.runtime.checkpoint import committed_offsets
+
+    try:
+        start(name)
+        for checkpoint, topics in checkpoints():
+            ends = {t: sum(topic_ends(client_config(), t).values()) for t in topics}
+
+            def consumed(checkpoint=checkpoint, ends=ends) -> bool:
+                done = committed_offsets(checkpoint)
+                return all(sum(done.get(t, {}).values()) >= n for t, n in ends.items())
+
+            wait_for(consumed, 300, f"{name} to consume {sorted(ends)}")
+        time.sleep(3)  # the last batch's outputs released / committed
+    finally:
+        final = stop(name)
+    assert final is not None and final.status == "stopped", final
+
+
 @pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.long
 def test_the_consistency_dag_judges_a_job_of_every_mode(
-    tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env
+    tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env, settings_env
 ):
-    """Release and two-phase sinks, a CEC aggregate and a LiveRobin pair, each run by its
-    daemon over the same input until it consumed it, then stopped; the consistency DAG's
-    reference runs and oracle find each one consistent, reading each output as its consumers
-    do (the release and two-phase topics through their gates, the replicas' through theirs)."""
-    from recovery_lib.kafka.clients import client_config
+    """Release and two-phase sinks, a CEC aggregate, a LiveRobin pair and a UNC pipeline,
+    each run by its daemon over the same input until it consumed it, then stopped; the
+    consistency DAG's reference runs and oracle find each one (each stage) consistent, reading
+    each output as its consumers do (the release and two-phase topics through their gates,
+    the replicas' through theirs)."""
     from recovery_lib.ops import daemon
     from recovery_lib.ops.config import get_job, load_jobs
-    from recovery_lib.protocols.hooks import topic_ends
-    from recovery_lib.runtime.checkpoint import committed_offsets
+    from recovery_lib.pipeline import daemon as pipeline_daemon
+    from recovery_lib.pipeline.runner import stage_checkpoint
+    from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
 
     gen = GeneratorConfig(topic_prefix=f"every{int(time.time())}", partitions=2)
     ensure_topics(gen, admin)
     produce_events(gen, count=20_000)
     jobs_env.write_text(EVERY_MODE_JOBS.format(prefix=gen.topic_prefix))
+    pipelines = tmp_path / "pipelines.yaml"
+    pipelines.write_text(EVERY_MODE_PIPELINE.format(prefix=gen.topic_prefix))
+    settings_env(RECOVERY_PIPELINES_FILE=pipelines)
     names = list(load_jobs())
     for name in names:  # one at a time: 2 cores
         job = get_job(name)
         topics = [getattr(gen, f"{i}_topic") for i in job.spec.inputs]
-        ends = {t: sum(topic_ends(client_config(), t).values()) for t in topics}
+        _run_until_consumed(
+            name, daemon.start, daemon.stop, lambda j=job, t=topics: [(j.checkpoint, t)]
+        )
+        assert not daemon.pid_alive(daemon.read_status(name).job_pid)
+    spec = get_pipeline("q1_unc")
 
-        def consumed(job=job, ends=ends) -> bool:
-            done = committed_offsets(job.checkpoint)
-            return all(sum(done.get(t, {}).values()) >= n for t, n in ends.items())
+    def stages():  # noqa: ANN202 - route first: convert's input ends once route is done
+        for stage in spec.stages:
+            yield (
+                stage_checkpoint(pipeline_home("q1_unc"), stage),
+                list(spec.input_topics(stage).values()),
+            )
 
-        try:
-            daemon.start(name)
-            wait_for(consumed, 300, f"{name} to consume its input")
-            time.sleep(3)  # the last batch's outputs released / committed
-        finally:
-            final = daemon.stop(name)
-        assert final is not None and final.status == "stopped", final
-        assert not daemon.pid_alive(final.job_pid)
+    _run_until_consumed("q1_unc", pipeline_daemon.start, pipeline_daemon.stop, stages)
 
     env = airflow_env(tmp_path, recovery_home, jobs_env)
     env["KAFKA_BOOTSTRAP"] = kafka_bootstrap
     airflow(env, "db", "migrate")
     run = dag_test(env, "consistency_report")
-    for name in names:
-        assert run["tasks"][f"{name}.reference_run"] == "success", run["log"][-5000:]
-        assert run["tasks"][f"{name}.compare"] == "success", run["log"][-5000:]
+    groups = [*names, *(f"pipeline_q1_unc_{s.name}" for s in spec.stages)]
+    for group in groups:
+        assert run["tasks"][f"{group}.reference_run"] == "success", run["log"][-5000:]
+        assert run["tasks"][f"{group}.compare"] == "success", run["log"][-5000:]
     reports = read_frame(
         recovery_home / "metrics.duckdb",
         "SELECT run_id, verdict, outputs FROM consistency_reports",
     )
     judged = {r.run_id: (r.verdict, r.outputs) for r in reports.itertuples()}
-    for name in names:
-        verdict, outputs = judged[f"job:{get_job(name).out_topic}"]
-        assert verdict == "consistent" and outputs > 0, (name, verdict, outputs)
+    topics = [get_job(n).out_topic for n in names] + [spec.output_topic(s) for s in spec.stages]
+    for topic in topics:
+        verdict, outputs = judged[f"job:{topic}"]
+        assert verdict == "consistent" and outputs > 0, (topic, verdict, outputs)

@@ -170,6 +170,49 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
     return {"snapshot": snap, "reference_topic": reference_topic, "args": args}
 
 
+def stage_reference_submit_args(pipeline: str, stage_name: str, run_tag: str) -> dict[str, Any]:
+    """Snapshot of one stage of a running pipeline and the arguments of its bounded reference
+    run: the stage's job, failure-free, on the stage's own input topics up to the offsets of
+    its last committed batch. Each stage judged against its actual input judges the pipeline:
+    the first stages read the sources, every later one what its upstream wrote."""
+    import json
+
+    from recovery_lib.kafka.admin import TopicAdmin
+    from recovery_lib.ops.reports import snapshot
+    from recovery_lib.pipeline.runner import stage_checkpoint
+    from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
+
+    spec = get_pipeline(pipeline)
+    stage = spec.stage(stage_name)
+    home = pipeline_home(pipeline)
+    snap = snapshot(stage_checkpoint(home, stage))
+    run_topic = spec.output_topic(stage)
+    reference_topic = f"{run_topic}.reference.{run_tag}"
+    TopicAdmin().create(reference_topic, stage.partitions)
+    args = [
+        "--job", stage.spec().ref,
+        "--prefix", spec.name,
+        "--checkpoints", str(home / "reference" / run_tag / stage.name),
+        "--output-topic", reference_topic,
+        "--partitions", str(stage.partitions),
+        "--sink-mode", "dedup",  # read deduplicated, whatever the stage's sink
+        "--mode", "native",  # failure-free: nothing to replay
+        "--available-now",
+        "--ending-offsets", json.dumps(snap["offsets"]),
+    ]  # fmt: skip
+    for name, topic in spec.input_topics(stage).items():
+        args += ["--input", f"{name}={topic}"]
+    for name, value in stage.params.items():
+        args += ["--param", f"{name}={value}"]
+    return {
+        "snapshot": snap,
+        "reference_topic": reference_topic,
+        "run_topic": run_topic,
+        "job": stage.spec().ref,
+        "args": args,
+    }
+
+
 def application_path(job_name: str) -> str:
     """The file spark-submit runs for a job: the generic launcher (its args name the job)."""
     import recovery_lib.job.__main__ as launcher

@@ -48,6 +48,11 @@ class Recovery:
         return (max(self.ready_ms.values()) - self.detected_ms) / 1000
 
 
+def stage_checkpoint(home: Path, stage: StageSpec) -> Path:
+    """The Spark checkpoint of ``stage`` of the pipeline run living in ``home``."""
+    return Path(home) / "checkpoints" / stage.name / stage.spec().name
+
+
 class PipelineRun:
     def __init__(
         self,
@@ -79,7 +84,7 @@ class PipelineRun:
     # -- layout ------------------------------------------------------------------------------
 
     def checkpoint(self, stage: StageSpec) -> Path:
-        return self.home / "checkpoints" / stage.name / stage.spec().name
+        return stage_checkpoint(self.home, stage)
 
     def _view(self) -> PipelineView:
         stages = []
