@@ -30,6 +30,21 @@ SPARK_CONF = {
     "spark.pyspark.driver.python": sys.executable,
 }
 
+
+def reference_run(group: str) -> SparkSubmitOperator:
+    """The failure-free reference run of ``group``, with the arguments its snapshot task
+    computed (the generic job launcher; its args name the job)."""
+    return SparkSubmitOperator(
+        task_id="reference_run",
+        application=application_path(group),
+        application_args="{{ ti.xcom_pull(task_ids='" + group + ".snapshot')['args'] }}",
+        conn_id=SETTINGS.airflow_spark_conn_id,
+        conf=SPARK_CONF,
+        env_vars={"SPARK_LOCAL_IP": "127.0.0.1", "RECOVERY_HOME": str(SETTINGS.home)},
+        name=f"reference_{group}",
+    )
+
+
 with DAG(
     dag_id="consistency_report",
     description="Oracle + Great Expectations on every job's output against a reference run",
@@ -59,44 +74,15 @@ with DAG(
                 tag = re.sub(r"[^A-Za-z0-9]+", "_", run_id or "manual")[-40:]
                 return reference_submit_args(name, tag)
 
-            reference = SparkSubmitOperator(
-                task_id="reference_run",
-                application=application_path(job.name),
-                application_args=(
-                    "{{ ti.xcom_pull(task_ids='" + job.name + ".snapshot')['args'] }}"
-                ),
-                conn_id=SETTINGS.airflow_spark_conn_id,
-                conf=SPARK_CONF,
-                env_vars={"SPARK_LOCAL_IP": "127.0.0.1", "RECOVERY_HOME": str(SETTINGS.home)},
-                name=f"reference_{job.name}",
-            )
+            reference = reference_run(job.name)
 
             @task(task_id="compare")
             def compare(info: dict, name: str = job.name) -> dict:
-                from airflow.sdk.exceptions import AirflowFailException
-
-                from recovery_lib.metrics.store import MetricsStore
+                from recovery_lib.ops.airflow_tasks import judge_output
                 from recovery_lib.ops.config import get_job
-                from recovery_lib.ops.reports import consistency_report
 
                 job_ = get_job(name)
-                with MetricsStore(SETTINGS.home / "metrics.duckdb") as store:
-                    report = consistency_report(
-                        job_.job,
-                        job_.out_topic,
-                        info["reference_topic"],
-                        snap=info["snapshot"],
-                        sink_mode=job_.sink_mode,
-                        store=store,
-                    )
-                if not report["ok"]:
-                    raise AirflowFailException(
-                        f"{name}: verdict {report['verdict']} (lost {report['lost']}, "
-                        f"duplicated {report['duplicated']}, divergent {report['divergent']}, "
-                        f"extra {report['extra']}, guarantee {report['guarantee']}); expectations "
-                        f"{report.get('expectations', {}).get('failures')}"
-                    )
-                return {k: report[k] for k in ("verdict", "outputs", "reference_outputs")}
+                return judge_output(name, job_.job, job_.out_topic, info, job_.sink_mode)
 
             info = snapshot()
             info >> reference >> compare(info)
@@ -129,42 +115,16 @@ with DAG(
                     tag = re.sub(r"[^A-Za-z0-9]+", "_", run_id or "manual")[-40:]
                     return stage_reference_submit_args(name, stage_name, tag)
 
-                stage_reference = SparkSubmitOperator(
-                    task_id="reference_run",
-                    application=application_path(stage.name),
-                    application_args=(
-                        "{{ ti.xcom_pull(task_ids='" + group + ".snapshot')['args'] }}"
-                    ),  # fmt: skip
-                    conn_id=SETTINGS.airflow_spark_conn_id,
-                    conf=SPARK_CONF,
-                    env_vars={"SPARK_LOCAL_IP": "127.0.0.1", "RECOVERY_HOME": str(SETTINGS.home)},
-                    name=f"reference_{group}",
-                )
+                stage_reference = reference_run(group)
 
                 @task(task_id="compare")
                 def stage_compare(info: dict, label: str = f"{pipeline.name}.{stage.name}") -> dict:
-                    from airflow.sdk.exceptions import AirflowFailException
+                    from recovery_lib.ops.airflow_tasks import judge_output
 
-                    from recovery_lib.metrics.store import MetricsStore
-                    from recovery_lib.ops.reports import consistency_report
-
-                    with MetricsStore(SETTINGS.home / "metrics.duckdb") as store:
-                        report = consistency_report(
-                            info["job"],
-                            info["run_topic"],
-                            info["reference_topic"],
-                            snap=info["snapshot"],
-                            sink_mode="release",  # every stage writes through the release sink
-                            store=store,
-                        )
-                    if not report["ok"]:
-                        raise AirflowFailException(
-                            f"pipeline stage {label}: verdict {report['verdict']} (lost "
-                            f"{report['lost']}, duplicated {report['duplicated']}, divergent "
-                            f"{report['divergent']}, extra {report['extra']}); expectations "
-                            f"{report.get('expectations', {}).get('failures')}"
-                        )
-                    return {k: report[k] for k in ("verdict", "outputs", "reference_outputs")}
+                    # Every stage writes through the release sink (pipeline/runner.py).
+                    return judge_output(
+                        f"pipeline stage {label}", info["job"], info["run_topic"], info, "release"
+                    )
 
                 stage_info = stage_snapshot()
                 stage_info >> stage_reference >> stage_compare(stage_info)

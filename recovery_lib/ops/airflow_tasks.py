@@ -213,6 +213,35 @@ def stage_reference_submit_args(pipeline: str, stage_name: str, run_tag: str) ->
     }
 
 
+def judge_output(
+    label: str, job: str, run_topic: str, info: dict[str, Any], sink_mode: str
+) -> dict[str, Any]:
+    """The consistency DAG's compare task: the oracle and the job's GX suite on ``run_topic``
+    against the reference run of ``info`` (a ``*reference_submit_args`` result), recorded in
+    the metrics store; an inconsistency or a failed expectation fails the task."""
+    from recovery_lib.metrics.store import MetricsStore
+    from recovery_lib.ops.reports import consistency_report
+    from recovery_lib.settings import get_settings
+
+    with MetricsStore(get_settings().home / "metrics.duckdb") as store:
+        report = consistency_report(
+            job,
+            run_topic,
+            info["reference_topic"],
+            snap=info["snapshot"],
+            sink_mode=sink_mode,
+            store=store,
+        )
+    if not report["ok"]:
+        raise AirflowFailException(
+            f"{label}: verdict {report['verdict']} (lost {report['lost']}, duplicated "
+            f"{report['duplicated']}, divergent {report['divergent']}, extra {report['extra']}, "
+            f"guarantee {report['guarantee']}); expectations "
+            f"{report.get('expectations', {}).get('failures')}"
+        )
+    return {k: report[k] for k in ("verdict", "outputs", "reference_outputs")}
+
+
 def application_path(job_name: str) -> str:
     """The file spark-submit runs for a job: the generic launcher (its args name the job)."""
     import recovery_lib.job.__main__ as launcher
