@@ -9,7 +9,9 @@ job's process the same number of seconds into the timed input:
   reference run judged by the job's consistency contract;
 * the checkpoint protocols (coor, unc, cic) coordinate the stages of a pipeline, so they run
   a pipeline of the pipelines file whose last stage is the job (q3 -> q3p: two routing stages
-  in front), with that stage killed; the oracle compares its output with the NexMark
+  in front), on the same generated input, with that stage killed ``fail_at_s`` after the
+  pipeline's first output (its stages start one after another, so "into the input" would
+  kill a pipeline still warming up); the oracle compares its output with the NexMark
   reference, or says inconclusive for a pipeline it has no reference for.
 
 Per variant: restart time, recovery time (Clonos: latency back within 10 % of before), output
@@ -276,6 +278,8 @@ class CompareBench:
             rate=cfg.rate,
             kill=last,
             kill_at_s=cfg.fail_at_s,
+            seed=cfg.seed,  # the experiments' input: same seed, same event-time rate
+            event_time_rate=cfg.rate,
         )
         workdir = get_settings().home / "bench" / f"compare-{pipeline}"
         result = run_trial(trial, workdir, self.console, keep_samples=True)

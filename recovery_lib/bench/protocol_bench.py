@@ -63,6 +63,10 @@ class Trial:
     # Long enough for the stages' start-up backlog to drain before the kill and for 30 s
     # of output after it.
     paced_s: float = 120.0
+    # The generator's seed and event-time rate (None: its default), so that a caller can give
+    # a trial the same input as an experiment of the same job (bench/compare_bench.py).
+    seed: int | None = None
+    event_time_rate: float | None = None
 
     @property
     def name(self) -> str:
@@ -119,7 +123,12 @@ class _Input:
         else:
             from recovery_lib.nexmark.config import GeneratorConfig
 
-            extra = {"hot_ratio": trial.hot_ratio} if trial.hot_ratio is not None else {}
+            given = {
+                "hot_ratio": trial.hot_ratio,
+                "seed": trial.seed,
+                "event_time_rate": trial.event_time_rate,
+            }
+            extra = {k: v for k, v in given.items() if v is not None}
             self.config = GeneratorConfig(topic_prefix=prefix, partitions=2, **extra)
 
     def create(self) -> None:
