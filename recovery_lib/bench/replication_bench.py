@@ -313,14 +313,15 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def chart(report: dict[str, Any], path: Path) -> None:
-    """Four panels: p99 after/before the kill per run (masking), recovery time per mode against
-    native, p50/p99 by heartbeat period, p50/p99 per mode without failures (cost)."""
+    """Six panels: p99 after/before the kill per run (masking), recovery time per mode against
+    native, p50/p99 by heartbeat period, p99 per mode without failures (cost), p50/p99 with
+    one late partition (slow), and the repeated kills per run with the oracle's verdict."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(15, 9))
+    fig, axes = plt.subplots(2, 3, figsize=(21, 9))
     ax = axes[0][0]
     names = [n for n, _, _ in MASKING_RUNS]
     width = 0.8 / max(1, len(report.get("masking", [])))
@@ -373,7 +374,39 @@ def chart(report: dict[str, Any], path: Path) -> None:
         ax.set_xticks(range(len(modes)), modes)
     ax.set_ylabel("ms")
     ax.set_title("cost without failures: p99 per mode")
-    ax.legend()
+    if report.get("cost"):
+        ax.legend()
+    _chart_slow(axes[0][2], report.get("slow", []))
+    _chart_kills(axes[1][2], report.get("kills", []))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _chart_slow(ax: Any, entries: list[dict[str, Any]]) -> None:
+    """LiveRobin's p50/p99 by how late one partition's heartbeats come (paper Fig. 13)."""
+    runs = sorted((e for e in entries if "latency_ms" in e), key=lambda e: _slow_delay(e))
+    if runs:
+        delays = [_slow_delay(e) for e in runs]
+        ax.plot(delays, [e["latency_ms"]["p50"] for e in runs], "o-", label="p50")
+        ax.plot(delays, [e["latency_ms"]["p99"] for e in runs], "s-", label="p99")
+        ax.set_xlabel("one partition's heartbeats late by (s)")
+        ax.set_ylabel("latency (ms)")
+        ax.legend()
+    ax.set_title("LiveRobin: one slow input partition")
+
+
+def _slow_delay(entry: dict[str, Any]) -> float:
+    """The delay of a slow-part entry, from its name (slow_<job>_<delay>s)."""
+    return float(entry["name"].rsplit("_", 1)[-1].rstrip("s"))
+
+
+def _chart_kills(ax: Any, entries: list[dict[str, Any]]) -> None:
+    """Kills that fired per run, green when the oracle judged the run exactly-once."""
+    names = [e["name"].removeprefix("kills_") for e in entries]
+    fired = [sum(1 for f in e.get("failures", []) if f.get("fired") is not False) for e in entries]
+    colors = ["tab:green" if e.get("guarantee") == "exactly-once" else "tab:red" for e in entries]
+    ax.bar(range(len(entries)), fired, color=colors)
+    ax.set_xticks(range(len(entries)), names, rotation=20, fontsize=8)
+    ax.set_ylabel("replica kills (green: exactly-once by the oracle)")
+    ax.set_title("repeated kills, each dead replica replaced")
