@@ -26,17 +26,16 @@ the reason instead of numbers.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 from rich.console import Console
 
 from recovery_lib.experiment.recovery_metrics import output_gap_s, p99_around, recovery_time_s
+from recovery_lib.metrics.resources import ResourceSampler, during_run
 from recovery_lib.metrics.stats import percentile
 
 PROTOCOLS = ("coor", "unc", "cic")
@@ -79,50 +78,6 @@ class CompareConfig:
     seed: int = 42
     liverobin_period_s: float = 8.0  # must exceed a batch's cost with two replicas (see docs)
     pipeline: str | None = None  # protocols: default, the pipeline whose last stage is the job
-
-
-class ResourceSampler:
-    """Peak number of processes and their resident memory under this process (the job, its
-    supervisors' children, Spark's Python workers), every ``period_s``; processes named in
-    ``skip`` (the broker) are left out."""
-
-    def __init__(self, period_s: float = 1.0, skip: tuple[str, ...] = ("tansu",)) -> None:
-        self.period_s = period_s
-        self.skip = skip
-        self.peak_processes = 0
-        self.peak_rss_mb = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="resources", daemon=True)
-
-    def sample(self) -> tuple[int, float]:
-        count, rss = 0, 0
-        for proc in psutil.Process().children(recursive=True):
-            try:
-                if any(s in proc.name() for s in self.skip):
-                    continue
-                rss += proc.memory_info().rss
-                count += 1
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue  # ended between the listing and the read
-        return count, rss / 2**20
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.period_s):
-            count, rss = self.sample()
-            self.peak_processes = max(self.peak_processes, count)
-            self.peak_rss_mb = max(self.peak_rss_mb, rss)
-
-    def __enter__(self) -> ResourceSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    @property
-    def figures(self) -> dict[str, Any]:
-        return {"peak_processes": self.peak_processes, "peak_rss_mb": round(self.peak_rss_mb)}
 
 
 def failure_figures(samples: list[tuple[int, int]], failure_ms: int | None) -> dict[str, Any]:
@@ -191,9 +146,12 @@ class CompareBench:
                 progress(i - 1, name)
             variant = VARIANTS[name]
             started = time.monotonic()
-            with ResourceSampler() as sampler:
-                run = self._protocol if variant.protocol else self._experiment
-                entry = run(variant)
+            sampler = ResourceSampler()
+            if variant.protocol:  # the trial is the faulty run
+                with sampler:
+                    entry = self._protocol(variant)
+            else:
+                entry = self._experiment(variant, sampler)
             entry.update(name=name, elapsed_s=round(time.monotonic() - started, 1))
             if "not_applicable" not in entry:
                 entry.update(sampler.figures)
@@ -205,7 +163,9 @@ class CompareBench:
 
     # -- one variant -------------------------------------------------------------------------
 
-    def _experiment(self, variant: Variant) -> dict[str, Any]:
+    def _experiment(self, variant: Variant, sampler: ResourceSampler) -> dict[str, Any]:
+        """The variant as an experiment; ``sampler`` measures its faulty run only (the
+        reference run is native for every variant)."""
         from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 
         cfg = self.cfg
@@ -227,7 +187,9 @@ class CompareBench:
             heartbeat_period_s=cfg.liverobin_period_s if variant.mode == "liverobin" else None,
         )
         try:
-            exp = Experiment(exp_cfg, self.console, progress=lambda _m: None)
+            exp = Experiment(
+                exp_cfg, self.console, progress=lambda _m: None, on_run=during_run(sampler)
+            )
         except ValueError as exc:  # the job cannot run this way (e.g. a sink it does not allow)
             return {"not_applicable": str(exc)}
         try:

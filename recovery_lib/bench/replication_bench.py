@@ -35,6 +35,7 @@ from recovery_lib.experiment.modes import REPLICATION
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.ha.replication.gate import late_copies, raw_topic
 from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.metrics.resources import ResourceSampler, during_run
 
 PARTS = ("masking", "cost", "heartbeat", "slow", "kills", "zombie")
 # The masking runs of one job: (name, mode, victim).
@@ -106,7 +107,8 @@ class ReplicationBench:
             result = json.loads(path.read_text())
             self.console.print(f"  reused {path}")
             return self._entry(name, cfg, result, path, "", result.get("elapsed_s", 0.0))
-        exp = Experiment(cfg, self.console, progress=lambda _m: None)
+        sampler = ResourceSampler()
+        exp = Experiment(cfg, self.console, progress=lambda _m: None, on_run=during_run(sampler))
         try:
             result = exp.run()
         except RuntimeError as exc:  # e.g. a mode that cannot keep up: a result, not a crash
@@ -115,6 +117,7 @@ class ReplicationBench:
                     "rate": cfg.rate, "heartbeat_period_s": cfg.heartbeat_period_s,
                     "error": str(exc), "workdir": str(exp.workdir),
                     "elapsed_s": round(time.monotonic() - t0, 1)}  # fmt: skip
+        result["resources"] = sampler.figures  # the faulty run's processes, memory, CPU
         path = write_report(result, path)
         return self._entry(
             name, cfg, result, path, str(exp.workdir), round(time.monotonic() - t0, 1)
@@ -159,6 +162,7 @@ class ReplicationBench:
             "experiment_report": str(path),
             "workdir": workdir,
             "elapsed_s": elapsed_s,
+            "resources": result.get("resources"),
         }
         self.console.print(
             f"  {c['verdict']} {c.get('guarantee')}, p99 after/before "
@@ -213,6 +217,10 @@ class ReplicationBench:
                     },
                     "p99_vs_single": {
                         m: _ratio(_latency(r, "p99"), base.get("p99")) for m, r in runs.items()
+                    },
+                    # The paper's "2x compute": CPU seconds of the faulty run's processes.
+                    "cpu_vs_single": {
+                        m: _ratio(_cpu(r), _cpu(runs["native"])) for m, r in runs.items()
                     },
                 },
             )
@@ -301,6 +309,11 @@ def masking_row(query: str, rate: float, runs: dict[str, dict[str, Any]]) -> dic
         },
         "failed_runs": {n: r["error"] for n, r in runs.items() if "error" in r},
     }
+
+
+def _cpu(entry: dict[str, Any]) -> float | None:
+    """CPU seconds of a run's processes (None: not measured, or the run failed)."""
+    return (entry.get("resources") or {}).get("cpu_s")
 
 
 def _latency(entry: dict[str, Any], q: str) -> float | None:

@@ -279,12 +279,16 @@ class Experiment:
         cfg: ExperimentConfig,
         console: Console | None = None,
         progress: Callable[[str], None] | None = None,
+        on_run: Callable[[str, str], None] | None = None,
     ) -> None:
+        """``on_run(name, "start" | "end")`` around each run (faulty, reference): e.g. to
+        measure what the faulty run alone costs."""
         cfg.validate()
         self.cfg = cfg
         self.job = cfg.job
         self.console = console or Console()
         self.progress = progress or (lambda msg: self.console.log(msg))
+        self.on_run = on_run or (lambda _name, _phase: None)
         settings = get_settings()
         self.id = f"{self.job.name}-{cfg.mode}-{uuid.uuid4().hex[:6]}"
         self.workdir = settings.home / "experiments" / self.id
@@ -380,6 +384,7 @@ class Experiment:
     def _run(self, name: str, inject: str | None) -> dict[str, Any]:
         """One run, as its phases: start the job and the latency collector; (faulty run only)
         warm up, then feed the timed input and inject the failures; drain; stop."""
+        self.on_run(name, "start")
         run = self._start(name, inject)
         try:
             if name == "faulty":
@@ -393,6 +398,7 @@ class Experiment:
             run.sup.stop()
             run.collector.stop()
             self.store.finish_run(run.run_id)
+            self.on_run(name, "end")
         self._settle_failures(run)
         return run.result()
 

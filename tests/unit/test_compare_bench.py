@@ -4,8 +4,6 @@ sampler on a real child process."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,6 @@ from recovery_lib.bench.compare_bench import (
     VARIANTS,
     CompareBench,
     CompareConfig,
-    ResourceSampler,
     builds_cec_aggregate,
     chart,
     failure_figures,
@@ -103,19 +100,3 @@ def test_relations_to_native_table_and_chart(tmp_path: Path) -> None:
     assert table[2]["note"] == "not a CEC aggregate"
     chart(bench.report, tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 10_000
-
-
-def test_resource_sampler_counts_a_real_child() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        with ResourceSampler(period_s=0.1) as sampler:
-            count, rss = sampler.sample()
-            assert count >= 1 and rss > 1.0
-            import time
-
-            time.sleep(0.5)
-        assert sampler.figures["peak_processes"] >= 1
-        assert sampler.figures["peak_rss_mb"] >= 1
-    finally:
-        child.kill()
-        child.wait()

@@ -1,0 +1,90 @@
+"""What a run costs the machine: the processes under this one (jobs, supervisors, Spark's JVMs
+and Python workers), sampled while the run goes on.
+
+Peak process count and resident memory, and CPU seconds: each process's user + system time
+at its last sample, summed over every process seen (a process that ends between two samples
+loses at most one period of CPU). Processes named in ``skip`` (the broker, shared by every
+run) are left out.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+
+class ResourceSampler:
+    def __init__(self, period_s: float = 1.0, skip: tuple[str, ...] = ("tansu",)) -> None:
+        self.period_s = period_s
+        self.skip = skip
+        self.peak_processes = 0
+        self.peak_rss_mb = 0.0
+        self._cpu_s: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="resources", daemon=True)
+
+    def sample(self) -> tuple[int, float]:
+        """One sample: the processes counted now and their resident memory (MB)."""
+        count, rss = 0, 0
+        for proc in psutil.Process().children(recursive=True):
+            try:
+                if any(s in proc.name() for s in self.skip):
+                    continue
+                with proc.oneshot():
+                    rss += proc.memory_info().rss
+                    times = proc.cpu_times()
+                    self._cpu_s[(proc.pid, proc.create_time())] = times.user + times.system
+                count += 1
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue  # ended between the listing and the read
+        self.peak_processes = max(self.peak_processes, count)
+        self.peak_rss_mb = max(self.peak_rss_mb, rss / 2**20)
+        return count, rss / 2**20
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.sample()
+
+    def start(self) -> ResourceSampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join(timeout=5)
+            self.sample()
+
+    def __enter__(self) -> ResourceSampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(self._cpu_s.values())
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        return {
+            "peak_processes": self.peak_processes,
+            "peak_rss_mb": round(self.peak_rss_mb),
+            "cpu_s": round(self.cpu_s, 1),
+        }
+
+
+def during_run(sampler: ResourceSampler, run: str = "faulty") -> Callable[[str, str], None]:
+    """An experiment's ``on_run`` hook that samples ``run`` only (not the reference run)."""
+
+    def on_run(name: str, phase: str) -> None:
+        if name == run and phase == "start":
+            sampler.start()
+        elif name == run:
+            sampler.stop()
+
+    return on_run
