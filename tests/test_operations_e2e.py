@@ -156,10 +156,14 @@ def test_the_watch_trigger_reports_health_then_failure(tmp_path, monkeypatch, jo
 @pytest.mark.slow
 @pytest.mark.broker
 def test_daemon_gc_kill_recover_and_the_consistency_dag(
-    tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env
+    tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env, settings_env
 ):
     """GC, then kill the job, then recover: the oracle says consistent. Then the consistency
-    DAG (snapshot -> SparkSubmitOperator reference run -> oracle + GX) agrees."""
+    DAG (snapshot -> SparkSubmitOperator reference run -> oracle + GX) agrees. (No pipelines
+    here: the long tier runs the DAG on pipeline stages.)"""
+    no_pipelines = tmp_path / "pipelines.yaml"
+    no_pipelines.write_text("pipelines: []\n")
+    settings_env(RECOVERY_PIPELINES_FILE=no_pipelines)
     from recovery_lib.ops import daemon
     from recovery_lib.ops.config import get_job
     from recovery_lib.ops.gc import gc_job
