@@ -165,6 +165,14 @@ def test_cost_rows_compare_each_mode_with_one_replica(tmp_path):
     (tmp_path / "bench_replication.json").write_text(json.dumps(report))
     cost = _by_row(extract(tmp_path))["activerep.cost.compute"]
     assert [(m.value, m.unit, m.agrees) for m in cost] == [(2.0, "x", True), (1.3, "x", None)]
+    # With CPU measured: a ratio near the paper's 2x agrees, far from it differs and says why.
+    for ratio, agrees in ((2.1, True), (1.2, False)):
+        report["cost"][0]["cpu_vs_single"] = {"native": 1.0, "kazoo": ratio, "liverobin": None}
+        (tmp_path / "bench_replication.json").write_text(json.dumps(report))
+        cost = _by_row(extract(tmp_path))["activerep.cost.compute"]
+        cpu = [m for m in cost if "CPU seconds" in m.how]
+        assert [(m.value, m.agrees) for m in cpu] == [(ratio, agrees)]
+        assert bool(cpu[0].differs_because) is not agrees
 
 
 def test_the_real_report_compares_whatever_it_holds_so_far():
