@@ -569,9 +569,8 @@ def comparison(_path: Path) -> None:
 
 def advisor(reports: Path, store: Path) -> None:
     """``recovery advise`` for a job or pipeline typed in (skew is not sampled here)."""
-    from recovery_lib.advisor.facts import job_facts, job_load, pipeline_facts
+    from recovery_lib.advisor.facts import measured_job_facts, pipeline_facts
     from recovery_lib.advisor.rules import advise
-    from recovery_lib.job.spec import resolve_job
     from recovery_lib.pipeline.spec import load_pipelines
 
     st.subheader("Which recovery mode? (recovery advise)")
@@ -582,9 +581,7 @@ def advisor(reports: Path, store: Path) -> None:
         if name in load_pipelines():
             facts = pipeline_facts(name, max_outage_s=outage or None)
         else:  # the rate and state of its newest run in the metrics store, if any
-            query = resolve_job(name).name
-            load = job_load(name, query, store, reports)
-            facts = job_facts(name, max_outage_s=outage or None, load=load)
+            facts = measured_job_facts(name, store, reports, max_outage_s=outage or None)
     except ValueError as exc:
         st.warning(str(exc))
         return

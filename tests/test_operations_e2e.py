@@ -423,9 +423,9 @@ pipelines:
 """
 
 
-def _run_until_consumed(name: str, start, stop, checkpoints) -> None:  # noqa: ANN001
+def _run_until_consumed(name: str, start, stop, checkpoints):  # noqa: ANN001, ANN201
     """Start a daemon, wait until each checkpoint committed its input topics' current ends
-    (as they were before the start), stop it."""
+    (as they were before the start), stop it; its final status."""
     from recovery_lib.kafka.clients import client_config
     from recovery_lib.protocols.hooks import topic_ends
     from recovery_lib.runtime.checkpoint import committed_offsets
@@ -444,6 +444,7 @@ def _run_until_consumed(name: str, start, stop, checkpoints) -> None:  # noqa: A
     finally:
         final = stop(name)
     assert final is not None and final.status == "stopped", final
+    return final
 
 
 @pytest.mark.slow
@@ -474,10 +475,10 @@ def test_the_consistency_dag_judges_a_job_of_every_mode(
     for name in names:  # one at a time: 2 cores
         job = get_job(name)
         topics = [getattr(gen, f"{i}_topic") for i in job.spec.inputs]
-        _run_until_consumed(
+        final = _run_until_consumed(
             name, daemon.start, daemon.stop, lambda j=job, t=topics: [(j.checkpoint, t)]
         )
-        assert not daemon.pid_alive(daemon.read_status(name).job_pid)
+        assert not daemon.pid_alive(final.job_pid)
     spec = get_pipeline("q1_unc")
 
     def stages():  # noqa: ANN202 - route first: convert's input ends once route is done

@@ -118,12 +118,13 @@ class Load:
         return round(self.rate_eps / self.mst_eps, 3)
 
 
-# The newest non-reference run of a job (by its query name or its jobs-file name) that has
-# batches, and its last batches: Spark's own input rate and state operators' size.
+# The newest non-reference run of a job (by its query name, or its jobs-file name, which the
+# daemon's run config holds as "name") that has batches, and its last batches: Spark's own
+# input rate and state operators' size.
 _NEWEST_BATCHES = """
     SELECT b.run_id, b.input_rows_per_s, b.state_rows, b.state_memory_bytes
     FROM micro_batches b JOIN runs r USING (run_id)
-    WHERE (r.query = ? OR json_extract_string(r.config, '$.job') = ?) AND r.mode <> 'reference'
+    WHERE (r.query = ? OR json_extract_string(r.config, '$.name') = ?) AND r.mode <> 'reference'
     ORDER BY b.ts_ms DESC
     LIMIT ?
 """
@@ -134,6 +135,8 @@ def running_load(job: str, store_path: Path, batches: int = 20) -> Load | None:
     state size of the newest run of ``job``; None when the store has none."""
     import statistics
 
+    import pandas as pd
+
     from recovery_lib.metrics.store import read_frame
 
     if not store_path.exists():
@@ -143,13 +146,13 @@ def running_load(job: str, store_path: Path, batches: int = 20) -> Load | None:
         return None
     run_id = frame["run_id"].iloc[0]
     newest = frame[frame["run_id"] == run_id]
-    rates = [r for r in newest["input_rows_per_s"].dropna() if r > 0]
+    rates = [float(r) for r in newest["input_rows_per_s"].dropna() if r > 0]
     state_rows, state_bytes = newest["state_rows"].iloc[0], newest["state_memory_bytes"].iloc[0]
     return Load(
         rate_eps=round(statistics.median(rates), 1) if rates else None,
         rate_source=f"run {run_id}",
-        state_rows=None if state_rows is None or state_rows != state_rows else int(state_rows),
-        state_bytes=None if state_bytes is None or state_bytes != state_bytes else int(state_bytes),
+        state_rows=None if pd.isna(state_rows) else int(state_rows),
+        state_bytes=None if pd.isna(state_bytes) else int(state_bytes),
     )
 
 
@@ -186,3 +189,27 @@ def job_load(
         mst[0] if mst else None,
         mst[1] if mst else "",
     )
+
+
+def measured_job_facts(
+    name: str, store_path: Path, reports_dir: Path, rate_eps: float | None = None, **kw: object
+) -> Facts:
+    """A job's facts with its load: ``name`` is a job (module:attr, or a name of jobs/) or a
+    job of the jobs file, whose newest run the metrics store is searched for."""
+    from recovery_lib.job.spec import resolve_job
+
+    entry = jobs_file_entry(name)
+    spec_name = entry.job_ref if entry is not None else name
+    query = resolve_job(spec_name).name
+    load = job_load(name, query, store_path, reports_dir, rate_eps)
+    return job_facts(spec_name, load=load, **kw)
+
+
+def jobs_file_entry(name: str):  # noqa: ANN201 - a StreamJob of the jobs file, or None
+    """The jobs file's entry called ``name``, if there is a jobs file and it has one."""
+    from recovery_lib.ops.config import load_jobs
+
+    try:
+        return load_jobs().get(name)
+    except ValueError:  # no (valid) jobs file here: a plain job name
+        return None

@@ -104,12 +104,17 @@ def load_reasons(load: Load, reports_dir: Path) -> list[str]:
     reasons = []
     if load.rate_eps is not None:
         where = "given" if load.rate_source == "given" else f"measured, {load.rate_source}"
-        if load.fraction_of_mst is not None:
+        fraction = load.fraction_of_mst
+        if fraction is not None:
+            drains = (
+                f"a restart's backlog drains at the {1 - fraction:.0%} left over"
+                if fraction < 1
+                else "above it the job cannot keep up at all, in any mode: give it more cores"
+            )
             reasons.append(
-                f"input {load.rate_eps:,.0f} ev/s ({where}): {load.fraction_of_mst:.0%} of the "
-                f"MST {load.mst_eps:,.0f} ev/s measured for this query "
-                f"(docs/benchmarks/{load.mst_source}); a restart's backlog drains at the "
-                f"{1 - load.fraction_of_mst:.0%} left over"
+                f"input {load.rate_eps:,.0f} ev/s ({where}): {fraction:.0%} of the MST "
+                f"{load.mst_eps:,.0f} ev/s measured for this query "
+                f"(docs/benchmarks/{load.mst_source}); {drains}"
             )
         else:
             reasons.append(
@@ -180,7 +185,7 @@ def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
             f"below {REPLICATION_MAX_LOAD:.0%} here. Give each replica its own host, or accept "
             "a standby takeover's gap"
         )
-        fallback = "standby" if "standby" in gaps else "native"
+        fallback = "standby" if "standby" in gaps else ("causal" if causal else "native")
         return Advice(fallback, sink, causal, [reason], evidence)
     best = min(gaps.items(), key=lambda kv: kv[1][0]) if gaps else None
     reason = (
@@ -189,6 +194,12 @@ def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
         if best
         else "no masking measurements yet (recovery bench replication): two live replicas"
     )
+    if fraction is not None and fraction > REPLICATION_MAX_LOAD:
+        reason += (
+            f", but at {fraction:.0%} of the MST two replicas sharing the cores would not keep "
+            f"up (below {REPLICATION_MAX_LOAD:.0%} here): a standby, or a host per replica"
+        )
+        return Advice("standby", sink, causal, [reason], evidence)
     return Advice("kazoo", sink, causal, [reason], evidence)
 
 

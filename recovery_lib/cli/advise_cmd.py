@@ -35,9 +35,8 @@ def advise(
     """Recommend a recovery mode (and sink) from what the job declares, the pipeline's stages
     and cycles, the input's key skew and the outage you can accept, with the reasons and the
     numbers our benchmarks measured behind them."""
-    from recovery_lib.advisor.facts import job_facts, job_load, pipeline_facts, sample_skew
+    from recovery_lib.advisor.facts import measured_job_facts, pipeline_facts, sample_skew
     from recovery_lib.advisor.rules import advise as recommend
-    from recovery_lib.job.spec import resolve_job
     from recovery_lib.kafka.exceptions import KafkaLayerError
     from recovery_lib.pipeline.spec import load_pipelines
     from recovery_lib.settings import get_settings
@@ -59,11 +58,7 @@ def advise(
         if name in load_pipelines():
             facts = pipeline_facts(name, **kw)
         else:
-            entry = _jobs_file_entry(name)
-            spec_name = entry.job_ref if entry else name
-            query = resolve_job(spec_name).name
-            load = job_load(name, query, settings.home / "metrics.duckdb", reports, rate)
-            facts = job_facts(spec_name, load=load, **kw)
+            facts = measured_job_facts(name, settings.home / "metrics.duckdb", reports, rate, **kw)
     except ValueError as exc:
         abort(exc)
         return
@@ -79,16 +74,6 @@ def advise(
         console.print(f"  [yellow]note[/]: {note}")
     if advice.evidence:
         console.print(f"  numbers from: {', '.join(advice.evidence)}")
-
-
-def _jobs_file_entry(name: str):  # noqa: ANN202 - a JobConfig, imported lazily
-    """The jobs file's entry called ``name``, if the file exists and has one."""
-    from recovery_lib.ops.config import load_jobs
-
-    try:
-        return load_jobs().get(name)
-    except ValueError:  # no jobs file here: a plain job name
-        return None
 
 
 def _facts(facts: object) -> dict[str, object]:

@@ -3,7 +3,9 @@ and Python workers), sampled while the run goes on.
 
 Peak process count and resident memory, and CPU seconds: each process's user + system time
 at its last sample, summed over every process seen (a process that ends between two samples
-loses at most one period of CPU). Processes named in ``skip`` (the broker, shared by every
+loses at most one period of CPU). Resident memory is summed per process, so pages that
+forked Python workers share with their parent count more than once: an upper bound, the
+same way for every mode compared. Processes named in ``skip`` (the broker, shared by every
 run) are left out.
 """
 
@@ -23,6 +25,7 @@ class ResourceSampler:
         self.peak_processes = 0
         self.peak_rss_mb = 0.0
         self._cpu_s: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds
+        self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="resources", daemon=True)
 
@@ -46,7 +49,10 @@ class ResourceSampler:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
-            self.sample()
+            try:
+                self.sample()
+            except Exception as exc:  # noqa: BLE001 - keep sampling; say it in the figures
+                self.errors.append(repr(exc))
 
     def start(self) -> ResourceSampler:
         self.sample()
@@ -71,11 +77,14 @@ class ResourceSampler:
 
     @property
     def figures(self) -> dict[str, Any]:
-        return {
+        figures: dict[str, Any] = {
             "peak_processes": self.peak_processes,
             "peak_rss_mb": round(self.peak_rss_mb),
             "cpu_s": round(self.cpu_s, 1),
         }
+        if self.errors:
+            figures["sample_errors"] = self.errors[:5]
+        return figures
 
 
 def during_run(sampler: ResourceSampler, run: str = "faulty") -> Callable[[str, str], None]:

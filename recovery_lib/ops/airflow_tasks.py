@@ -143,6 +143,7 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
     """Snapshot of the live job and the arguments of its bounded reference run."""
     import json
 
+    from recovery_lib.job.options import input_topic
     from recovery_lib.kafka.admin import TopicAdmin
     from recovery_lib.ops.config import get_job
     from recovery_lib.ops.reports import snapshot
@@ -167,7 +168,8 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
     args = with_arg(args, "--checkpoints", str(ref_dir))
     args = with_arg(args, "--mode", "native")  # failure-free: nothing to replay
     args = with_arg(args, "--sink-mode", "dedup")  # read deduplicated, whatever the job's sink
-    return {"snapshot": snap, "reference_topic": reference_topic, "args": args}
+    inputs = {n: input_topic(n, job.input_prefix, job.inputs) for n in job.spec.inputs}
+    return {"snapshot": snap, "reference_topic": reference_topic, "inputs": inputs, "args": args}
 
 
 def stage_reference_submit_args(pipeline: str, stage_name: str, run_tag: str) -> dict[str, Any]:
@@ -209,6 +211,7 @@ def stage_reference_submit_args(pipeline: str, stage_name: str, run_tag: str) ->
         "reference_topic": reference_topic,
         "run_topic": run_topic,
         "job": stage.spec().ref,
+        "inputs": spec.input_topics(stage),
         "args": args,
     }
 
@@ -218,7 +221,11 @@ def judge_output(
 ) -> dict[str, Any]:
     """The consistency DAG's compare task: the oracle and the job's GX suite on ``run_topic``
     against the reference run of ``info`` (a ``*reference_submit_args`` result), recorded in
-    the metrics store; an inconsistency or a failed expectation fails the task."""
+    the metrics store. An inconsistency or a failed expectation fails the task; a verdict the
+    oracle cannot give (e.g. a stage judged only by invariants over inputs it does not read)
+    skips it with the reason: not consistent, and not an alert."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
     from recovery_lib.metrics.store import MetricsStore
     from recovery_lib.ops.reports import consistency_report
     from recovery_lib.settings import get_settings
@@ -231,7 +238,11 @@ def judge_output(
             snap=info["snapshot"],
             sink_mode=sink_mode,
             store=store,
+            inputs=info.get("inputs"),
         )
+    gx_ok = report.get("expectations", {}).get("success", True)
+    if report["verdict"] == "inconclusive" and gx_ok:
+        raise AirflowSkipException(f"{label}: inconclusive: {report['inconclusive_because']}")
     if not report["ok"]:
         raise AirflowFailException(
             f"{label}: verdict {report['verdict']} (lost {report['lost']}, duplicated "

@@ -26,6 +26,7 @@ from recovery_lib.io.sinks.ids import parse_output_id
 from recovery_lib.io.sinks.modes import consumer_dedups, consumer_records
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.runtime.checkpoint import last_committed, source_offsets
+from recovery_lib.verify.inputs import InputRecord, InputView
 from recovery_lib.verify.oracle import judge
 
 
@@ -77,6 +78,21 @@ def restrict(
     return run_part, reference, dropped
 
 
+def input_view(topics: dict[str, str], offsets: dict[str, dict[str, int]] | None) -> InputView:
+    """The job's input topics as the oracle reads them, each partition up to ``offsets`` (the
+    snapshot's end offsets: what the judged batches had read) when given."""
+
+    def bounded(topic: str) -> list[InputRecord]:
+        ends = (offsets or {}).get(topic)
+        return [
+            InputRecord(r.partition, r.offset, r.key, r.value)
+            for r in read_topic(topic)
+            if ends is None or r.offset < int(ends.get(str(r.partition), 0))
+        ]
+
+    return InputView(topics, reader=bounded)
+
+
 def consistency_report(
     query: str,
     run_topic: str,
@@ -85,10 +101,13 @@ def consistency_report(
     sink_mode: str = "dedup",
     expectations: bool = True,
     store: Any = None,
+    inputs: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The oracle (and GX) on the job's output; ``snap`` restricts to a snapshot. ``query`` is
     the job (module:attr or a name of jobs/). The job's output is read as a consumer of its
-    ``sink_mode`` reads it (io/sinks/modes.py)."""
+    ``sink_mode`` reads it (io/sinks/modes.py). ``inputs`` (input name -> topic): a job whose
+    contract has no agreement with a reference (nondeterministic, judged by invariants alone)
+    has its invariants read the input, up to the snapshot's offsets."""
     spec = resolve_job(query)
     dedup = consumer_dedups(sink_mode)
     run = list(consumer_records(run_topic, sink_mode))
@@ -98,7 +117,12 @@ def consistency_report(
         run, reference, restricted = restrict(
             spec.contract.window_end, run, reference, snap["batch"], snap["watermark_ms"]
         )
-    report = judge(spec.name, spec.contract, run, reference, dedup).to_dict()
+    # Only a contract with no agreement reads the input: the others are judged against the
+    # reference as before (their input-reading hooks, e.g. closed_by, assume the whole input).
+    view = None
+    if inputs and spec.contract.view is None:
+        view = input_view(inputs, snap["offsets"] if snap else None)
+    report = judge(spec.name, spec.contract, run, reference, dedup, inputs=view).to_dict()
     report["snapshot"] = snap
     report["left_out"] = restricted
     gx = None

@@ -58,7 +58,9 @@ PLANS: dict[str, tuple[BenchRun, ...]] = {
             ("causal",), "bench_causal", 40, scaled=(("--events", 200_000), ("--duration", 30))
         ),
         BenchRun(("campaign", "--suite", "causal"), "causal_campaign", 120),
-        BenchRun(("standby",), "bench_standby", 100, scaled=(("--duration", 150),)),
+        BenchRun(
+            ("standby",), "bench_standby", 100, scaled=(("--duration", 150), ("--fail-at", 20))
+        ),
     ),
     "checkmate": (
         BenchRun(
@@ -78,7 +80,12 @@ PLANS: dict[str, tuple[BenchRun, ...]] = {
         ),  # fmt: skip
     ),
     "active-replication": (
-        BenchRun(("replication",), "bench_replication", 150, scaled=(("--duration", 120),)),
+        BenchRun(
+            ("replication",),
+            "bench_replication",
+            150,
+            scaled=(("--duration", 120), ("--fail-at", 40)),  # the kill keeps its place
+        ),
     ),
     "cec": (BenchRun(("cec",), "bench_cec", 90, scale="--scale"),),
     "flamestream": (

@@ -73,6 +73,11 @@ def test_two_replicas_are_skipped_above_the_load_they_kept_up_with(tmp_path):
     heavy = facts(30_000)
     advice = advise(heavy, reports)
     assert advice.mode == "standby" and "50% of the measured MST" in advice.reasons[0]
+    # No mode's gap fits, and replicas cannot keep up: a standby, not kazoo.
+    tight = Facts("q3", "job", False, False, max_outage_s=1, load=heavy.load)
+    assert advise(tight, reports).mode == "standby"
+    over = advise(facts(90_000), reports)
+    assert any("cannot keep up at all" in r for r in over.reasons)
 
 
 def test_the_load_is_measured_from_the_newest_run_and_the_nexmark_reports(tmp_path):
@@ -82,8 +87,10 @@ def test_the_load_is_measured_from_the_newest_run_and_the_nexmark_reports(tmp_pa
 
     store_path = tmp_path / "metrics.duckdb"
     with MetricsStore(store_path) as store:
-        old = store.start_run("q3", "native", {"job": "q3_local"})
-        new = store.start_run("q3", "native", {"job": "q3_local"})
+        # What the job daemon writes: the jobs-file entry, whose "job" is the job's reference.
+        config = {"job": "q3", "name": "q3_local", "mode": "native"}
+        old = store.start_run("q3", "native", config)
+        new = store.start_run("q3", "native", config)
         for run, rate, rows in ((old, 100.0, 5), (new, 4_000.0, 1_000)):
             for batch in range(3):
                 ts = 1_000 * batch + (run == new) * 10**6

@@ -37,6 +37,9 @@ def test_scale_multiplies_each_runs_size_and_leaves_fixed_runs_alone(tmp_path):
     campaign = PLANS["flamestream"][1]  # 20 failures per variant: one size
     assert not campaign.scalable and campaign.estimate_min(3) == campaign.minutes
     assert "--duration" not in campaign.command(tmp_path, 3)
+    replication = PLANS["active-replication"][0].command(tmp_path, 0.25)  # the kill stays in
+    duration = float(replication[replication.index("--duration") + 1])
+    assert float(replication[replication.index("--fail-at") + 1]) < duration == 30
     scalable = {r.report for runs in PLANS.values() for r in runs if r.scalable}
     assert {"bench_causal", "bench_standby", "bench_replication", "bench_sinks"} <= scalable
 
