@@ -53,13 +53,18 @@ def q1_pipeline(protocol: str, prefix: str, **extra) -> PipelineSpec:
 
 
 def run_with_kill(
-    spec: PipelineSpec, config: GeneratorConfig, home: Path, victim: str, wait_for_epoch=False
+    spec: PipelineSpec,
+    config: GeneratorConfig,
+    home: Path,
+    victim: str,
+    wait_for_epoch=False,
+    events: int = EVENTS,
 ):
-    """Start the pipeline, feed it, SIGKILL ``victim`` mid-stream (COOR: once a global
-    checkpoint exists), recover, drain; returns the run, the PIDs before the kill, the output
-    records and the reference rows."""
+    """Start the pipeline, feed it ``events``, SIGKILL ``victim`` mid-stream (COOR: once a
+    global checkpoint exists), recover, drain; returns the run, the PIDs before the kill, the
+    output records and the reference rows."""
     feeder = threading.Thread(
-        target=produce_events, args=(config,), kwargs={"count": EVENTS, "rate": RATE}
+        target=produce_events, args=(config,), kwargs={"count": events, "rate": RATE}
     )
     with PipelineRun(spec, home, input_prefix=config.topic_prefix) as run:
         run.start()
@@ -85,7 +90,7 @@ def run_with_kill(
             time.sleep(0.2)
         feeder.join()
         out = spec.output_topic(spec.stages[-1])
-        expected = reference_rows(load_events(config, EVENTS), "q1")
+        expected = reference_rows(load_events(config, events), "q1")
 
         def drained() -> bool:
             run.tick()
@@ -125,7 +130,11 @@ def test_coor_rolls_every_stage_back_to_the_last_global_checkpoint(kafka_bootstr
     ensure_topics(config)
     spec = q1_pipeline("coor", config.topic_prefix, marker_interval_s=3.0)
     home = tmp_path / "home"
-    run, pids, records, expected = run_with_kill(spec, config, home, "route", wait_for_epoch=True)
+    # Twice the input: the first global checkpoint needs both stages past their first batches
+    # and a marker through both, which took longer than 40 s of input in one test-all run.
+    run, pids, records, expected = run_with_kill(
+        spec, config, home, "route", wait_for_epoch=True, events=2 * EVENTS
+    )
     recovery = run.recoveries[0]
     assert recovery.plan.restart == {"route", "convert"} and not recovery.plan.local
     assert recovery.plan.detail["epoch"] is not None, "no global checkpoint before the kill"

@@ -229,6 +229,7 @@ class ReplicaSet:
         self.slow_delay_s = slow_delay_s  # LiveRobin: the first input's partition 0 is late
         self.replicas = {r: _Replica(r, self._supervisor(r)) for r in REPLICAS}
         self.generator: Any = None
+        self.beats_written = 0  # heartbeats of generators already stopped
         self.gate: ReplicaGate | None = None
         self.generator_errors: list[str] = []
         self.restarts: list[Restart] = []  # the job never restarts: a replica is replaced
@@ -653,6 +654,7 @@ class ReplicaSet:
         self._threads.clear()
         if self.generator is not None:
             self.generator.close()
+            self.beats_written += self.generator.beats  # what the stopped generator wrote
             self.generator = None
 
     def status(self) -> ReplicationState:
