@@ -165,13 +165,19 @@ def test_a_dead_leaders_lease_expires_though_its_replacement_beats_in_the_same_f
     assert lease_expired(tmp_path, "b/100", "b/200", timeout_s=3)  # my own former self
 
 
-def test_the_generator_holds_after_its_first_heartbeat_while_the_replicas_are_cold(monkeypatch):
+def test_the_generator_holds_after_its_first_heartbeat_while_the_replicas_are_cold(
+    monkeypatch, settings_env
+):
     """One heartbeat lets the replicas cut their (slow) first batch; no more until they
     committed it, or each heartbeat written meanwhile becomes a batch to work off."""
     import threading
     import time
 
     from recovery_lib.ha.replication.heartbeats import HeartbeatGenerator
+
+    # No broker is reached (writes are stubbed), but the clients want an address: without
+    # one this test depended on an earlier test having started the session's broker.
+    settings_env(KAFKA_BOOTSTRAP="127.0.0.1:9")
 
     gen = HeartbeatGenerator(["t"], "t.hb", period_s=0.02)
     monkeypatch.setattr(gen.index, "create", lambda: None)
