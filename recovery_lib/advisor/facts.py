@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 # The share of records held by the hottest 1 % of keys above which input counts as skewed
@@ -177,18 +177,11 @@ def job_load(
     job: str, query: str, store_path: Path, reports_dir: Path, rate_eps: float | None = None
 ) -> Load:
     """The job's load: ``rate_eps`` if given, else its newest run's; the MST of its query."""
-    running = running_load(job, store_path) or Load()
+    load = running_load(job, store_path) or Load()
     if rate_eps is not None:
-        running = Load(rate_eps, "given", running.state_rows, running.state_bytes)
+        load = replace(load, rate_eps=rate_eps, rate_source="given")
     mst = measured_mst(query, reports_dir)
-    return Load(
-        running.rate_eps,
-        running.rate_source,
-        running.state_rows,
-        running.state_bytes,
-        mst[0] if mst else None,
-        mst[1] if mst else "",
-    )
+    return replace(load, mst_eps=mst[0], mst_source=mst[1]) if mst else load
 
 
 def measured_job_facts(

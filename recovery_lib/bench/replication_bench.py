@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -362,19 +362,13 @@ def chart(report: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("recovery time (s)")
     ax.set_title("recovery time: latency back within 10 % of before (>=: not within the run)")
     ax.legend()
-    ax = axes[1][0]
-    beats = sorted(
-        (e for e in report.get("heartbeat", []) if "latency_ms" in e),
-        key=lambda e: e["heartbeat_period_s"] or 0,
+    _chart_latency_by(
+        axes[1][0],
+        report.get("heartbeat", []),
+        lambda e: e["heartbeat_period_s"] or 0,
+        "heartbeat period (s)",
+        "LiveRobin: latency by heartbeat period",
     )
-    if beats:
-        periods = [e["heartbeat_period_s"] for e in beats]
-        ax.plot(periods, [e["latency_ms"]["p50"] for e in beats], "o-", label="p50")
-        ax.plot(periods, [e["latency_ms"]["p99"] for e in beats], "s-", label="p99")
-        ax.set_xlabel("heartbeat period (s)")
-        ax.set_ylabel("latency (ms)")
-        ax.legend()
-    ax.set_title("LiveRobin: latency by heartbeat period")
     ax = axes[1][1]
     for i, row in enumerate(report.get("cost", [])):
         modes = list(row["runs"])
@@ -389,24 +383,36 @@ def chart(report: dict[str, Any], path: Path) -> None:
     ax.set_title("cost without failures: p99 per mode")
     if report.get("cost"):
         ax.legend()
-    _chart_slow(axes[0][2], report.get("slow", []))
+    _chart_latency_by(
+        axes[0][2],
+        report.get("slow", []),
+        _slow_delay,
+        "one partition's heartbeats late by (s)",
+        "LiveRobin: one slow input partition (paper Fig. 13)",
+    )
     _chart_kills(axes[1][2], report.get("kills", []))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def _chart_slow(ax: Any, entries: list[dict[str, Any]]) -> None:
-    """LiveRobin's p50/p99 by how late one partition's heartbeats come (paper Fig. 13)."""
-    runs = sorted((e for e in entries if "latency_ms" in e), key=lambda e: _slow_delay(e))
+def _chart_latency_by(
+    ax: Any,
+    entries: list[dict[str, Any]],
+    x_of: Callable[[dict[str, Any]], float],
+    xlabel: str,
+    title: str,
+) -> None:
+    """p50/p99 of the runs that ran, against ``x_of`` each run (a heartbeat period, a delay)."""
+    runs = sorted((e for e in entries if "latency_ms" in e), key=x_of)
     if runs:
-        delays = [_slow_delay(e) for e in runs]
-        ax.plot(delays, [e["latency_ms"]["p50"] for e in runs], "o-", label="p50")
-        ax.plot(delays, [e["latency_ms"]["p99"] for e in runs], "s-", label="p99")
-        ax.set_xlabel("one partition's heartbeats late by (s)")
+        xs = [x_of(e) for e in runs]
+        ax.plot(xs, [e["latency_ms"]["p50"] for e in runs], "o-", label="p50")
+        ax.plot(xs, [e["latency_ms"]["p99"] for e in runs], "s-", label="p99")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("latency (ms)")
         ax.legend()
-    ax.set_title("LiveRobin: one slow input partition")
+    ax.set_title(title)
 
 
 def _slow_delay(entry: dict[str, Any]) -> float:
