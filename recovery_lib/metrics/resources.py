@@ -2,11 +2,13 @@
 and Python workers), sampled while the run goes on.
 
 Peak process count and resident memory, and CPU seconds: each process's user + system time
-at its last sample, summed over every process seen (a process that ends between two samples
-loses at most one period of CPU). Resident memory is summed per process, so pages that
-forked Python workers share with their parent count more than once: an upper bound, the
-same way for every mode compared. Processes named in ``skip`` (the broker, shared by every
-run) are left out.
+at its last sample less its time at the sampler's start (a process already running then,
+such as a shared Spark session, counts only what it spends during the run), summed over
+every process seen (a process that ends between two samples loses at most one period of
+CPU). The processes are the descendants of ``root`` (by default this process). Resident
+memory is summed per process, so pages that forked Python workers share with their parent
+count more than once: an upper bound, the same way for every mode compared. Processes named
+in ``skip`` (the broker, shared by every run) are left out.
 """
 
 from __future__ import annotations
@@ -19,12 +21,16 @@ import psutil
 
 
 class ResourceSampler:
-    def __init__(self, period_s: float = 1.0, skip: tuple[str, ...] = ("tansu",)) -> None:
+    def __init__(
+        self, period_s: float = 1.0, skip: tuple[str, ...] = ("tansu",), root: int | None = None
+    ) -> None:
         self.period_s = period_s
         self.skip = skip
+        self.root = psutil.Process(root)
         self.peak_processes = 0
         self.peak_rss_mb = 0.0
         self._cpu_s: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds
+        self._cpu_at_start: dict[tuple[int, float], float] = {}
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="resources", daemon=True)
@@ -32,7 +38,7 @@ class ResourceSampler:
     def sample(self) -> tuple[int, float]:
         """One sample: the processes counted now and their resident memory (MB)."""
         count, rss = 0, 0
-        for proc in psutil.Process().children(recursive=True):
+        for proc in self.root.children(recursive=True):
             try:
                 if any(s in proc.name() for s in self.skip):
                     continue
@@ -56,6 +62,7 @@ class ResourceSampler:
 
     def start(self) -> ResourceSampler:
         self.sample()
+        self._cpu_at_start = dict(self._cpu_s)
         self._thread.start()
         return self
 
@@ -73,7 +80,7 @@ class ResourceSampler:
 
     @property
     def cpu_s(self) -> float:
-        return sum(self._cpu_s.values())
+        return sum(cpu - self._cpu_at_start.get(key, 0.0) for key, cpu in self._cpu_s.items())
 
     @property
     def figures(self) -> dict[str, Any]:
