@@ -118,6 +118,7 @@ def test_a_kill_after_the_determinants_are_durable_and_before_the_output_replays
     assert starts and max(starts.values()) == 1, starts  # replayed, never re-logged live
 
 
+@pytest.mark.long
 def test_a_corrupt_determinant_log_fails_the_replay_then_recompute_runs_on(
     kafka_bootstrap, admin, tmp_path
 ):

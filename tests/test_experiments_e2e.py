@@ -83,6 +83,7 @@ def test_deterministic_q3_with_dedup_is_consistent_after_driver_kill(kafka_boots
     assert verdicts == ["consistent"]
 
 
+@pytest.mark.long
 def test_task_retry_inside_a_udf_is_recovered_by_spark_and_consistent(kafka_bootstrap):
     report = experiment(kafka_bootstrap, query="q1", fail="task-retry", sink="dedup")
     assert report["restarts"] == []  # Spark retried the task; the driver never died

@@ -85,6 +85,8 @@ def test_standby_takes_over_a_killed_q3_primary_consistently(kafka_bootstrap, se
     assert (exp.workdir / "faulty" / "primary").resolve().name == "node-1"
 
 
+# Long tier: the killed-primary takeover stays in the default tier.
+@pytest.mark.long
 def test_paused_primary_is_fenced_after_the_standby_took_over(kafka_bootstrap):
     """SIGSTOP the primary (nondeterministic prices pipeline, causal logging) longer than the
     lease; the standby takes over; SIGCONT: none of the old primary's writes is accepted."""

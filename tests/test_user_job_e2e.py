@@ -173,6 +173,8 @@ def run_experiment(
     return done.returncode, json.loads(report.read_text())
 
 
+# Long tier: the causal library's own kill e2e stays in the default tier.
+@pytest.mark.long
 def test_user_job_in_causal_mode_is_exactly_once_through_a_driver_kill_and_a_mid_write_kill(
     user_job, tmp_path
 ):
