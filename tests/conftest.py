@@ -50,6 +50,9 @@ def kafka_bootstrap(recovery_home: Path) -> Iterator[str]:
     try:
         yield state.bootstrap
     finally:
+        from recovery_lib.io.client_cache import close_all
+
+        close_all()  # while the broker is up: no client of this process retries a dead port
         os.environ.pop("KAFKA_BOOTSTRAP", None)
         broker.stop()
         reload_settings()

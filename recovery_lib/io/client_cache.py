@@ -34,8 +34,9 @@ def evict(kind: str, config: Mapping[str, str]) -> None:
 
 
 @atexit.register
-def _close_all() -> list[str]:
-    """At interpreter exit: flush every producer, close every consumer.
+def close_all() -> list[str]:
+    """At interpreter exit (or before the broker stops): flush every producer, close every
+    consumer.
 
     What does not go well is printed to stderr (the executor's log) and returned: records
     still queued after the flush are lost with this process. The writers flush and check

@@ -48,7 +48,7 @@ def test_records_left_undelivered_at_exit_are_reported_and_every_client_is_close
     client_cache.cached("consumer:range", secret, lambda c: _Consumer(RuntimeError("gone")))
     last = client_cache.cached("consumer:other", secret, lambda c: _Consumer())
 
-    problems = client_cache._close_all()
+    problems = client_cache.close_all()
 
     assert problems == [
         "producer:sink: 3 records not delivered within 5 s are lost at exit",
