@@ -184,6 +184,7 @@ def test_at_least_once_sink_duplicates_after_mid_write_kill_and_dedup_reader_doe
     assert reader.duplicates == len(raw) - RECORDS >= 300
 
 
+@pytest.mark.long  # the table sinks' re-run is covered in tests/test_table_sinks.py
 def test_table_sink_has_no_duplicates_after_kill_between_write_and_commit(
     admin, tmp_path, topic_name
 ):
