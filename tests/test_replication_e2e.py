@@ -18,6 +18,7 @@ import pytest
 from recovery_lib.ha.replication.gate import REPLICA_HEADER, raw_topic
 from recovery_lib.ha.replication.replica_set import ReplicaSet
 from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.io.sinks.ids import parse_output_id
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.nexmark.reference import compare, load_events, reference_rows
@@ -277,5 +278,18 @@ def test_a_kazoo_leader_frozen_mid_write_comes_back_as_a_zombie_whose_copies_are
     workdir = get_settings().home / "experiments" / report["experiment"]
     tried = zombie_attempts(workdir, raw)
     attempts = tried["late_copies"].get(zombie, 0) + tried["guard_refusals"].get(zombie, 0)
-    assert attempts > 0, (tried, "the resumed leader tried nothing: the test shows nothing")
+    where = json.loads((workdir / "faulty" / "arm" / zombie / "midpause.where").read_text())
+    by_writer: dict[str, list[int]] = {}  # the paused task's rows in the raw topic: seqs
+    for r in raw:
+        _, batch, part, seq = parse_output_id(r.id) if r.id else ("", -1, -1, -1)
+        if (batch, part) == (where["batch"], where["partition"]):
+            writer = dict(r.headers).get(REPLICA_HEADER, b"?").decode()
+            by_writer.setdefault(writer, []).append(seq)
+    summary = {w: (len(seqs), min(seqs), max(seqs)) for w, seqs in by_writer.items()}
+    assert attempts > 0, (
+        tried,
+        where,
+        summary,
+        "the resumed leader tried nothing: the test shows nothing",
+    )
     assert report["restarts"] == []

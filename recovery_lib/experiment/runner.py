@@ -51,6 +51,7 @@ from recovery_lib.runtime.faults import (
     ARM_DIR_ENV,
     MIDPAUSE_ARM,
     MIDPAUSE_PGID,
+    MIDPAUSE_WHERE,
     MIDWRITE_ARM,
     TASKFAIL_ARM,
     TORN_ARM,
@@ -561,6 +562,7 @@ class Experiment:
             if rearm:
                 marker.unlink()
                 (arm_dir / MIDPAUSE_PGID).unlink(missing_ok=True)
+                (arm_dir / MIDPAUSE_WHERE).unlink(missing_ok=True)
                 if armed:
                     (arm_dir / armed).unlink(missing_ok=True)
         else:

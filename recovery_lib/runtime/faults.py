@@ -10,8 +10,10 @@ named by ``RECOVERY_DRIVER_PGID``, and its own). It fires once: a marker file un
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +89,7 @@ AFTERLOG_ARM = "afterlog.arm"
 TORN_ARM = "torn.arm"
 MIDPAUSE_ARM = "midpause.arm"
 MIDPAUSE_PGID = "midpause.pgid"  # the process group the hook stopped, for whoever resumes it
+MIDPAUSE_WHERE = "midpause.where"  # the task it stopped in: {"batch": b, "partition": p}
 
 
 class InjectedTaskFailure(RuntimeError):
@@ -157,10 +160,11 @@ def armed_write_failure() -> _ArmedWriteFailure | None:
 
 @dataclass(frozen=True)
 class _ArmedMidWritePause(_ArmedMidWrite):
-    """The whole job stopped (SIGSTOP of its process group) in the middle of a sink write, as
-    a long GC pause or a frozen VM would stop it; whoever armed it resumes it (SIGCONT of the
-    group in ``midpause.pgid``). Local mode only: on a cluster the executor is not in the
-    driver's group."""
+    """The whole job stopped (SIGSTOP) in the middle of a sink write, as a long GC pause or a
+    frozen VM would stop it: the driver's process group and this task's own (PySpark's worker
+    daemon puts its workers in a group of their own, so stopping the driver's alone leaves
+    the writer running). Whoever armed it resumes them (SIGCONT of the groups listed in
+    ``midpause.pgid``). Local mode only: on a cluster the executor is not the job's."""
 
     @property
     def marker(self) -> Path:
@@ -168,29 +172,49 @@ class _ArmedMidWritePause(_ArmedMidWrite):
 
     def fire(self) -> None:
         if _claim(self.directory, "midpause.fired"):
-            pgid = int(os.environ.get(DRIVER_PGID_ENV) or os.getpgid(0))
-            (self.directory / MIDPAUSE_PGID).write_text(str(pgid))
-            os.killpg(pgid, signal.SIGSTOP)  # this process too: it goes on when resumed
+            from recovery_lib.io.task import task_info
+
+            task = task_info()
+            where = f"batch {task['batch_id']}, partition {task['partition']}"
+            own = os.getpgid(0)
+            groups = [int(os.environ.get(DRIVER_PGID_ENV) or own), own]
+            groups = list(dict.fromkeys(groups))  # the driver's first, this one's last
+            (self.directory / MIDPAUSE_WHERE).write_text(
+                json.dumps({"batch": task["batch_id"], "partition": task["partition"]})
+            )
+            (self.directory / MIDPAUSE_PGID).write_text(" ".join(map(str, groups)))
+            stopped = time.monotonic()
+            for pgid in groups:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGSTOP)  # the last one stops this process too
+            print(
+                f"mid-write pause: resumed after {time.monotonic() - stopped:.1f} s in {where}, "
+                f"after {self.rows} rows; writing the rest of the task",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def armed_midwrite_pause() -> _ArmedMidWritePause | None:
     return _armed(MIDPAUSE_ARM, "midpause.fired", _ArmedMidWritePause)
 
 
-def resume_when_paused(directory: Path, pause_s: float, timeout_s: float) -> int | None:
+def resume_when_paused(directory: Path, pause_s: float, timeout_s: float) -> list[int] | None:
     """Wait for an armed mid-write pause to fire in ``directory``, then SIGCONT the stopped
-    group ``pause_s`` later; returns its pgid (None if it never fired within ``timeout_s``)."""
+    groups ``pause_s`` later; returns their pgids (None if it never fired within
+    ``timeout_s``)."""
     deadline = time.monotonic() + timeout_s
     path = directory / MIDPAUSE_PGID
-    while not path.exists():
+    while not path.exists() or not path.read_text().strip():
         if time.monotonic() > deadline:
             return None
         time.sleep(0.05)
     time.sleep(pause_s)
-    pgid = int(path.read_text())
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGCONT)
-    return pgid
+    pgids = [int(p) for p in path.read_text().split()]
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGCONT)
+    return pgids
 
 
 def _claim(directory: Path, name: str) -> bool:

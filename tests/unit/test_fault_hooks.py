@@ -43,8 +43,8 @@ def test_an_armed_pause_stops_the_writer_mid_write_until_it_is_resumed(tmp_path)
         time.sleep(0.3)
         assert state(proc.pid) == "T", "the writer was not stopped"
         assert (tmp_path / "midpause.fired").exists()
-        pgid = resume_when_paused(tmp_path, 0.5, 10)
-        assert pgid == proc.pid  # its own group (a session leader here)
+        pgids = resume_when_paused(tmp_path, 0.5, 10)
+        assert pgids == [proc.pid]  # its own group (a session leader here)
         out, _ = proc.communicate(timeout=30)
         assert out.split() == ["1", "2", "3", "4", "5"]  # it went on writing after the pause
     finally:
@@ -57,3 +57,48 @@ def test_nothing_resumes_a_pause_that_never_fired(tmp_path):
     started = time.monotonic()
     assert resume_when_paused(tmp_path, 5.0, 0.3) is None
     assert time.monotonic() - started < 3
+
+
+def test_a_writer_outside_the_drivers_group_stops_with_the_driver(tmp_path):
+    """PySpark's worker daemon gives its workers a process group of their own: the pause must
+    stop that group as well as the driver's, or the writer goes on writing during the freeze
+    (seen: a frozen KaZoo leader finished its batch at once and left no zombie)."""
+    arm(tmp_path, MIDPAUSE_ARM, "rows=2")
+    driver = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
+    writer = textwrap.dedent(
+        f"""
+        import os
+        os.environ["RECOVERY_FAULT_ARM_DIR"] = {str(tmp_path)!r}
+        os.environ["RECOVERY_DRIVER_PGID"] = "{driver.pid}"
+        from recovery_lib.runtime.faults import sink_write_fault
+        fault = sink_write_fault()
+        for row in range(1, 4):
+            print(row, flush=True)
+            if fault.should_fire(3, row):
+                fault.fire()
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "midpause.pgid").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the hook never fired"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert state(driver.pid) == "T", "the driver's group was not stopped"
+        assert state(proc.pid) == "T", "the writer went on during the pause"
+        assert resume_when_paused(tmp_path, 0.2, 10) == [driver.pid, proc.pid]
+        out, _ = proc.communicate(timeout=30)
+        assert out.split() == ["1", "2", "3"]
+        assert state(driver.pid) != "T"
+        assert (tmp_path / "midpause.where").exists()
+    finally:
+        for p in (proc, driver):
+            if p.poll() is None:
+                p.kill()
+                p.wait()

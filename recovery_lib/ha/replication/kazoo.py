@@ -99,6 +99,7 @@ class LeaderCut(CutPolicy):
             entry = self.fold.get(batch)
             if entry is not None:
                 ends = entry.ends_for(start) or start
+                self._still_leading()
                 self._report(batch, "followed")
                 # Partitions the entry does not name (appeared later) stay where they are.
                 return {
@@ -154,6 +155,13 @@ class LeaderCut(CutPolicy):
         self.epoch = epoch
         self.takeovers.append({"epoch": epoch, "cause": cause, "ts_ms": int(time.time() * 1000)})
         return True
+
+    def _still_leading(self) -> None:
+        """A replica that follows a published entry does not take the lease, but it must not
+        go on calling itself leader of an epoch another replica has since taken (a resumed
+        former leader did, in its role file)."""
+        if self.epoch and self.store.current() != self.epoch:
+            self.epoch = 0
 
     def _expired(self, epoch: int) -> bool:
         holder = self.store.holder(epoch)
