@@ -255,15 +255,32 @@ class Supervisor:
         return base
 
     def pause(self, seconds: float) -> None:
-        """SIGSTOP the job's process group for ``seconds``, then SIGCONT."""
+        """SIGSTOP the job for ``seconds``, then SIGCONT: its process group and the groups of
+        its descendants (PySpark's worker daemon gives its workers one of their own, which
+        would otherwise go on running tasks through the freeze)."""
         if self.proc is None:
             return
-        os.killpg(self.proc.pid, signal.SIGSTOP)
+        groups = self._process_groups()
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGSTOP)
         try:
             time.sleep(seconds)
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGCONT)
+            for pgid in groups:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGCONT)
+
+    def _process_groups(self) -> list[int]:
+        """The job's own group first, then every other group among its descendants."""
+        import psutil
+
+        groups = [self.proc.pid] if self.proc is not None else []
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for child in psutil.Process(groups[0]).children(recursive=True):
+                with contextlib.suppress(ProcessLookupError):
+                    groups.append(os.getpgid(child.pid))
+        return list(dict.fromkeys(groups))
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """SIGTERM (Spark stops its queries), then SIGKILL; always by PID of our own child."""

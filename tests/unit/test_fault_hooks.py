@@ -1,15 +1,21 @@
-"""The armed mid-write pause on real processes: a sink task that reached its row stops its
-whole process group (a frozen job), and the experiment's resumer continues it later."""
+"""The armed mid-write pause and the supervisor's pause on real processes: a sink task that
+reached its row stops the job's process groups (a frozen job), the experiment's resumer
+continues them later, and a descendant in a group of its own is frozen with the rest."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from recovery_lib.runtime.faults import MIDPAUSE_ARM, arm, resume_when_paused
+from recovery_lib.runtime.supervisor import Supervisor
 
 
 def state(pid: int) -> str:
@@ -102,3 +108,35 @@ def test_a_writer_outside_the_drivers_group_stops_with_the_driver(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_paused_job_stops_its_descendants_in_other_groups_too(tmp_path):
+    """The supervisor's pause (a frozen job) reaches a descendant in a process group of its
+    own, as PySpark's worker daemon is, and resumes it with the rest."""
+    job = textwrap.dedent(
+        """
+        import subprocess, sys, time
+        worker = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+        )
+        print(worker.pid, flush=True)
+        time.sleep(60)
+        """
+    )
+    sup = Supervisor(SimpleNamespace(env={}, args=[]), tmp_path / "sup")
+    sup.proc = subprocess.Popen(
+        [sys.executable, "-c", job], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    worker = int(sup.proc.stdout.readline())
+    try:
+        pausing = threading.Thread(target=sup.pause, args=(1.5,))
+        pausing.start()
+        time.sleep(0.5)
+        assert state(sup.proc.pid) == "T"
+        assert state(worker) == "T", "the worker in its own group ran through the pause"
+        pausing.join()
+        assert state(sup.proc.pid) != "T" and state(worker) != "T"
+    finally:
+        os.kill(worker, signal.SIGKILL)
+        sup.proc.kill()
+        sup.proc.wait()
