@@ -612,15 +612,20 @@ def _paced(trial: Trial, capacity: float) -> Trial:
 
 
 def select_trials(
-    suites: list[str], pipelines: list[str] | None = None, loads: list[float] | None = None
+    suites: list[str],
+    pipelines: list[str] | None = None,
+    loads: list[float] | None = None,
+    protocols: list[str] | None = None,
 ) -> dict[str, list[Trial]]:
-    """Each suite's trials of ``pipelines`` and, among paced ones, at ``loads``."""
+    """Each suite's trials of ``pipelines`` and ``protocols`` and, among paced ones, at
+    ``loads``."""
     return {
         suite: [
             t
             for t in SUITES[suite]
             if (not pipelines or t.pipeline in pipelines)
             and (not loads or t.load is None or t.load in loads)
+            and (not protocols or t.protocol in protocols)
         ]
         for suite in suites
     }
@@ -633,8 +638,10 @@ def run_protocol_bench(
     pipelines: list[str] | None = None,
     merge: bool = False,
     loads: list[float] | None = None,
+    protocols: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run the suites' trials (only ``pipelines``' and, among paced ones, only ``loads``').
+    """Run the suites' trials (only ``pipelines``' and ``protocols``', and among paced ones
+    only ``loads``').
     With ``merge`` an existing report keeps every other trial and its MST searches, which
     the paced trials run now reuse (so all of a suite's trials share one MST; delete a
     pipeline's ``mst`` entry to search again)."""
@@ -648,7 +655,7 @@ def run_protocol_bench(
     out.parent.mkdir(parents=True, exist_ok=True)
     workdir = get_settings().home / "bench" / f"protocols-{uuid.uuid4().hex[:6]}"
     report: dict[str, Any] = {"machine": "2 cores, local stages, embedded tansu broker"}
-    selected = select_trials(suites, pipelines, loads)
+    selected = select_trials(suites, pipelines, loads, protocols)
     previous = Path(f"{out}.json")
     if merge and previous.exists():
         report = json.loads(previous.read_text())

@@ -324,6 +324,9 @@ def bench_protocols(
     load: list[float] = typer.Option(
         [], help="Only paced trials at these fractions of the MST (e.g. --load 0.8)."
     ),
+    protocol: list[str] = typer.Option(
+        [], help="Only these protocols' trials (none, coor, unc, cic), e.g. to run one again."
+    ),
     rederive: bool = typer.Option(
         False,
         help="Run nothing: recompute the recovery times of the report's trials from their "
@@ -338,7 +341,15 @@ def bench_protocols(
         if rederive:
             rederive_report(out, console)
             return
-        run_protocol_bench(suite, out, console, pipeline or None, merge=merge, loads=load or None)
+        run_protocol_bench(
+            suite,
+            out,
+            console,
+            pipeline or None,
+            merge=merge,
+            loads=load or None,
+            protocols=protocol or None,
+        )
     except (ValueError, RuntimeError, KafkaLayerError) as exc:
         abort(exc)
 

@@ -152,3 +152,14 @@ def test_a_load_filter_selects_the_paced_trials_at_that_load_only():
     assert len(chosen["skew"]) == 9 and {t.load for t in chosen["skew"]} == {0.8}
     assert chosen["cyclic"] == SUITES["cyclic"]  # not paced by MST: unaffected
     assert select_trials(["recovery"], pipelines=["q3p"]) == {"recovery": []}
+
+
+def test_a_protocol_filter_selects_that_protocols_trials_only():
+    from recovery_lib.bench.protocol_bench import select_trials
+
+    chosen = select_trials(["skew"], loads=[0.8], protocols=["unc"])
+    assert [(t.protocol, t.hot_ratio) for t in chosen["skew"]] == [
+        ("unc", 0.1),
+        ("unc", 0.2),
+        ("unc", 0.3),
+    ]
