@@ -199,13 +199,17 @@ def read_headers(
         found: list[tuple[int, bytes | None]] = []
         consumer.assign([TopicPartition(topic, part, begin)])
         position = begin
+        # The deadline is for progress, not for the range: a long range read from a loaded
+        # broker may take longer than the timeout and still be moving (a CIC stage at 80 % of
+        # its MST died five times of a whole-range deadline while its records kept coming).
         deadline = time.monotonic() + timeout
         while position < end:
             msg = consumer.poll(0.2)
             if msg is None or msg.error() is not None:
                 if time.monotonic() > deadline:
                     raise RuntimeError(
-                        f"{topic}/{part}: offsets {position}..{end} not readable in {timeout} s"
+                        f"{topic}/{part}: offsets {position}..{end} not readable: no record "
+                        f"came for {timeout} s"
                     )
                 continue
             if msg.offset() >= end:
@@ -213,6 +217,7 @@ def read_headers(
             value = next((v for k, v in msg.headers() or () if k == header), None)
             found.append((msg.offset(), value))
             position = msg.offset() + 1
+            deadline = time.monotonic() + timeout
         out[(topic, part)] = found
         consumer.unassign()
     return out
