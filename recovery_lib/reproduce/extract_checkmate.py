@@ -511,7 +511,15 @@ def _skew_setting(report: Mapping[str, Any], by_hot: dict[float, dict[str, Mappi
     any_trial = next(iter(next(iter(by_hot.values())).values()))
     hots = ", ".join(f"{h * 100:g} %" for h in by_hot)
     mst = _mst_eps(report, _need(any_trial, "pipeline", "skew[]"))
-    return f"{_paced(any_trial, 'skew', mst)}, hot sellers at ratios {hots}"
+    early = sorted(
+        f"{p.upper()} {h * 100:g} % after {t['killed_after_first_output_s']:g} s"
+        for h, trials in by_hot.items()
+        for p, t in trials.items()
+        if t.get("killed_after_first_output_s") is not None
+        and t["killed_after_first_output_s"] < t.get("kill_at_s", 0) - 1
+    )
+    note = f" (earlier where the input would have ended first: {'; '.join(early)})" if early else ""
+    return f"{_paced(any_trial, 'skew', mst)}{note}, hot sellers at ratios {hots}"
 
 
 def _skew_rows(report: Mapping[str, Any]) -> Iterator[Measured]:
@@ -583,10 +591,11 @@ def _skew_restart(report: Mapping[str, Any], by_hot: dict) -> Iterator[Measured]
 
 
 def _skew_coor_worst(report: Mapping[str, Any], by_hot: dict) -> Iterator[Measured]:
-    factors = []
-    for trials in by_hot.values():
+    factors, used = [], []
+    for hot, trials in by_hot.items():
         if not {"coor", "unc", "cic"} <= set(trials):
             continue
+        used.append(hot)
         for key in ("latency_p50_ms", "checkpoint_time_ms"):
             coor = _need(trials["coor"], key, "skew[]")
             others = max(_need(trials[p], key, "skew[]") or 0 for p in ("unc", "cic"))
@@ -600,8 +609,10 @@ def _skew_coor_worst(report: Mapping[str, Any], by_hot: dict) -> Iterator[Measur
         round(least, 2),
         "x",
         f"{_skew_setting(report, by_hot)}, under COOR, UNC and CIC: the smallest ratio, over "
-        "the hot ratios, of COOR's p50 and checkpoint time to the larger of UNC's and CIC's; "
-        "agrees ('COOR worst, UNC and CIC low') when above 1.",
+        "the hot ratios, of COOR's p50 and checkpoint time to the larger of UNC's and CIC's "
+        f"(hot ratios with all three protocols' trials: "
+        f"{', '.join(f'{h * 100:g} %' for h in sorted(used))}); agrees ('COOR worst, UNC and "
+        "CIC low') when above 1.",
         least > 1,
         (
             "at this load the UNC/CIC stages' Spark batch commits on 2 cores cost as much as "
