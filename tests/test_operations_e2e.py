@@ -450,7 +450,7 @@ def _run_until_consumed(name: str, start, stop, checkpoints):  # noqa: ANN001, A
 @pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.long
-@pytest.mark.timeout(1800)  # eight jobs and a pipeline run one at a time, then the DAG's references
+@pytest.mark.timeout(1800)  # four jobs and a pipeline, one at a time, then the DAG
 def test_the_consistency_dag_judges_a_job_of_every_mode(
     tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env, settings_env
 ):
