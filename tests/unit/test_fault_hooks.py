@@ -23,15 +23,17 @@ def state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
-def test_an_armed_pause_stops_the_writer_mid_write_until_it_is_resumed(tmp_path):
-    arm(tmp_path, MIDPAUSE_ARM, "rows=3")
+def _writer_until_paused(arm_dir: Path, rows: int, env: str = "") -> subprocess.Popen:
+    """A sink-like writer (its own session) printing rows 1..rows through the armed fault;
+    returned once the fault fired and stopped it."""
     writer = textwrap.dedent(
         f"""
-        import os, sys
-        os.environ["RECOVERY_FAULT_ARM_DIR"] = {str(tmp_path)!r}
+        import os
+        os.environ["RECOVERY_FAULT_ARM_DIR"] = {str(arm_dir)!r}
+        {env}
         from recovery_lib.runtime.faults import sink_write_fault
         fault = sink_write_fault()
-        for row in range(1, 6):
+        for row in range(1, {rows + 1}):
             print(row, flush=True)
             if fault.should_fire(7, row):
                 fault.fire()
@@ -41,12 +43,21 @@ def test_an_armed_pause_stops_the_writer_mid_write_until_it_is_resumed(tmp_path)
         [sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (arm_dir / "midpause.pgid").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("the hook never fired")
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return proc
+
+
+def test_an_armed_pause_stops_the_writer_mid_write_until_it_is_resumed(tmp_path):
+    arm(tmp_path, MIDPAUSE_ARM, "rows=3")
+    proc = _writer_until_paused(tmp_path, 5)
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "midpause.pgid").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the hook never fired"
-            time.sleep(0.05)
-        time.sleep(0.3)
         assert state(proc.pid) == "T", "the writer was not stopped"
         assert (tmp_path / "midpause.fired").exists()
         pgids = resume_when_paused(tmp_path, 0.5, 10)
@@ -73,29 +84,11 @@ def test_a_writer_outside_the_drivers_group_stops_with_the_driver(tmp_path):
     driver = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
     )
-    writer = textwrap.dedent(
-        f"""
-        import os
-        os.environ["RECOVERY_FAULT_ARM_DIR"] = {str(tmp_path)!r}
-        os.environ["RECOVERY_DRIVER_PGID"] = "{driver.pid}"
-        from recovery_lib.runtime.faults import sink_write_fault
-        fault = sink_write_fault()
-        for row in range(1, 4):
-            print(row, flush=True)
-            if fault.should_fire(3, row):
-                fault.fire()
-        """
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+    proc = None
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "midpause.pgid").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the hook never fired"
-            time.sleep(0.05)
-        time.sleep(0.3)
+        proc = _writer_until_paused(
+            tmp_path, 3, env=f'os.environ["RECOVERY_DRIVER_PGID"] = "{driver.pid}"'
+        )
         assert state(driver.pid) == "T", "the driver's group was not stopped"
         assert state(proc.pid) == "T", "the writer went on during the pause"
         assert resume_when_paused(tmp_path, 0.2, 10) == [driver.pid, proc.pid]
@@ -105,7 +98,7 @@ def test_a_writer_outside_the_drivers_group_stops_with_the_driver(tmp_path):
         assert (tmp_path / "midpause.where").exists()
     finally:
         for p in (proc, driver):
-            if p.poll() is None:
+            if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
 

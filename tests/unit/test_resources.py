@@ -31,6 +31,12 @@ def _parent() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", PARENT], stdin=subprocess.PIPE, text=True)
 
 
+def _go(parent: subprocess.Popen) -> None:
+    """Tell the parent to start its children."""
+    parent.stdin.write("go\n")
+    parent.stdin.flush()
+
+
 def _stop(parent: subprocess.Popen) -> None:
     parent.terminate()
     parent.wait()
@@ -40,8 +46,7 @@ def test_children_are_counted_with_their_memory_and_cpu():
     parent = _parent()
     try:
         with ResourceSampler(period_s=0.1, root=parent.pid) as sampler:
-            parent.stdin.write("go\n")
-            parent.stdin.flush()
+            _go(parent)
             time.sleep(2.5)  # the busy child burns its second of CPU
         figures = sampler.figures
         assert figures["peak_processes"] == 2
@@ -54,8 +59,7 @@ def test_children_are_counted_with_their_memory_and_cpu():
 def test_cpu_spent_before_the_start_is_not_counted():
     parent = _parent()
     try:
-        parent.stdin.write("go\n")
-        parent.stdin.flush()
+        _go(parent)
         time.sleep(2.5)  # the busy child burns its second before the sampler starts
         with ResourceSampler(period_s=0.1, root=parent.pid) as sampler:
             time.sleep(0.5)
@@ -68,8 +72,7 @@ def test_cpu_spent_before_the_start_is_not_counted():
 def test_skipped_names_and_a_sampler_never_started():
     parent = _parent()
     try:
-        parent.stdin.write("go\n")
-        parent.stdin.flush()
+        _go(parent)
         time.sleep(1.0)
         sampler = ResourceSampler(skip=("python",), root=parent.pid)
         assert sampler.sample() == (0, 0.0)
