@@ -200,8 +200,7 @@ def read_headers(
         consumer.assign([TopicPartition(topic, part, begin)])
         position = begin
         # The deadline is for progress, not for the range: a long range read from a loaded
-        # broker may take longer than the timeout and still be moving (a CIC stage at 80 % of
-        # its MST died five times of a whole-range deadline while its records kept coming).
+        # broker may take longer than the timeout while its records keep coming.
         deadline = time.monotonic() + timeout
         while position < end:
             msg = consumer.poll(0.2)

@@ -184,9 +184,7 @@ class _ArmedMidWritePause(_ArmedMidWrite):
             )
             (self.directory / MIDPAUSE_PGID).write_text(" ".join(map(str, groups)))
             stopped = time.monotonic()
-            for pgid in groups:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pgid, signal.SIGSTOP)  # the last one stops this process too
+            signal_groups(groups, signal.SIGSTOP)  # the last one stops this process too
             print(
                 f"mid-write pause: resumed after {time.monotonic() - stopped:.1f} s in {where}, "
                 f"after {self.rows} rows; writing the rest of the task",
@@ -211,10 +209,15 @@ def resume_when_paused(directory: Path, pause_s: float, timeout_s: float) -> lis
         time.sleep(0.05)
     time.sleep(pause_s)
     pgids = [int(p) for p in path.read_text().split()]
-    for pgid in pgids:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGCONT)
+    signal_groups(pgids, signal.SIGCONT)
     return pgids
+
+
+def signal_groups(pgids: list[int], sig: int) -> None:
+    """Send ``sig`` to each process group in order; a group gone or not ours is skipped."""
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
 
 
 def _claim(directory: Path, name: str) -> bool:

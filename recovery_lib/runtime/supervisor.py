@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.runtime.faults import signal_groups
 from recovery_lib.runtime.heartbeat import Heartbeat, read_heartbeat
 
 
@@ -260,24 +261,22 @@ class Supervisor:
         would otherwise go on running tasks through the freeze)."""
         if self.proc is None:
             return
-        groups = self._process_groups()
-        for pgid in groups:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGSTOP)
+        groups = self._process_groups(self.proc.pid)
+        signal_groups(groups, signal.SIGSTOP)
         try:
             time.sleep(seconds)
         finally:
-            for pgid in groups:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pgid, signal.SIGCONT)
+            signal_groups(groups, signal.SIGCONT)
 
-    def _process_groups(self) -> list[int]:
-        """The job's own group first, then every other group among its descendants."""
+    @staticmethod
+    def _process_groups(leader: int) -> list[int]:
+        """The job's own group (its leader's pid) first, then every other group among its
+        descendants."""
         import psutil
 
-        groups = [self.proc.pid] if self.proc is not None else []
+        groups = [leader]
         with contextlib.suppress(psutil.NoSuchProcess):
-            for child in psutil.Process(groups[0]).children(recursive=True):
+            for child in psutil.Process(leader).children(recursive=True):
                 with contextlib.suppress(ProcessLookupError):
                     groups.append(os.getpgid(child.pid))
         return list(dict.fromkeys(groups))
