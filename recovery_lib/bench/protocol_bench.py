@@ -616,9 +616,10 @@ def select_trials(
     pipelines: list[str] | None = None,
     loads: list[float] | None = None,
     protocols: list[str] | None = None,
+    hot_ratios: list[float] | None = None,
 ) -> dict[str, list[Trial]]:
     """Each suite's trials of ``pipelines`` and ``protocols`` and, among paced ones, at
-    ``loads``."""
+    ``loads``; among skewed ones, at ``hot_ratios``."""
     return {
         suite: [
             t
@@ -626,6 +627,7 @@ def select_trials(
             if (not pipelines or t.pipeline in pipelines)
             and (not loads or t.load is None or t.load in loads)
             and (not protocols or t.protocol in protocols)
+            and (not hot_ratios or t.hot_ratio is None or t.hot_ratio in hot_ratios)
         ]
         for suite in suites
     }
@@ -639,9 +641,10 @@ def run_protocol_bench(
     merge: bool = False,
     loads: list[float] | None = None,
     protocols: list[str] | None = None,
+    hot_ratios: list[float] | None = None,
 ) -> dict[str, Any]:
-    """Run the suites' trials (only ``pipelines``' and ``protocols``', and among paced ones
-    only ``loads``').
+    """Run the suites' trials (only ``pipelines``' and ``protocols``', among paced ones
+    only ``loads``' and among skewed ones only ``hot_ratios``').
     With ``merge`` an existing report keeps every other trial and its MST searches, which
     the paced trials run now reuse (so all of a suite's trials share one MST; delete a
     pipeline's ``mst`` entry to search again)."""
@@ -655,7 +658,7 @@ def run_protocol_bench(
     out.parent.mkdir(parents=True, exist_ok=True)
     workdir = get_settings().home / "bench" / f"protocols-{uuid.uuid4().hex[:6]}"
     report: dict[str, Any] = {"machine": "2 cores, local stages, embedded tansu broker"}
-    selected = select_trials(suites, pipelines, loads, protocols)
+    selected = select_trials(suites, pipelines, loads, protocols, hot_ratios)
     previous = Path(f"{out}.json")
     if merge and previous.exists():
         report = json.loads(previous.read_text())

@@ -327,6 +327,9 @@ def bench_protocols(
     protocol: list[str] = typer.Option(
         [], help="Only these protocols' trials (none, coor, unc, cic), e.g. to run one again."
     ),
+    hot: list[float] = typer.Option(
+        [], help="Only skewed trials at these hot ratios (e.g. --hot 0.3)."
+    ),
     rederive: bool = typer.Option(
         False,
         help="Run nothing: recompute the recovery times of the report's trials from their "
@@ -349,6 +352,7 @@ def bench_protocols(
             merge=merge,
             loads=load or None,
             protocols=protocol or None,
+            hot_ratios=hot or None,
         )
     except (ValueError, RuntimeError, KafkaLayerError) as exc:
         abort(exc)

@@ -176,8 +176,23 @@ def _consumer(config: dict[str, str]) -> Any:
             "group.id": "recovery-protocol-headers",
             "enable.auto.commit": "false",
             "fetch.wait.max.ms": "5",
+            # An offset outside the log must be an error, not a silent jump to its end.
+            "auto.offset.reset": "error",
         }
     )
+
+
+def _log_bounds(kafka: dict[str, str], consumer: Any, topic: str, part: int) -> str:
+    """The partition's first and end offsets, for an error message (the end from the
+    probe: the embedded broker's high watermark lags the log)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=5)
+        end = cached("probe:protocol", kafka, _probe).ends([(topic, part)], exact=True)
+    except (KafkaException, RuntimeError) as exc:
+        return f"unknown offsets ({exc})"
+    return f"offsets {low}..{end[(topic, part)]}"
 
 
 def read_headers(
@@ -202,13 +217,16 @@ def read_headers(
         # The deadline is for progress, not for the range: a long range read from a loaded
         # broker may take longer than the timeout while its records keep coming.
         deadline = time.monotonic() + timeout
+        last_error = None
         while position < end:
             msg = consumer.poll(0.2)
             if msg is None or msg.error() is not None:
+                last_error = msg.error() if msg is not None else last_error
                 if time.monotonic() > deadline:
                     raise RuntimeError(
                         f"{topic}/{part}: offsets {position}..{end} not readable: no record "
-                        f"came for {timeout} s"
+                        f"came for {timeout} s (last error: {last_error}; the log holds "
+                        f"{_log_bounds(kafka, consumer, topic, part)})"
                     )
                 continue
             if msg.offset() >= end:

@@ -163,3 +163,13 @@ def test_a_protocol_filter_selects_that_protocols_trials_only():
         ("unc", 0.2),
         ("unc", 0.3),
     ]
+
+
+def test_a_hot_ratio_filter_selects_those_skewed_trials_only():
+    from recovery_lib.bench.protocol_bench import select_trials
+
+    chosen = select_trials(
+        ["skew", "cyclic"], loads=[0.8], protocols=["cic"], hot_ratios=[0.2, 0.3]
+    )
+    assert [(t.protocol, t.hot_ratio) for t in chosen["skew"]] == [("cic", 0.2), ("cic", 0.3)]
+    assert [t.protocol for t in chosen["cyclic"]] == ["cic"]  # not skewed: only by protocol
