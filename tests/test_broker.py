@@ -156,3 +156,30 @@ def test_the_advisor_samples_key_skew_from_a_topic(kafka_bootstrap):
     empty = f"empty-{uuid.uuid4().hex[:8]}"
     TopicAdmin().create(empty, partitions=1)
     assert sample_skew([empty]) is None
+
+
+def test_the_cic_header_read_returns_a_ranges_headers_and_says_why_a_range_never_came(
+    kafka_bootstrap, settings_env
+):
+    import uuid
+
+    from confluent_kafka import Producer
+
+    from recovery_lib.kafka.clients import client_config
+    from recovery_lib.protocols.hooks import read_headers
+
+    topic = f"hdr-{uuid.uuid4().hex[:8]}"
+    TopicAdmin().create(topic, partitions=2)
+    producer = Producer(client_config())
+    for i in range(20):
+        headers = [("h", str(i).encode())] if i != 4 else []  # one record without the header
+        producer.produce(topic, value=b"{}", partition=i % 2, headers=headers)
+    producer.flush(30)
+    got = read_headers({}, {(topic, 0): (1, 4), (topic, 1): (0, 2)}, "h")
+    assert got == {
+        (topic, 0): [(1, b"2"), (2, None), (3, b"6")],
+        (topic, 1): [(0, b"1"), (1, b"3")],
+    }
+    settings_env(RECOVERY_SOURCE_POLL_TIMEOUT_S=2)
+    with pytest.raises(RuntimeError, match=r"offsets 10\.\.15 not readable.*holds offsets 0\.\.10"):
+        read_headers({}, {(topic, 0): (8, 15)}, "h")  # 8 and 9 exist, 10..14 never come
