@@ -218,6 +218,8 @@ def run_trial(
     out_topic = spec.output_topic(spec.stages[-1])
     expected = source.expected_outputs()
     result: dict[str, Any] = {"trial": trial.name, **trial.__dict__, "pipeline_name": spec.name}
+    if source.reach:
+        result["reach_nodes"] = source.config.nodes  # the generator's static node set
     # Processing-time windows (q12) close only on later input: the drain ends when every stage
     # read its input to the end, then ticks close the windows for the verdict.
     ticks = spec.stages[-1].spec().closing_ticks

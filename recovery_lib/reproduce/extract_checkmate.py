@@ -25,7 +25,8 @@ Everything comes from ``docs/benchmarks/bench_protocols.json`` (docs/protocols.m
 * ``default.load_pct_of_mst``, ``default.run_duration``, ``default.failure_at``:
   ``recovery[].load``, ``.rate``, ``.paced_s``, ``.kill_at_s`` and ``mst[].mst_eps``;
   ``default.skew.load_low`` / ``load_high``: ``skew[].load``; ``default.cyclic.failure_at``:
-  ``cyclic[].kill_at_s``, ``.paced_s``, ``.rate``.
+  ``cyclic[].kill_at_s``, ``.paced_s``, ``.rate``; ``default.cyclic.nodes``:
+  ``cyclic[].reach_nodes`` (older reports lack it).
 
 Not answered (no number in the report for them): the rows at 50, 70 or 100 workers and "high
 parallelism" (every pipeline ran at one parallelism, 2-3 stages; the 10- and 5-worker rows are
@@ -696,6 +697,7 @@ def _default_rows(report: Mapping[str, Any]) -> Iterator[Measured]:
     cyclic = _trials(report, "cyclic")
     if cyclic:
         yield from _cyclic_failure_at(cyclic[0])
+        yield from _cyclic_nodes(cyclic[0])
 
 
 def _recovery_defaults(report: Mapping[str, Any], trial: Mapping[str, Any]) -> Iterator[Measured]:
@@ -779,4 +781,19 @@ def _cyclic_failure_at(trial: Mapping[str, Any]) -> Iterator[Measured]:
             "the stages (a Spark process each, starting on 2 cores) are past their start-up "
             "backlog, and leaves time to watch the recovery; the paper's is at 48 s of 60"
         ),
+    )
+
+
+def _cyclic_nodes(trial: Mapping[str, Any]) -> Iterator[Measured]:
+    nodes = trial.get("reach_nodes")  # reports written before it was recorded lack it
+    if nodes is None:
+        return
+    yield _measured(
+        "default.cyclic.nodes",
+        nodes,
+        "nodes",
+        f"{_cyclic_setting(trial)}: the generator's static node set, from which links and "
+        "source nodes are drawn; agrees when the paper's 1,000,000.",
+        nodes == 1_000_000,
+        "the generator was configured with another node set",
     )

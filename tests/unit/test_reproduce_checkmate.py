@@ -172,8 +172,17 @@ def test_synthetic_report_gives_the_expected_rows(tmp_path: Path) -> None:
     assert rows["default.failure_at"] == [(45.0, "s", False)]
     assert rows["default.skew.load_low"] == [(50.0, "%", True)]
     assert rows["default.cyclic.failure_at"] == [(45.0, "s", False)]
-    # Not in the report, so not answered: 80 % skew, the 50-worker tables.
-    assert not {"skew.load80", "default.skew.load_high", "msg_overhead.q1.cic.w50"} & set(rows)
+    # Not in the report, so not answered: 80 % skew, the 50-worker tables, the node set.
+    unanswered = {"skew.load80", "default.skew.load_high", "msg_overhead.q1.cic.w50"}
+    assert not (unanswered | {"default.cyclic.nodes"}) & set(rows)
+
+
+def test_the_cyclic_node_set_is_answered_from_the_trial_that_records_it(tmp_path: Path) -> None:
+    report = copy.deepcopy(REPORT_JSON)
+    report["cyclic"][0]["reach_nodes"] = 1_000_000
+    assert measured(report, tmp_path)["default.cyclic.nodes"] == [(1_000_000, "nodes", True)]
+    report["cyclic"][0]["reach_nodes"] = 10_000
+    assert measured(report, tmp_path)["default.cyclic.nodes"] == [(10_000, "nodes", False)]
 
 
 def test_skew_at_80_percent_is_answered_once_it_ran(tmp_path: Path) -> None:
