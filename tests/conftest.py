@@ -93,3 +93,15 @@ def spark(kafka_bootstrap: str):  # noqa: ANN201
     session = build_session("tests")
     yield session
     session.stop()
+
+
+FAILURE_LOG = Path(__file__).resolve().parent.parent / "reports" / "test-failures.log"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Append each failure's report as it happens: a long run stopped before its summary
+    (a session's time out, a killed CI job) still says why its failed tests failed."""
+    if report.failed:
+        FAILURE_LOG.parent.mkdir(parents=True, exist_ok=True)
+        with FAILURE_LOG.open("a") as log:
+            log.write(f"==== {report.nodeid} ({report.when}) failed\n{report.longreprtext}\n\n")
