@@ -20,7 +20,7 @@ from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.nexmark.reference import compare, load_events, reference_rows
 from recovery_lib.pipeline.runner import PipelineRun
 from recovery_lib.pipeline.spec import PipelineSpec, StageSpec
-from recovery_lib.runtime.checkpoint import last_committed
+from recovery_lib.runtime.checkpoint import committed_offsets, last_committed
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
@@ -215,12 +215,17 @@ def test_the_cyclic_query_survives_a_killed_join_under_cic(kafka_bootstrap, tmp_
         out = spec.output_topic(spec.stages[-1])
         count = [-1, time.monotonic()]
 
-        def quiet() -> bool:  # the loop has carried everything once the output stops growing
+        def quiet() -> bool:
+            """The loop has carried everything once the output stops growing and every stage
+            has committed a batch that read its inputs to their ends (the output alone was
+            seen still for 20 s while the restarted join replayed one slow batch)."""
             run.tick()
             n = sum(1 for _ in read_topic(out))
             if n != count[0]:
                 count[:] = [n, time.monotonic()]
-            return time.monotonic() - count[1] > 20
+            return time.monotonic() - count[1] > 20 and all(
+                caught_up(ck) for ck in run.view.checkpoints.values()
+            )
 
         wait_for(quiet, 300, "the cyclic query to go quiet", interval_s=2.0)
         records = list(read_topic(out))
@@ -235,6 +240,19 @@ def test_the_cyclic_query_survives_a_killed_join_under_cic(kafka_bootstrap, tmp_
     repeated = {p: ids for p, ids in by_path.items() if len(ids) > 1}
     assert result.checked and result.ok, (result.violations, result.examples, repeated)
     assert result.details["required"] > 0 and len(records) >= result.details["required"]
+
+
+def caught_up(checkpoint: str | Path) -> bool:
+    """The stage's last committed batch read every input topic to its end."""
+    from recovery_lib.kafka.clients import client_config
+    from recovery_lib.protocols.hooks import topic_ends
+
+    committed = committed_offsets(checkpoint)
+    return bool(committed) and all(
+        committed[topic].get(str(part), 0) >= end
+        for topic in committed
+        for part, end in topic_ends(client_config(), topic).items()
+    )
 
 
 def admin_create(topic: str, partitions: int = 2) -> None:
