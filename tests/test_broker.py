@@ -183,3 +183,18 @@ def test_the_cic_header_read_returns_a_ranges_headers_and_says_why_a_range_never
     settings_env(RECOVERY_SOURCE_POLL_TIMEOUT_S=2)
     with pytest.raises(RuntimeError, match=r"offsets 10\.\.15 not readable.*holds offsets 0\.\.10"):
         read_headers({}, {(topic, 0): (8, 15)}, "h")  # 8 and 9 exist, 10..14 never come
+
+
+def test_stopping_a_broker_a_running_command_owns_is_refused_unless_forced(private_settings):
+    from recovery_lib.kafka.exceptions import BrokerOwnedByRun
+
+    owned = EmbeddedBroker(private_settings)
+    state = owned.start()  # not detached: this process owns it, as a benchmark owns its own
+    try:
+        with pytest.raises(BrokerOwnedByRun, match=rf"pid {os.getpid()}.*--force"):
+            stop_recorded(private_settings)
+        assert pid_alive(state.pid)
+        assert stop_recorded(private_settings, force=True).pid == state.pid
+        wait_for(lambda: not pid_alive(state.pid), 10, "the forced broker to exit")
+    finally:
+        owned.stop()

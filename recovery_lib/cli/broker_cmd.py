@@ -40,9 +40,17 @@ def broker_start(
 
 
 @broker_app.command("stop")
-def broker_stop() -> None:
+def broker_stop(
+    force: bool = typer.Option(
+        False, help="Stop it even when a running command (a benchmark, a test run) owns it."
+    ),
+) -> None:
     """Stop the recorded embedded broker by PID."""
-    state = broker_mod.stop_recorded()
+    try:
+        state = broker_mod.stop_recorded(force=force)
+    except KafkaLayerError as exc:
+        abort(exc)
+        return
     console.print(f"stopped broker pid {state.pid}" if state else "no embedded broker is running")
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from recovery_lib.kafka.exceptions import (
     BrokerAlreadyRunning,
     BrokerBinaryNotFound,
+    BrokerOwnedByRun,
     BrokerStartError,
     BrokerUnreachable,
 )
@@ -155,7 +156,8 @@ class EmbeddedBroker:
         if existing is not None:
             raise BrokerAlreadyRunning(
                 f"an embedded broker is already running (pid {existing.pid}, "
-                f"{existing.bootstrap}); use it, or stop it with `recovery broker stop`"
+                f"{existing.bootstrap}); use it, or stop it with `recovery broker stop` "
+                f"(refused while a running command owns it)"
             )
         host = self.settings.broker_host
         port = self.port or free_port(host)
@@ -292,15 +294,33 @@ def stop_pid(
         time.sleep(0.05)
 
 
-def stop_recorded(settings: Settings | None = None) -> BrokerState | None:
-    """Stop the broker recorded in the state file (``recovery broker stop``)."""
+def stop_recorded(settings: Settings | None = None, force: bool = False) -> BrokerState | None:
+    """Stop the broker recorded in the state file (``recovery broker stop``). A broker that a
+    running command started for itself (not detached) is refused unless ``force``: stopping it
+    kills that command's run (seen: a benchmark's trial lost to a manual check's stop)."""
     settings = settings or get_settings()
     state = running_state(settings)
     if state is None:
         return None
+    if not state.detached and not force:
+        raise BrokerOwnedByRun(
+            f"the embedded broker (pid {state.pid}, {state.bootstrap}) belongs to a running "
+            f"command ({_owner(state.pid)}) and stops when it ends; stopping it now would break "
+            "that run. Use the broker as it is, or pass --force to stop it anyway"
+        )
     stop_pid(state.pid)
     settings.broker_state_file.unlink(missing_ok=True)
     return state
+
+
+def _owner(pid: int) -> str:
+    import psutil
+
+    try:
+        parent = psutil.Process(pid).parent()
+        return "unknown" if parent is None else f"pid {parent.pid}: {' '.join(parent.cmdline())}"
+    except psutil.Error:
+        return "unknown"
 
 
 @contextlib.contextmanager

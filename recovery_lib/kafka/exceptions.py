@@ -17,6 +17,10 @@ class BrokerAlreadyRunning(KafkaLayerError):
     pass
 
 
+class BrokerOwnedByRun(KafkaLayerError):
+    pass
+
+
 class BrokerUnreachable(KafkaLayerError):
     pass
 
