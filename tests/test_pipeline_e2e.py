@@ -20,7 +20,7 @@ from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.nexmark.reference import compare, load_events, reference_rows
 from recovery_lib.pipeline.runner import PipelineRun
 from recovery_lib.pipeline.spec import PipelineSpec, StageSpec
-from recovery_lib.runtime.checkpoint import committed_offsets, last_committed
+from recovery_lib.runtime.checkpoint import last_committed
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
@@ -223,9 +223,7 @@ def test_the_cyclic_query_survives_a_killed_join_under_cic(kafka_bootstrap, tmp_
             n = sum(1 for _ in read_topic(out))
             if n != count[0]:
                 count[:] = [n, time.monotonic()]
-            return time.monotonic() - count[1] > 20 and all(
-                caught_up(ck) for ck in run.view.checkpoints.values()
-            )
+            return time.monotonic() - count[1] > 20 and run.caught_up()
 
         wait_for(quiet, 300, "the cyclic query to go quiet", interval_s=2.0)
         records = list(read_topic(out))
@@ -240,19 +238,6 @@ def test_the_cyclic_query_survives_a_killed_join_under_cic(kafka_bootstrap, tmp_
     repeated = {p: ids for p, ids in by_path.items() if len(ids) > 1}
     assert result.checked and result.ok, (result.violations, result.examples, repeated)
     assert result.details["required"] > 0 and len(records) >= result.details["required"]
-
-
-def caught_up(checkpoint: str | Path) -> bool:
-    """The stage's last committed batch read every input topic to its end."""
-    from recovery_lib.kafka.clients import client_config
-    from recovery_lib.protocols.hooks import topic_ends
-
-    committed = committed_offsets(checkpoint)
-    return bool(committed) and all(
-        committed[topic].get(str(part), 0) >= end
-        for topic in committed
-        for part, end in topic_ends(client_config(), topic).items()
-    )
 
 
 def admin_create(topic: str, partitions: int = 2) -> None:

@@ -271,7 +271,7 @@ def run_trial(
                 # Otherwise drained when every stage read its input to the end (on a cycle,
                 # with the output quiet for a while: nothing left in flight).
                 settled = ticks is not None or now - last_change > 5
-                if expected is None and settled and _caught_up(run, spec):
+                if expected is None and settled and run.caught_up():
                     if ticks is not None:
                         last_change = now
                     break
@@ -301,26 +301,6 @@ def run_trial(
     console.print_json(json.dumps(shown))
     shutil.rmtree(home, ignore_errors=True)
     return result
-
-
-def _caught_up(run: Any, spec: Any) -> bool:
-    """Every stage's newest committed batch read its input topics to their ends."""
-    from recovery_lib.kafka.clients import client_config
-    from recovery_lib.protocols.hooks import topic_ends
-    from recovery_lib.runtime.checkpoint import last_committed, source_offsets
-
-    for stage in spec.stages:
-        checkpoint = run.view.checkpoints[stage.name]
-        batch = last_committed(checkpoint)
-        if batch is None:
-            return False
-        read = source_offsets(checkpoint, batch)
-        for topic in spec.input_topics(stage, run.input_prefix).values():
-            ends = topic_ends(client_config(), topic)
-            done = read.get(topic, {})
-            if any(int(done.get(str(p), 0)) < end for p, end in ends.items()):
-                return False
-    return True
 
 
 def _close_windows(run: Any, source: _Input, ticks: Any, collector: Any) -> None:

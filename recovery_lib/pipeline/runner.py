@@ -181,6 +181,25 @@ class PipelineRun:
         for sup in self.supervisors.values():
             sup.wait_ready(timeout_s)
 
+    def caught_up(self) -> bool:
+        """Every stage's newest committed batch read its input topics to their ends (on a
+        cycle, the loop's fixpoint: nothing left for any stage to carry)."""
+        from recovery_lib.protocols.hooks import topic_ends
+        from recovery_lib.runtime.checkpoint import last_committed, source_offsets
+
+        for stage in self.spec.stages:
+            checkpoint = self.view.checkpoints[stage.name]
+            batch = last_committed(checkpoint)
+            if batch is None:
+                return False
+            read = source_offsets(checkpoint, batch)
+            for topic in self.spec.input_topics(stage, self.input_prefix).values():
+                done = read.get(topic, {})
+                ends = topic_ends(dict(self.kafka), topic)
+                if any(int(done.get(str(p), 0)) < end for p, end in ends.items()):
+                    return False
+        return True
+
     def stop(self) -> None:
         self._stop.set()
         if self._coordinator is not None:
