@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.exceptions import SinkDeliveryError, bad_record_error, offsets_unavailable
+from recovery_lib.kafka.clients import RANGE_FETCHES
 from recovery_lib.settings import get_settings
 
 if TYPE_CHECKING:
@@ -30,9 +31,7 @@ def _consumer(config: dict[str, str]) -> Consumer:
             "enable.auto.commit": "false",
             "enable.partition.eof": "true",
             "auto.offset.reset": "error",
-            # Bigger fetches: ~100 B records make the 1 MB default a round trip per 10k records.
-            "max.partition.fetch.bytes": str(8 << 20),
-            "fetch.max.bytes": str(64 << 20),
+            **RANGE_FETCHES,
         }
     )
 

@@ -9,6 +9,9 @@ from recovery_lib.settings import Settings, get_settings
 
 # Short group timeouts: tansu takes ~20 s per join with librdkafka defaults, ~3 s with these.
 GROUP_TIMEOUTS = {"session.timeout.ms": "6000", "max.poll.interval.ms": "10000"}
+# Consumers that read whole offset ranges: ~100 B records make the 1 MB default fetch a round
+# trip per 10k records.
+RANGE_FETCHES = {"max.partition.fetch.bytes": str(8 << 20), "fetch.max.bytes": str(64 << 20)}
 
 
 def resolve_bootstrap(settings: Settings | None = None) -> str:

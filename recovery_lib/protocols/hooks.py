@@ -171,6 +171,8 @@ class StageHeaders:
 def _consumer(config: dict[str, str]) -> Any:
     from confluent_kafka import Consumer
 
+    from recovery_lib.kafka.clients import RANGE_FETCHES
+
     return Consumer(
         {
             **config,
@@ -179,9 +181,7 @@ def _consumer(config: dict[str, str]) -> Any:
             "fetch.wait.max.ms": "5",
             # An offset outside the log must be an error, not a silent jump to its end.
             "auto.offset.reset": "error",
-            # As the source's range reader: fetches big enough for a busy partition's batches.
-            "max.partition.fetch.bytes": str(8 << 20),
-            "fetch.max.bytes": str(64 << 20),
+            **RANGE_FETCHES,
         }
     )
 
@@ -235,15 +235,8 @@ def _read_header_range(
     try:
         while position < end:
             msg = consumer.poll(0.2)
-            if (
-                msg is not None
-                and msg.error() is None
-                and (msg.topic(), msg.partition())
-                == (
-                    topic,
-                    part,
-                )
-            ):
+            ours = msg is not None and msg.error() is None
+            if ours and (msg.topic(), msg.partition()) == (topic, part):
                 if msg.offset() >= end:
                     break
                 value = next((v for k, v in msg.headers() or () if k == header), None)
