@@ -17,11 +17,14 @@ RECORDS = 12_000
 PER_BATCH = 1_000
 
 
+def audit_entries(path: Path) -> list[dict]:
+    return [json.loads(line) for line in (path / "reads.jsonl").read_text().splitlines()]
+
+
 def audit_ranges(path: Path) -> dict[int, set[tuple]]:
     """batch id -> set of (topic, partition, start, end) read by successful reads."""
     ranges: dict[int, set[tuple]] = {}
-    for line in (path / "reads.jsonl").read_text().splitlines():
-        entry = json.loads(line)
+    for entry in audit_entries(path):
         ranges.setdefault(entry["batch"], set()).add(
             (entry["topic"], entry["partition"], entry["start"], entry["end"])
         )
@@ -76,6 +79,8 @@ def test_replay_reads_same_offsets_after_driver_kill(admin, tmp_path, topic_name
     admin.create(topic_name, 3)
     admin.create(f"{topic_name}-out", 3)
     sent = set(produce(topic_name, RECORDS, 3))
+    held = [r.value for r in read_topic(topic_name)]
+    assert len(held) == RECORDS and set(held) == sent, "the broker did not keep the input as sent"
     first = passthrough(tmp_path, topic_name, "kafka", f"{topic_name}-out", tag="first")
     try:
 
@@ -138,7 +143,17 @@ def test_replay_reads_same_offsets_after_driver_kill(admin, tmp_path, topic_name
             assert e1 == s2
         total += spans[-1][1]
     assert total == RECORDS
-    outputs = {r.value for r in DedupReader(f"{topic_name}-out")}
+    # Every read returned its whole range (the input has no control records to skip).
+    short = [e for e in audit_entries(tmp_path / "audit") if e["rows"] != e["end"] - e["start"]]
+    assert not short, f"reads that returned fewer rows than their range: {short}"
+    reader = DedupReader(f"{topic_name}-out")
+    outputs = {r.value for r in reader}
+    missing = sorted(int(v[1:]) for v in sent - outputs)
+    assert not missing, (
+        f"{len(missing)} values missing from the output (first {missing[:5]}, last "
+        f"{missing[-5:]}); {reader.duplicates} duplicates dropped; reads: "
+        f"{audit_entries(tmp_path / 'audit')}"
+    )
     assert outputs == sent
 
 
