@@ -54,7 +54,7 @@ class OutputLog:
         try:
             ends = probe.ends((self.topic, p) for p in partitions)
             return {
-                p: (probe.watermarks(self.topic, p)[0], ends[(self.topic, p)]) for p in partitions
+                p: (probe.first_offset(self.topic, p), ends[(self.topic, p)]) for p in partitions
             }
         finally:
             probe.close()

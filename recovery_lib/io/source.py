@@ -222,7 +222,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if wanted == LATEST:
                     result[topic][part] = end
                 elif wanted == EARLIEST:
-                    result[topic][part] = probe.watermarks(topic, int(part))[0]
+                    result[topic][part] = probe.first_offset(topic, int(part))
                 else:
                     result[topic][part] = min(wanted, end)
         return result

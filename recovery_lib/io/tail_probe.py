@@ -5,6 +5,11 @@ from ``high - 1`` and taking the last offset returned + 1 gives the true end; th
 given high watermark never changes, so it is cached and a quiet partition costs one
 ListOffsets request. On a broker with exact watermarks (Apache Kafka) the fetch returns the
 record at ``high - 1`` and the result equals ``high``.
+
+The start of the log has the opposite problem: tansu's memory storage answers
+ListOffsets(earliest) with the record batch stored first in wall-clock time, and two producers
+writing a partition at once can store a later batch first; a reader starting there skips the
+records below it without an error. ``first_offset`` checks a low watermark above 0.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class TailProbe:
                 "enable.auto.commit": "false",
                 "enable.partition.eof": "true",
                 "fetch.wait.max.ms": "20",
+                # first_offset's fetch from 0 must fail when 0 is gone, not jump to the end.
+                "auto.offset.reset": "error",
             }
         )
         self._timeout_s = request_timeout_s
@@ -41,6 +48,33 @@ class TailProbe:
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         return self._consumer.get_watermark_offsets(
             TopicPartition(topic, partition), timeout=self._timeout_s, cached=False
+        )
+
+    def first_offset(self, topic: str, partition: int) -> int:
+        """The first offset in the log. A low watermark above 0 is checked by a fetch from 0:
+        the log's first record comes back (the watermark was wrong, see the module docstring),
+        or the fetch is out of range (retention deleted the records below it)."""
+        low, high = self.watermarks(topic, partition)
+        if low <= 0 or high <= low:
+            return max(low, 0)
+        self._consumer.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + self._exact_wait_s
+        try:
+            while time.monotonic() < deadline:
+                msg = self._consumer.poll(0.05)
+                if msg is None:
+                    continue
+                err = msg.error()
+                if err is None:
+                    return min(msg.offset(), low)
+                if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError._PARTITION_EOF):
+                    return low
+        finally:
+            self._consumer.unassign()
+        raise TimeoutError(
+            f"no answer within {self._exact_wait_s:.0f} s when reading the start of "
+            f"{topic}/{partition}: the broker is overloaded or unreachable (raise "
+            "RECOVERY_KAFKA_REQUEST_TIMEOUT_S if it is only slow)"
         )
 
     def ends(

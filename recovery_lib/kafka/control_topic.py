@@ -57,7 +57,7 @@ class ControlTopic:
     def low_watermark(self) -> int:
         """The first offset still in the topic (records below it were deleted)."""
         self.end()  # opens the probe
-        return int(self._probe.watermarks(self.topic, 0)[0])
+        return self._probe.first_offset(self.topic, 0)
 
     def end(self) -> int:
         """The true end offset (tansu's high watermark may lag within a record batch)."""

@@ -75,7 +75,7 @@ class ReplicaGate:
             for part in parts:
                 positions[part] = 0
                 end = ends[(self.output_topic, part)]
-                if end <= probe.watermarks(self.output_topic, part)[0]:
+                if end <= probe.first_offset(self.output_topic, part):
                     continue  # nothing forwarded to this partition yet
                 reader.assign([TopicPartition(self.output_topic, part, end - 1)])
                 deadline = time.monotonic() + timeout

@@ -53,7 +53,7 @@ def read_topic(
     probe = TailProbe(config, settings.kafka_request_timeout_s, settings.source_end_probe_cap_s)
     try:
         ends = probe.ends((topic, p) for p in partitions)
-        lows = {p: probe.watermarks(topic, p)[0] for p in partitions}
+        lows = {p: probe.first_offset(topic, p) for p in partitions}
         for part, offset in (start or {}).items():
             if part in lows:
                 lows[part] = max(lows[part], offset)

@@ -71,7 +71,7 @@ class ReleaseBarrier:
         )
 
     def last_released(self, topic: str, partition: int, prefix: str = "") -> Released | None:
-        low, _ = self._probe.watermarks(topic, partition)
+        low = self._probe.first_offset(topic, partition)
         end = self._probe.ends([(topic, partition)])[(topic, partition)]
         upto = end
         step = SCAN_STEP
