@@ -186,15 +186,16 @@ def _consumer(config: dict[str, str]) -> Any:
     )
 
 
-def _log_bounds(kafka: dict[str, str], consumer: Any, topic: str, part: int) -> str:
-    """The partition's first and end offsets, for an error message (the end from the
-    probe: the embedded broker's high watermark lags the log)."""
-    from confluent_kafka import KafkaException, TopicPartition
+def _log_bounds(kafka: dict[str, str], topic: str, part: int) -> str:
+    """The partition's first and end offsets, for an error message (both from the probe:
+    the embedded broker's watermarks are not the log's bounds)."""
+    from confluent_kafka import KafkaException
 
+    probe = cached("probe:protocol", kafka, _probe)
     try:
-        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=5)
-        end = cached("probe:protocol", kafka, _probe).ends([(topic, part)], exact=True)
-    except (KafkaException, RuntimeError) as exc:
+        low = probe.first_offset(topic, part)
+        end = probe.ends([(topic, part)], exact=True)
+    except (KafkaException, RuntimeError, TimeoutError) as exc:
         return f"unknown offsets ({exc})"
     return f"offsets {low}..{end[(topic, part)]}"
 
@@ -253,7 +254,7 @@ def _read_header_range(
                 raise RuntimeError(
                     f"{topic}/{part}: offsets {position}..{end} not readable: no record came "
                     f"for {timeout} s on two consumers (last error: {last_error}; the log "
-                    f"holds {_log_bounds(kafka, consumer, topic, part)})"
+                    f"holds {_log_bounds(kafka, topic, part)})"
                 )
             if stalled > timeout / 2 and not renewed:
                 print(
