@@ -71,18 +71,25 @@ class ReleaseBarrier:
         )
 
     def last_released(self, topic: str, partition: int, prefix: str = "") -> Released | None:
-        low = self._probe.first_offset(topic, partition)
-        end = self._probe.ends([(topic, partition)])[(topic, partition)]
-        upto = end
+        # The scan walks back from the end and stops at the first id it meets, so the log's
+        # true start (an extra fetch when the low watermark is above 0) matters only if the
+        # scan reaches the watermark without one.
+        low, _ = self._probe.watermarks(topic, partition)
+        low = max(low, 0)
+        upto = self._probe.ends([(topic, partition)])[(topic, partition)]
         step = SCAN_STEP
-        while upto > low:
-            start = max(low, upto - step)
-            found = self._last_in(topic, partition, start, upto, prefix)
-            if found is not None:
-                return found
-            upto = start
-            step *= 4
-        return None
+        while True:
+            while upto > low:
+                start = max(low, upto - step)
+                found = self._last_in(topic, partition, start, upto, prefix)
+                if found is not None:
+                    return found
+                upto = start
+                step *= 4
+            first = self._probe.first_offset(topic, partition) if low > 0 else low
+            if first >= low:
+                return None
+            low = first  # tansu's low watermark lay above records still in the log
 
     def _last_in(
         self, topic: str, partition: int, start: int, end: int, prefix: str

@@ -1,0 +1,78 @@
+"""ReleaseBarrier.last_released: the backward scan and where it stops (no broker: a scripted
+log stands in for the partition, a fake probe for its offsets)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from recovery_lib.io.sinks.release import SCAN_STEP, ReleaseBarrier, Released
+
+
+@dataclass
+class FakeProbe:
+    low_watermark: int
+    first: int
+    end: int
+    first_calls: list[str] = field(default_factory=list)
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        return self.low_watermark, self.end
+
+    def first_offset(self, topic: str, partition: int) -> int:
+        self.first_calls.append(f"{topic}/{partition}")
+        return self.first
+
+    def ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {tp: self.end for tp in partitions}
+
+
+def barrier(probe: FakeProbe, ids: dict[int, Released]) -> tuple[ReleaseBarrier, list[tuple]]:
+    """A barrier over a log whose offset -> id map is ``ids`` (other offsets: no id)."""
+    scans: list[tuple[int, int]] = []
+    b = ReleaseBarrier.__new__(ReleaseBarrier)
+    b._probe = probe  # type: ignore[assignment]
+
+    def last_in(topic: str, partition: int, start: int, end: int, prefix: str):
+        scans.append((start, end))
+        hits = [o for o in ids if start <= o < end]
+        return ids[max(hits)] if hits else None
+
+    b._last_in = last_in  # type: ignore[method-assign]
+    return b, scans
+
+
+def test_the_last_id_near_the_end_needs_no_look_at_the_log_start():
+    probe = FakeProbe(low_watermark=500, first=500, end=1_000)
+    b, scans = barrier(probe, {990: Released(7, 3), 400: Released(1, 0)})
+    assert b.last_released("out", 0) == Released(7, 3)
+    assert probe.first_calls == []  # no extra fetch when the scan finds an id (Kafka retention)
+    assert scans == [(1_000 - SCAN_STEP, 1_000)]
+
+
+def test_a_low_watermark_above_records_still_in_the_log_is_looked_below():
+    # tansu can report a low watermark above records it still holds; the only id lies below.
+    probe = FakeProbe(low_watermark=300, first=0, end=310)
+    b, scans = barrier(probe, {120: Released(2, 5)})
+    assert b.last_released("out", 1) == Released(2, 5)
+    assert probe.first_calls == ["out/1"]
+    assert scans[0] == (300, 310) and min(s for s, _ in scans) <= 120
+
+
+def test_no_id_anywhere_is_none_and_the_scan_covers_the_whole_log():
+    probe = FakeProbe(low_watermark=200, first=0, end=1_000)
+    b, scans = barrier(probe, {})
+    assert b.last_released("out", 2) is None
+    covered = sorted(scans)
+    assert covered[0][0] == 0 and covered[-1][1] == 1_000
+    assert all(a[1] == b_[0] for a, b_ in zip(covered, covered[1:], strict=False))
+
+
+def test_deleted_records_keep_the_watermark_and_a_zero_watermark_is_not_checked():
+    deleted = FakeProbe(low_watermark=200, first=200, end=260)
+    b, scans = barrier(deleted, {})
+    assert b.last_released("out", 0) is None
+    assert min(s for s, _ in scans) == 200 and deleted.first_calls == ["out/0"]
+    fresh = FakeProbe(low_watermark=0, first=0, end=10)
+    b, _ = barrier(fresh, {})
+    assert b.last_released("out", 0) is None
+    assert fresh.first_calls == []
