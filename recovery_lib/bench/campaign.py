@@ -34,6 +34,9 @@ class Case:
     rate: float = 1_000.0
     tag: str = ""  # tells apart cases of one pipeline and placement
     midwrite_rows: int = 20  # mid-write and write-retry fire after this many rows of a task
+    # Added to the campaign's seed: repeated cases of one pipeline get their own input and
+    # failure times instead of repeating the first one's.
+    seed_offset: int = 0
 
     @property
     def name(self) -> str:
@@ -67,12 +70,21 @@ CASES = (
 # one (prices) runs causal, which the release sink requires.
 _LOCAL_KINDS = ",".join(["driver-kill", "mid-write", "task-retry", "write-retry"] * 2)
 RELEASE_CASES = (
-    *(Case("q1", _LOCAL_KINDS, rate=1_000, tag=f"-{i}") for i in range(1, 6)),
+    *(Case("q1", _LOCAL_KINDS, rate=1_000, tag=f"-{i}", seed_offset=i - 1) for i in range(1, 6)),
     # A join's batches are small: its writes fail after 2 rows.
-    *(Case("q3", _LOCAL_KINDS, rate=4_000, tag=f"-{i}", midwrite_rows=2) for i in range(1, 4)),
-    *(Case("prices", _LOCAL_KINDS, tag=f"-{i}") for i in (1, 2)),
-    *(Case("q1", "executor-kill," * 4 + "executor-kill", True, tag=f"-{i}") for i in (1, 2)),
-    *(Case("q3", "executor-kill," * 4 + "executor-kill", True, 4_000, f"-{i}") for i in (1, 2)),
+    *(
+        Case("q3", _LOCAL_KINDS, rate=4_000, tag=f"-{i}", midwrite_rows=2, seed_offset=i - 1)
+        for i in range(1, 4)
+    ),
+    *(Case("prices", _LOCAL_KINDS, tag=f"-{i}", seed_offset=i - 1) for i in (1, 2)),
+    *(
+        Case("q1", "executor-kill," * 4 + "executor-kill", True, tag=f"-{i}", seed_offset=i - 1)
+        for i in (1, 2)
+    ),
+    *(
+        Case("q3", "executor-kill," * 4 + "executor-kill", True, 4_000, f"-{i}", seed_offset=i - 1)
+        for i in (1, 2)
+    ),
 )
 SUITES = {
     "causal": (CASES, (Variant("causal"), Variant("native"))),
@@ -132,7 +144,7 @@ def run_campaign(
                     jitter_s=jitter_s,
                     rate=case.rate,
                     duration_s=fail_at_s + repeat * every_s,
-                    seed=seed,
+                    seed=seed + case.seed_offset,
                     cluster=case.cluster,
                     # On the cluster: two one-core executors, so shuffled rows really arrive
                     # from two processes in varying order.
@@ -151,6 +163,7 @@ def run_campaign(
                     "recovery_mode": mode,
                     "sink": variant.sink,
                     "rate": case.rate,
+                    "seed": seed + case.seed_offset,
                     "failures": [
                         {k: f.get(k) for k in ("kind", "at_s", "fired")} for f in result["failures"]
                     ],

@@ -26,6 +26,13 @@ def test_release_suite_has_twenty_failures_of_every_sink_failure_kind():
     assert len({c.name for c in RELEASE_CASES}) == len(RELEASE_CASES)
 
 
+def test_repeated_release_cases_run_their_own_input_and_failure_times():
+    by_kind: dict[tuple[str, bool], list[int]] = {}
+    for c in RELEASE_CASES:
+        by_kind.setdefault((c.pipeline, c.cluster), []).append(c.seed_offset)
+    assert all(len(set(offsets)) == len(offsets) for offsets in by_kind.values()), by_kind
+
+
 def test_select_cases_and_variants_by_name_and_refuses_unknown_ones():
     assert select("causal", [], []) == SUITES["causal"]
     (case,), variants = select("causal", ["lastbids-cluster"], ["causal"])
