@@ -258,7 +258,7 @@ def _chart(report: dict[str, Any], path: Path) -> None:
     results = report["results"]
     cases = list(dict.fromkeys(r["case"] for r in results))
     modes = list(dict.fromkeys(r["mode"] for r in results))
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    fig, ax = plt.subplots(figsize=(max(10.0, 0.9 * len(cases)), 5))
     width = 0.8 / max(len(modes), 1)
     for i, mode in enumerate(modes):
         xs, bad = [], []
@@ -268,15 +268,20 @@ def _chart(report: dict[str, Any], path: Path) -> None:
                 continue
             x = j + (i - (len(modes) - 1) / 2) * width
             xs.append(x)
-            bad.append((entry["divergent"] or 0) + (entry["lost"] or 0) + (entry.get("extra") or 0))
-            label = (
-                f"{entry.get('guarantee') or entry['verdict']}\n{len(entry['failures'])} failures"
-            )
-            ax.annotate(label, (x, bad[-1] + 0.5), ha="center", fontsize=7)
-        ax.bar(xs, [b + 0.5 for b in bad], width, label=f"{mode}: divergent + lost + extra (+0.5)")
-    ax.set_xticks(range(len(cases)), cases)
+            # A plain consumer sees duplicates too (the release suite); dedup readers none.
+            bad.append(sum(entry.get(k) or 0 for k in ("divergent", "lost", "extra", "duplicated")))
+            label = f"{entry.get('guarantee') or entry['verdict']}, {len(entry['failures'])} f."
+            ax.annotate(label, (x, bad[-1] + 1), ha="center", va="bottom", rotation=90, fontsize=7)
+        ax.bar(
+            xs,
+            [b + 1 for b in bad],
+            width,
+            label=f"{mode}: divergent + lost + extra + duplicated (+1)",
+        )
+    ax.set_xticks(range(len(cases)), cases, rotation=30, ha="right")
     ax.set_yscale("log")
-    ax.set_ylabel("outputs (log scale)")
+    ax.set_ylabel("wrong outputs + 1 (log scale)")
+    ax.set_ylim(top=ax.get_ylim()[1] * 30)  # room for the labels above the bars
     ax.set_title(f"Injected failures, {' vs '.join(modes)}, judged by the oracle")
     ax.legend(fontsize=8)
     fig.tight_layout()
