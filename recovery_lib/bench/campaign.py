@@ -124,6 +124,7 @@ def run_campaign(
                 cluster_mod.start_cluster()
                 started_cluster = True
             repeat = len(case.kinds.split(","))
+            case_seed = seed + case.seed_offset
             for variant in variants:
                 mode = variant.mode
                 if (
@@ -144,7 +145,7 @@ def run_campaign(
                     jitter_s=jitter_s,
                     rate=case.rate,
                     duration_s=fail_at_s + repeat * every_s,
-                    seed=seed + case.seed_offset,
+                    seed=case_seed,
                     cluster=case.cluster,
                     # On the cluster: two one-core executors, so shuffled rows really arrive
                     # from two processes in varying order.
@@ -163,7 +164,7 @@ def run_campaign(
                     "recovery_mode": mode,
                     "sink": variant.sink,
                     "rate": case.rate,
-                    "seed": seed + case.seed_offset,
+                    "seed": case_seed,
                     "failures": [
                         {k: f.get(k) for k in ("kind", "at_s", "fired")} for f in result["failures"]
                     ],

@@ -74,22 +74,28 @@ class ReleaseBarrier:
         # The scan walks back from the end and stops at the first id it meets, so the log's
         # true start (an extra fetch when the low watermark is above 0) matters only if the
         # scan reaches the watermark without one.
-        low, _ = self._probe.watermarks(topic, partition)
-        low = max(low, 0)
-        upto = self._probe.ends([(topic, partition)])[(topic, partition)]
+        low = max(self._probe.watermarks(topic, partition)[0], 0)
+        end = self._probe.ends([(topic, partition)])[(topic, partition)]
+        found = self._scan_back(topic, partition, low, end, prefix)
+        if found is None and low > 0:
+            first = self._probe.first_offset(topic, partition)
+            if first < low:  # tansu's low watermark lay above records still in the log
+                found = self._scan_back(topic, partition, first, low, prefix)
+        return found
+
+    def _scan_back(
+        self, topic: str, partition: int, low: int, upto: int, prefix: str
+    ) -> Released | None:
+        """The last id of ``prefix`` in [low, upto), read in growing steps from the end."""
         step = SCAN_STEP
-        while True:
-            while upto > low:
-                start = max(low, upto - step)
-                found = self._last_in(topic, partition, start, upto, prefix)
-                if found is not None:
-                    return found
-                upto = start
-                step *= 4
-            first = self._probe.first_offset(topic, partition) if low > 0 else low
-            if first >= low:
-                return None
-            low = first  # tansu's low watermark lay above records still in the log
+        while upto > low:
+            start = max(low, upto - step)
+            found = self._last_in(topic, partition, start, upto, prefix)
+            if found is not None:
+                return found
+            upto = start
+            step *= 4
+        return None
 
     def _last_in(
         self, topic: str, partition: int, start: int, end: int, prefix: str
