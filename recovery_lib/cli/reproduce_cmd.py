@@ -66,5 +66,9 @@ def reproduce(
         verdicts = [c.verdict for c in comparisons]
         summary = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS)
         console.print(f"[bold]{key}[/]: {summary} -> {paths['md']}")
-        if verdicts.count("not measured"):
-            console.print(f"  not measured rows: run {', '.join(bench_commands(key))} (or --run)")
+        waiting = [c for c in comparisons if not c.ours and not c.unanswered_because]
+        if waiting:  # the others say in the report why no benchmark of ours answers them
+            console.print(
+                f"  {len(waiting)} rows wait for a report: run "
+                f"{', '.join(bench_commands(key))} (or --run)"
+            )

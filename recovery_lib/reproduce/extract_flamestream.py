@@ -18,8 +18,7 @@ Which report field answers which paper row:
 * ``flamestream.default.input_rate`` / ``flamestream.default.nodes``: ``rate_eps`` and
   ``machine`` of bench_sinks.json.
 
-Not answered: the latency without guarantees of FlameStream against Flink (we run neither)
-and Flink's buffer timeout (Spark has none).
+Rows no report answers are in ``UNANSWERED``, each with its reason.
 
 A point, sink or result with an ``error`` gives no row; a missing report gives none.
 """
@@ -91,6 +90,17 @@ class Overhead:
     @property
     def ratio(self) -> float:
         return round(self.release / self.at_least_once, 3)
+
+
+# Paper rows no report of ours answers, and why (the reports show the reason beside the row).
+UNANSWERED = {
+    "flamestream.no_guarantee_latency_flamestream_vs_flink": (
+        "we run neither FlameStream nor Flink: our modes are sinks of one Spark query"
+    ),
+    "flamestream.default.flink_buffer_timeout": (
+        "a Flink setting; Spark has no network buffer timeout"
+    ),
+}
 
 
 def _overheads(points: Iterable[Point]) -> list[Overhead]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,18 @@ def extractor(key: str) -> Extractor:
     return getattr(importlib.import_module(module), attr)
 
 
+def unanswered(key: str) -> dict[str, str]:
+    """Paper ``key``'s rows no benchmark of ours answers: row-id pattern (fnmatch) -> why,
+    the extractor module's ``UNANSWERED``."""
+    module = EXTRACTORS[key].partition(":")[0]
+    return dict(getattr(importlib.import_module(module), "UNANSWERED", {}))
+
+
+def unanswered_because(reasons: dict[str, str], row_id: str) -> str:
+    """The reason of the first pattern matching ``row_id``, or "" (no report written yet)."""
+    return next((why for pattern, why in reasons.items() if fnmatchcase(row_id, pattern)), "")
+
+
 # Every verdict a comparison row can have, in the order reports list them.
 VERDICTS = ("agrees", "differs", "not comparable", "not measured")
 
@@ -39,6 +52,7 @@ class Comparison:
 
     row: PaperRow
     ours: tuple[Measured, ...]
+    unanswered_because: str = ""  # with no rows of ours: why no benchmark of ours answers it
 
     @property
     def verdict(self) -> str:
@@ -62,6 +76,7 @@ class Comparison:
             "paper_note": row.note,
             "ours": [m.to_dict() for m in self.ours],
             "verdict": self.verdict,
+            "not_measured_because": "" if self.ours else self.unanswered_because,
         }
 
 
@@ -74,7 +89,11 @@ def compare(key: str, reports_dir: Path) -> list[Comparison]:
     stray = sorted({m.row_id for m in ours} - ids)
     if stray:
         raise ValueError(f"{key}: measured rows name no row of the paper: {stray}")
-    return [Comparison(r, tuple(m for m in ours if m.row_id == r.id)) for r in rows]
+    reasons = unanswered(key)
+    return [
+        Comparison(r, tuple(m for m in ours if m.row_id == r.id), unanswered_because(reasons, r.id))
+        for r in rows
+    ]
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -111,13 +130,15 @@ def markdown(key: str, comparisons: list[Comparison]) -> str:
             (m.how + (f" Differs: {m.differs_because}" if m.differs_because else "")).strip()
             for m in c.ours
         )
+        if not c.ours and c.unanswered_because:
+            why = f"Not measured here: {c.unanswered_because}."
         lines.append(
             f"| {row.metric} `{row.id}` | {row.source} | {paper_value} | {ours} | "
             f"{c.verdict} | {why} |".replace("\n", " ")
         )
     if counts["not measured"]:
-        lines += ["", f"Rows not measured come from reports not written yet or from results "
-                  f"no benchmark of ours covers; the reports come from: "
+        lines += ["", f"Rows not measured say why when no benchmark of ours covers them; the "
+                  f"others wait for a report not written yet. The reports come from: "
                   f"{', '.join(f'`{c}`' for c in bench_commands(key))} (or "
                   f"`recovery reproduce {key} --run`)."]  # fmt: skip
     differs = [c for c in comparisons if c.verdict == "differs"]

@@ -15,7 +15,9 @@ from recovery_lib.reproduce.report import compare
 BENCHMARKS = Path(__file__).parents[2] / "docs" / "benchmarks"
 
 
-def _run(knob: str, value: int, extent: int, ec_load_s: float, replayed_bytes: int) -> dict:
+def _run(
+    knob: str, value: int, extent: int, ec_load_s: float, replayed_bytes: int, batch_ms: int = 0
+) -> dict:
     return {
         "knob": knob,
         "value": value,
@@ -23,6 +25,7 @@ def _run(knob: str, value: int, extent: int, ec_load_s: float, replayed_bytes: i
         "extent": extent,
         "ec_load_s": ec_load_s,
         "replayed_bytes": replayed_bytes,
+        "mean_batch_ms_before": batch_ms,
     }
 
 
@@ -42,9 +45,9 @@ REPORT = {
         _run("U", 100, 3000, 0.4, 3_000_000),
         _run("U", 50, 2200, 0.25, 1_500_000),
         _run("U", 10, 2100, 0.21, 1_250_000),
-        _run("CP", 25, 1500, 0.15, 500_000),
-        _run("CP", 100, 2000, 0.2, 900_000),
-        _run("CP", 250, 2100, 0.22, 950_000),
+        _run("CP", 25, 1500, 0.15, 500_000, batch_ms=1700),
+        _run("CP", 100, 2000, 0.2, 900_000, batch_ms=1400),
+        _run("CP", 250, 2100, 0.22, 950_000, batch_ms=1500),
     ],
     "ec_load_sweep": [
         {"extent": 10_000, "ec_load_s": 0.1},
@@ -94,6 +97,9 @@ def test_synthetic_report(tmp_path: Path) -> None:
         "cec.u.replay.high": [(3.0, "MB", None)],
         "cec.cp.ec_load_est.cp25": [(0.15, "s", None)],
         "cec.cp.ec_load_est.cp250": [(0.22, "s", None)],
+        # batch time against CP = 250 ms: over 10 % longer at 25 ms (agrees), shorter at 100
+        "cec.cp.response_time.cp25": [(1.7, "s", True)],
+        "cec.cp.response_time.cp100": [(1.4, "s", False)],
     }
     differs = [m for m in rows if m.agrees is False]
     assert all(m.differs_because for m in differs)

@@ -4,11 +4,12 @@ must name a paper row, a disagreement must say why, and the report lists every o
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatchcase
 
 import pytest
 
 from recovery_lib.reproduce import report
-from recovery_lib.reproduce.measured import Measured
+from recovery_lib.reproduce.measured import REPO, Measured
 from recovery_lib.reproduce.papers import PAPERS, paper_rows
 
 
@@ -63,3 +64,33 @@ def test_a_measured_row_naming_no_paper_row_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "extractor", lambda _key: lambda _d: typo)
     with pytest.raises(ValueError, match="no row of the paper"):
         report.compare("checkmate", tmp_path)
+
+
+def test_a_row_no_benchmark_answers_says_why_in_the_report(tmp_path, monkeypatch):
+    rows = paper_rows("cec")
+    monkeypatch.setattr(report, "extractor", lambda _key: lambda _d: [])
+    monkeypatch.setattr(report, "unanswered", lambda _key: {"cec.baseline.cpu.*": "no CPU share"})
+    paths, comparisons = report.write("cec", tmp_path, tmp_path / "out")
+    cpu = [c for c in comparisons if c.row.id.startswith("cec.baseline.cpu.")]
+    assert cpu and all(c.unanswered_because == "no CPU share" for c in cpu)
+    assert "Not measured here: no CPU share." in paths["md"].read_text()
+    saved = {r["id"]: r for r in json.loads(paths["json"].read_text())["rows"]}
+    assert saved[cpu[0].row.id]["not_measured_because"] == "no CPU share"
+    others = [c for c in comparisons if c not in cpu]
+    assert len(others) == len(rows) - len(cpu)
+    assert all(c.unanswered_because == "" for c in others)
+
+
+@pytest.mark.parametrize("key", PAPERS)
+def test_every_row_the_committed_reports_leave_unmeasured_says_why(key):
+    """A paper row with neither a number of ours nor a reason is a gap in the reproduction;
+    a reason pattern that names no row, or covers a row we measure, is stale."""
+    comparisons = report.compare(key, REPO / "docs" / "benchmarks")
+    silent = [c.row.id for c in comparisons if not c.ours and not c.unanswered_because]
+    assert silent == []
+    ids = [c.row.id for c in comparisons]
+    measured = [c.row.id for c in comparisons if c.ours]
+    for pattern in report.unanswered(key):
+        assert any(fnmatchcase(i, pattern) for i in ids), f"{pattern} names no row"
+        covered = [i for i in measured if fnmatchcase(i, pattern)]
+        assert covered == [], f"{pattern} covers measured rows {covered}"
