@@ -9,7 +9,8 @@ standby 1x plus an idle warm process, kazoo and liverobin 2x):
 2. Plain consumers: the release sink (exactly-once for readers that do not de-duplicate, at
    at-least-once latency), else dedup.
 3. Outage: the output gap each mode showed when its process was SIGKILLed
-   (bench_replication's masking runs); the first mode whose gap is within ``max_outage_s``.
+   (bench_replication's masking runs and bench_compare's variants, the largest over every job
+   measured); the first mode whose gap is within ``max_outage_s``.
    Two replicas share the host's cores: above ``REPLICATION_MAX_LOAD`` of the measured MST
    they are skipped (they could not keep up here).
 4. State: its size beside the largest state a standby takeover restored in bench_standby.
@@ -58,17 +59,31 @@ class Advice:
                 "reasons": self.reasons, "evidence": self.evidence}  # fmt: skip
 
 
+# ``recovery bench compare`` names its variants by mode; its kazoo run kills the leader.
+COMPARE_RUN = {"native": "native", "standby": "standby", "kazoo": "kazoo-leader",
+               "liverobin": "liverobin"}  # fmt: skip
+
+
 def measured_gaps(reports_dir: Path) -> dict[str, tuple[float, str]]:
-    """Per masking run name, the largest output gap over the jobs it ran on, and the jobs."""
-    report = load_report(reports_dir, "bench_replication.json") or {}
+    """Per kill run (``OUTAGE_LADDER``'s names), the largest output gap over every job it ran
+    on, and those jobs: bench_replication's masking runs and bench_compare's variants whose
+    failure fired."""
     gaps: dict[str, tuple[float, str]] = {}
+
+    def add(run: str, gap: float, job: str) -> None:
+        worst, jobs = gaps.get(run, (0.0, ""))
+        gaps[run] = (max(worst, gap), ", ".join(filter(None, [jobs, job])))
+
+    report = load_report(reports_dir, "bench_replication.json") or {}
     for row in report.get("masking", []):
         for name, run in row.get("runs", {}).items():
-            gap = run.get("output_gap_s")
-            if gap is None or "error" in run:
-                continue
-            worst, jobs = gaps.get(name, (0.0, ""))
-            gaps[name] = (max(worst, gap), ", ".join(filter(None, [jobs, row["name"]])))
+            if run.get("output_gap_s") is not None and "error" not in run:
+                add(name, run["output_gap_s"], row["name"])
+    compare = load_report(reports_dir, "bench_compare.json") or {}
+    for entry in compare.get("variants", []):
+        run = COMPARE_RUN.get(entry.get("name", ""))
+        if run and entry.get("fired") and entry.get("output_gap_s") is not None:
+            add(run, entry["output_gap_s"], f"{compare.get('job')} (compare)")
     return gaps
 
 
@@ -149,7 +164,11 @@ def state_reason(load: Load, reports_dir: Path) -> str:
 
 def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
     gaps = measured_gaps(reports_dir)
-    evidence = ["docs/benchmarks/bench_replication.json (masking)"] if gaps else []
+    evidence = [
+        f"docs/benchmarks/{name}"
+        for name in ("bench_replication.json", "bench_compare.json")
+        if gaps and (reports_dir / name).exists()
+    ]
     if facts.max_outage_s is None:
         return Advice(
             "causal" if causal else "native",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from recovery_lib.advisor.facts import Facts, job_facts, key_skew, pipeline_facts
-from recovery_lib.advisor.rules import advise
+from recovery_lib.advisor.rules import advise, measured_gaps
 
 
 def _masking(tmp_path, gaps: dict[str, float]):  # noqa: ANN202
@@ -113,3 +113,24 @@ def test_the_load_is_measured_from_the_newest_run_and_the_nexmark_reports(tmp_pa
     standby = {"sizes": [{"restored_state_bytes": 50_000, "restart_time_s": 1.5}]}
     (reports / "bench_standby.json").write_text(json.dumps(standby))
     assert "more than 10x" in state_reason(load, reports)
+
+
+def test_the_comparison_reports_gaps_count_with_the_masking_runs(tmp_path):
+    reports = _masking(tmp_path, {"native": 53.6, "standby": 15.9, "kazoo-leader": 6.6})
+    compare = {
+        "job": "q8",
+        "variants": [
+            {"name": "standby", "fired": True, "output_gap_s": 25.0},  # worse than masking's
+            {"name": "kazoo", "fired": True, "output_gap_s": 4.0},  # better: the worst stays
+            {"name": "liverobin", "fired": False, "output_gap_s": 0.5},  # no kill: no evidence
+        ],
+    }
+    (tmp_path / "bench_compare.json").write_text(json.dumps(compare))
+    gaps = measured_gaps(reports)
+    assert gaps["standby"] == (25.0, "q3, q8 (compare)")
+    assert gaps["kazoo-leader"] == (6.6, "q3, q8 (compare)")
+    assert "liverobin" not in gaps
+    bound = Facts("q3", "job", False, False, max_outage_s=20)
+    advice = advise(bound, reports)  # standby's worst gap, 25 s, no longer fits 20 s
+    assert advice.mode == "kazoo"
+    assert "docs/benchmarks/bench_compare.json" in advice.evidence
