@@ -196,18 +196,29 @@ def test_the_comparison_tab_shows_every_variant_of_a_compare_report(tmp_path, mo
     report = {"job": "q3", "config": {"rate": 2000, "fail_at_s": 40, "duration_s": 90},
               "variants": [native, kazoo, cec]}  # fmt: skip
     (reports / "bench_compare.json").write_text(json.dumps(report))
+    cec_job = {**report, "job": "avgprice", "variants": [native, {**native, "name": "cec"}]}
+    (reports / "bench_compare_avgprice.json").write_text(json.dumps(cec_job))
+    (reports / "bench_compare_native.json").write_text(json.dumps({"experiment": "x"}))
     monkeypatch.setenv("RECOVERY_BENCHMARK_REPORTS", str(reports))
     reload_settings()
     try:
-        at = app_test(populated_store(tmp_path / "metrics.duckdb"))
+        store = populated_store(tmp_path / "metrics.duckdb")
+        at = app_test(store)
+        assert not at.exception, at.exception
+        table = next(df.value for df in at.dataframe if "variant" in df.value.columns)
+        assert table["variant"].tolist() == ["native", "kazoo", "cec"]
+        assert table["recovery (s)"].tolist()[:2] == [40.0, 2.0]
+        assert "DataFrame" in table["note"].tolist()[2]
+        pick = next(b for b in at.selectbox if b.label.startswith("comparison"))
+        assert pick.options == ["q3 (bench_compare.json)", "avgprice (bench_compare_avgprice.json)"]
+        monkeypatch.setenv("RECOVERY_METRICS_PATH", str(store))  # app_test unset it
+        pick.select("avgprice (bench_compare_avgprice.json)").run()
+        assert not at.exception, at.exception
+        table = next(df.value for df in at.dataframe if "variant" in df.value.columns)
+        assert table["variant"].tolist() == ["native", "cec"]
     finally:
         monkeypatch.delenv("RECOVERY_BENCHMARK_REPORTS")
         reload_settings()
-    assert not at.exception, at.exception
-    table = next(df.value for df in at.dataframe if "variant" in df.value.columns)
-    assert table["variant"].tolist() == ["native", "kazoo", "cec"]
-    assert table["recovery (s)"].tolist()[:2] == [40.0, 2.0]
-    assert "DataFrame" in table["note"].tolist()[2]
 
 
 @pytest.mark.parametrize("state", ["missing", "empty"])

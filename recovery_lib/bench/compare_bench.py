@@ -295,6 +295,20 @@ def _ratio(value: Any, base: Any) -> float | None:
     return round(value / base, 3)
 
 
+def _note(entry: dict[str, Any]) -> str:
+    """What a reader of the table must know about a measured variant's empty cells."""
+    if entry.get("inconclusive_because"):
+        return entry["inconclusive_because"]
+    if not entry.get("fired"):
+        return "no failure"
+    notes = []
+    if entry.get("recovery_time_s") is None:
+        notes.append("latency not back within 10 % of before by the run's end")
+    if entry.get("p99_after_over_before") is None:
+        notes.append("no output in the 30 s after the kill")
+    return "; ".join(notes)
+
+
 def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The report as one flat row per variant (the dashboard's table, the docs' table)."""
     out = []
@@ -315,7 +329,7 @@ def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "processes": e.get("peak_processes"),
                 "memory (MB)": e.get("peak_rss_mb"),
                 "oracle": f"{e.get('verdict')} {e.get('guarantee') or ''}".strip(),
-                "note": e.get("inconclusive_because") or ("" if e.get("fired") else "no failure"),
+                "note": _note(e),
             }
         )
     return out
@@ -346,6 +360,10 @@ def chart(report: dict[str, Any], path: Path) -> None:
     ax.legend()
     ax = axes[0][1]
     ax.bar(xs, [e.get("p99_after_over_before") or 0 for e in measured])
+    for x, e in zip(xs, measured, strict=True):
+        if e.get("p99_after_over_before") is None:
+            ax.text(x, 0.05, "no output in the 30 s", rotation=90, ha="center", va="bottom",
+                    fontsize=8)  # fmt: skip
     ax.axhline(1.0, color="grey", linestyle=":")
     ax.set_ylabel("p99 30 s after / 30 s before")
     ax.set_title("latency disturbance")

@@ -85,18 +85,24 @@ def _entry(name: str, p50: float, recovery: float | None) -> dict:
 
 def test_relations_to_native_table_and_chart(tmp_path: Path) -> None:
     bench = CompareBench(CompareConfig(), str(tmp_path / "cmp"), Console(quiet=True))
+    slow = {**_entry("unc", 900, None), "p99_after_over_before": None}  # never came back
     bench.report["variants"] = [
         _entry("native", 400, 20.0),
         _entry("kazoo", 800, 1.0),
         {"name": "cec", "not_applicable": "not a CEC aggregate"},
+        slow,
     ]
     bench._relate()
     kazoo = bench.report["variants"][1]
     assert kazoo["vs_native"]["p50_before_ms"] == 2.0
     assert kazoo["vs_native"]["recovery_time_s"] == 0.05
     table = rows(bench.report)
-    assert [r["variant"] for r in table] == ["native", "kazoo", "cec"]
-    assert table[1]["oracle"] == "consistent exactly-once"
+    assert [r["variant"] for r in table] == ["native", "kazoo", "cec", "unc"]
+    assert table[1]["oracle"] == "consistent exactly-once" and table[1]["note"] == ""
     assert table[2]["note"] == "not a CEC aggregate"
+    assert table[3]["note"] == (
+        "latency not back within 10 % of before by the run's end; "
+        "no output in the 30 s after the kill"
+    )
     chart(bench.report, tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 10_000
