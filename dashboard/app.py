@@ -510,7 +510,10 @@ def papers(path: Path) -> None:
             "paper": "trend" if c.row.value is None else f"{c.row.value:g} {c.row.unit}",
             "ours": "; ".join(f"{m.value:g} {m.unit}" for m in c.ours if m.value is not None),
             "verdict": c.verdict,
-            "why it differs": " ".join(m.differs_because for m in c.ours if m.differs_because),
+            "why it differs / is not measured": " ".join(
+                m.differs_because for m in c.ours if m.differs_because
+            )
+            or c.unanswered_because,
         }
         for c in rows[key]
     )

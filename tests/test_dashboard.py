@@ -176,6 +176,8 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     # The papers tab: the first paper's rows beside ours, from the committed reports.
     papers = next(f for f in frames if "paper row" in f.columns)
     assert len(papers) > 10 and {"agrees", "not measured"} <= set(papers["verdict"])
+    unmeasured = papers[papers["verdict"] == "not measured"]
+    assert unmeasured["why it differs / is not measured"].str.len().min() > 0  # each says why
     assert metrics["job q3"] == "native · sink release"  # the advisor, no outage bound
     charts = at.get("vega_lite_chart")
     assert len(charts) >= 8  # sparklines, timeline, state, recoveries, damage, shipping, GC,
