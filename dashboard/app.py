@@ -524,24 +524,9 @@ def papers(path: Path) -> None:
 COMPARE_REPORT = "bench_compare.json"
 
 
-def comparison_reports(reports: Path) -> dict[str, Path]:
-    """``recovery bench compare`` reports in ``reports``, by job: ``bench_compare.json`` and
-    any ``bench_compare_<job>.json`` (e.g. a CEC job's); the per-variant experiment reports
-    beside them (no ``variants``) are not comparisons."""
-    found: dict[str, Path] = {}
-    for path in sorted(reports.glob("bench_compare*.json")):
-        try:
-            report = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(report, dict) and "variants" in report:
-            found[f"{report.get('job', '?')} ({path.name})"] = path
-    return found
-
-
 def comparison(_path: Path) -> None:
     """``recovery bench compare``: one job, input and failure under every recovery mode."""
-    from recovery_lib.bench.compare_bench import rows
+    from recovery_lib.bench.compare_bench import comparison_reports, rows
 
     reports = get_settings().benchmark_reports
     found = comparison_reports(reports) if reports.is_dir() else {}

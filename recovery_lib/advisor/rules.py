@@ -9,8 +9,8 @@ standby 1x plus an idle warm process, kazoo and liverobin 2x):
 2. Plain consumers: the release sink (exactly-once for readers that do not de-duplicate, at
    at-least-once latency), else dedup.
 3. Outage: the output gap each mode showed when its process was SIGKILLed
-   (bench_replication's masking runs and bench_compare's variants, the largest over every job
-   measured); the first mode whose gap is within ``max_outage_s``.
+   (bench_replication's masking runs and every bench_compare report's variants, the largest
+   over every job measured); the first mode whose gap is within ``max_outage_s``.
    Two replicas share the host's cores: above ``REPLICATION_MAX_LOAD`` of the measured MST
    they are skipped (they could not keep up here).
 4. State: its size beside the largest state a standby takeover restored in bench_standby.
@@ -25,10 +25,12 @@ Pipelines (CheckMate's protocols):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from recovery_lib.advisor.facts import SKEW_HOT_SHARE, Facts, Load
+from recovery_lib.bench.compare_bench import comparison_reports
 from recovery_lib.reproduce.measured import Measured, load_report
 
 # Single-job modes from cheapest to dearest, and the masking run that measures each one's gap.
@@ -79,12 +81,19 @@ def measured_gaps(reports_dir: Path) -> dict[str, tuple[float, str]]:
         for name, run in row.get("runs", {}).items():
             if run.get("output_gap_s") is not None and "error" not in run:
                 add(name, run["output_gap_s"], row["name"])
-    compare = load_report(reports_dir, "bench_compare.json") or {}
-    for entry in compare.get("variants", []):
-        run = COMPARE_RUN.get(entry.get("name", ""))
-        if run and entry.get("fired") and entry.get("output_gap_s") is not None:
-            add(run, entry["output_gap_s"], f"{compare.get('job')} (compare)")
+    for path in comparison_reports(reports_dir).values():
+        compare = json.loads(path.read_text())
+        for entry in compare.get("variants", []):
+            run = COMPARE_RUN.get(entry.get("name", ""))
+            if run and entry.get("fired") and entry.get("output_gap_s") is not None:
+                add(run, entry["output_gap_s"], f"{compare.get('job')} (compare)")
     return gaps
+
+
+def gap_reports(reports_dir: Path) -> list[str]:
+    """The reports ``measured_gaps`` reads, as the advice cites them."""
+    paths = [reports_dir / "bench_replication.json", *comparison_reports(reports_dir).values()]
+    return [f"docs/benchmarks/{p.name}" for p in paths if p.exists()]
 
 
 def advise(facts: Facts, reports_dir: Path) -> Advice:
@@ -164,11 +173,7 @@ def state_reason(load: Load, reports_dir: Path) -> str:
 
 def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
     gaps = measured_gaps(reports_dir)
-    evidence = [
-        f"docs/benchmarks/{name}"
-        for name in ("bench_replication.json", "bench_compare.json")
-        if gaps and (reports_dir / name).exists()
-    ]
+    evidence = gap_reports(reports_dir) if gaps else []
     if facts.max_outage_s is None:
         return Advice(
             "causal" if causal else "native",

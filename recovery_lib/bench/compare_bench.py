@@ -295,6 +295,21 @@ def _ratio(value: Any, base: Any) -> float | None:
     return round(value / base, 3)
 
 
+def comparison_reports(reports_dir: Path) -> dict[str, Path]:
+    """Every comparison report in ``reports_dir`` (one job each), labelled "<job> (<file>)":
+    ``bench_compare.json`` and any ``bench_compare_<job>.json``. The per-variant experiment
+    reports beside them have no ``variants`` and are not comparisons."""
+    found: dict[str, Path] = {}
+    for path in sorted(reports_dir.glob("bench_compare*.json")):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(report, dict) and "variants" in report:
+            found[f"{report.get('job', '?')} ({path.name})"] = path
+    return found
+
+
 def _note(entry: dict[str, Any]) -> str:
     """What a reader of the table must know about a measured variant's empty cells."""
     if entry.get("inconclusive_because"):

@@ -126,11 +126,22 @@ def test_the_comparison_reports_gaps_count_with_the_masking_runs(tmp_path):
         ],
     }
     (tmp_path / "bench_compare.json").write_text(json.dumps(compare))
+    other = {
+        "job": "avgprice",
+        "variants": [{"name": "native", "fired": True, "output_gap_s": 60.0}],
+    }
+    (tmp_path / "bench_compare_avgprice.json").write_text(json.dumps(other))
+    (tmp_path / "bench_compare_native.json").write_text(json.dumps({"experiment": "x"}))
     gaps = measured_gaps(reports)
+    assert gaps["native"] == (60.0, "q3, avgprice (compare)")
     assert gaps["standby"] == (25.0, "q3, q8 (compare)")
     assert gaps["kazoo-leader"] == (6.6, "q3, q8 (compare)")
     assert "liverobin" not in gaps
     bound = Facts("q3", "job", False, False, max_outage_s=20)
     advice = advise(bound, reports)  # standby's worst gap, 25 s, no longer fits 20 s
     assert advice.mode == "kazoo"
-    assert "docs/benchmarks/bench_compare.json" in advice.evidence
+    assert advice.evidence == [
+        "docs/benchmarks/bench_replication.json",
+        "docs/benchmarks/bench_compare.json",
+        "docs/benchmarks/bench_compare_avgprice.json",
+    ]
