@@ -15,6 +15,7 @@ the same output id. With
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from recovery_lib.verify.contract import (
     InvariantResult,
     KeyTotals,
     Output,
+    number_problem,
 )
 from recovery_lib.verify.inputs import InputView
 
@@ -80,66 +82,129 @@ def build(spark: SparkSession, opts: JobOptions) -> DataFrame:
     )
 
 
-class ListsSomeRunProduces:
-    """Each output list is one some failure-free run could emit (paper 004, definition 5):
+def _auctions(value: Any) -> list[str]:
+    return [a for a in str(value or "").split(",") if a]
 
-    1. it holds only auctions the bidder bid on (no more often than they did);
-    2. it continues the bidder's previous output: after k more bids, the previous list's last
-       5 - k auctions still lead it (a re-executed batch that released another order before
-       breaks this, as the paper's concatenation example does);
-    3. two auctions whose bids come from one input partition keep that partition's order
-       (Spark never reorders a partition's rows; only partitions interleave).
+
+class ListsSomeRunProduces:
+    """Each output is a list some failure-free run could emit (paper 004, definition 5): the
+    last ``min(n, 5)`` auctions of the ``n`` bids the run has seen of that bidder.
+
+    Without the input:
+      1. ``n`` grows from one output of a bidder to the next (else input was seen twice);
+      2. the list holds ``min(n, 5)`` auctions;
+      3. it continues the bidder's previous output: after k < 5 more bids, the previous list's
+         last 5 - k auctions lead it (a re-executed batch that released another order before
+         breaks this, as the paper's concatenation example does).
+    With the input (each bid's partition and offset), ``unchecked`` without it:
+      4. ``n`` is at most the bidder's bids;
+      5. a run reads each partition in offset order and interleaves partitions freely, so the
+         list's auctions from one partition are that partition's bids by the bidder just before
+         some point c_p, contiguous and in order; and the points can add up to ``n``: the
+         partitions in the list give c_p each, every other partition between what the
+         bidder's earlier outputs pinned and all its bids there.
     """
 
-    name = "lastbids lists in an order some failure-free run produces"
+    name = "lastbids lists some failure-free run emits"
+    agreement_covers = False  # the agreement (final counts) says nothing about the lists
+    MAX_ASSIGNMENTS = 4096  # auctions bid on more than once make a list's positions ambiguous
 
     def check(self, outputs: Sequence[Output], inputs: InputView | None) -> InvariantResult:
         violations: Counter[Flaw] = Counter()
         examples: list[str] = []
+
+        def flag(flaw: Flaw, text: str) -> None:
+            violations[flaw] += 1
+            if len(examples) < 5:
+                examples.append(text)
+
+        bids_of = self._bids(inputs)
         previous: dict[Any, tuple[int, list[str]]] = {}
+        pinned: dict[Any, dict[int, int]] = defaultdict(dict)  # bidder -> partition -> c_p
         for o in outputs:  # topic order: a bidder's outputs are in one partition, in order
-            bidder, bids = o.value.get("bidder"), int(o.value.get("bids") or 0)
-            auctions = [a for a in str(o.value.get("last_auctions") or "").split(",") if a]
+            bidder, n = o.value.get("bidder"), o.value.get("bids")
+            if number_problem(n, integer=True, nonnegative=True) is not None:
+                continue  # malformed: the agreement counts it
+            auctions = _auctions(o.value.get("last_auctions"))
             before_n, before = previous.get(bidder, (0, []))
-            k = bids - before_n
+            k = n - before_n
             if k <= 0:
-                violations[Flaw.DUPLICATED_INPUT] += 1
-                examples.append(f"bidder {bidder}: {bids} bids after {before_n}")
-            elif k < KEEP:
+                flag(Flaw.DUPLICATED_INPUT, f"bidder {bidder}: {n} bids after {before_n}")
+            elif len(auctions) != min(n, KEEP):
+                flag(Flaw.INCONSISTENT, f"bidder {bidder}: {len(auctions)} auctions after {n}")
+            elif k < KEEP and before:
                 kept = before[-(KEEP - k) :] if len(before) > KEEP - k else before
                 if auctions[: len(kept)] != kept:
-                    violations[Flaw.INCONSISTENT] += 1
-                    examples.append(f"bidder {bidder}: {auctions} does not continue {before}")
-            previous[bidder] = (max(bids, before_n), auctions)
-        if inputs is None or not inputs.has("bids"):  # the order rules need the input's positions
-            return InvariantResult(self.name, checked=False, violations=+violations)
-        positions: dict[tuple[Any, str], list[tuple[int, int]]] = defaultdict(list)
-        for record, bid in inputs.decoded("bids"):
-            if isinstance(bid, dict):
-                key = (bid.get("bidder"), str(bid.get("auction")))
-                positions[key].append((record.partition, record.offset))
-        for o in outputs:
-            bidder = o.value.get("bidder")
-            auctions = [a for a in str(o.value.get("last_auctions") or "").split(",") if a]
-            for auction, n in Counter(auctions).items():
-                if n > len(positions.get((bidder, auction), ())):
-                    violations[Flaw.INCONSISTENT] += 1
-                    examples.append(f"bidder {bidder}: auction {auction} x{n} not in its bids")
-            # Auctions the bidder bid on once have one position: check partition order.
-            last_offset: dict[int, int] = {}
-            for auction in auctions:
-                pos = positions.get((bidder, auction), [])
-                if len(pos) != 1:
-                    continue  # bid more than once on this auction: its position is ambiguous
-                partition, offset = pos[0]
-                if offset < last_offset.get(partition, -1):
-                    violations[Flaw.INCONSISTENT] += 1
-                    examples.append(f"bidder {bidder}: {auctions} reorders partition {partition}")
-                    break
-                last_offset[partition] = offset
+                    flag(Flaw.INCONSISTENT, f"bidder {bidder}: {auctions} does not continue {before}")
+            previous[bidder] = (max(n, before_n), auctions)
+            if bids_of is None or k <= 0:
+                continue
+            partitions = bids_of.get(bidder, {})
+            total = sum(len(seq) for seq in partitions.values())
+            if n > total:
+                flag(Flaw.DUPLICATED_INPUT, f"bidder {bidder}: {n} bids counted, {total} made")
+                continue
+            points = self._points(auctions, n, partitions, pinned[bidder])
+            if points is None:
+                flag(Flaw.INCONSISTENT, f"bidder {bidder}: {auctions} is no run's last {KEEP} of {n}")
+            else:
+                pinned[bidder] = points
         return InvariantResult(
-            self.name, checked=True, violations=+violations, examples=examples[:5]
+            self.name,
+            checked=bids_of is not None,
+            violations=+violations,
+            details={"outputs": len(outputs)},
+            examples=examples,
         )
+
+    @staticmethod
+    def _bids(inputs: InputView | None) -> dict[Any, dict[int, list[str]]] | None:
+        """Per bidder and partition, the auctions bid on, in offset order (None: no input)."""
+        if inputs is None or not inputs.has("bids"):
+            return None
+        out: dict[Any, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+        for record, bid in sorted(inputs.decoded("bids"), key=lambda r: (r[0].partition, r[0].offset)):
+            if isinstance(bid, dict):
+                out[bid.get("bidder")][record.partition].append(str(bid.get("auction")))
+        return out
+
+    def _points(
+        self,
+        auctions: list[str],
+        n: int,
+        partitions: dict[int, list[str]],
+        low: dict[int, int],
+    ) -> dict[int, int] | None:
+        """Lower bounds of every partition's point c_p after this list (None: no run has it).
+        Tries each way of placing the list's auctions on the bidder's bids (rule 5)."""
+        places = [
+            [(p, i) for p, seq in partitions.items() for i, a in enumerate(seq) if a == auction]
+            for auction in auctions
+        ]
+        feasible: list[dict[int, int]] = []
+        for tried, choice in enumerate(itertools.product(*places)):
+            if tried >= self.MAX_ASSIGNMENTS:
+                break
+            points: dict[int, int] = {}
+            ok = True
+            for p, i in choice:  # one partition's auctions: consecutive bids, in order
+                if p in points and i != points[p]:
+                    ok = False
+                    break
+                points[p] = i + 1
+            if not ok or any(c < low.get(p, 0) for p, c in points.items()):
+                continue
+            others = [p for p in partitions if p not in points]
+            least = sum(points.values()) + sum(low.get(p, 0) for p in others)
+            most = sum(points.values()) + sum(len(partitions[p]) for p in others)
+            if least <= n <= most:
+                feasible.append(points)
+        if not feasible:
+            return None
+        return {
+            p: min(f.get(p, low.get(p, 0)) for f in feasible)
+            for p in set(low) | {p for f in feasible for p in f}
+        }
 
 
 JOB = JobSpec(
@@ -150,9 +215,10 @@ JOB = JobSpec(
     # and the lists' order rules do not depend on it.
     contract=ConsistencyContract(
         deterministic=False,
-        agreement=KeyTotals("bidder", "bids", "max"),
+        agreement=KeyTotals(("bidder",), "bids", "max"),
         invariants=(ListsSomeRunProduces(),),
         ordered=True,
+        ordered_list="last_auctions",
     ),
     default_prefix=NEXMARK_PREFIX,
     description="Last five auctions per bidder (a non-commutative stateful operator)",

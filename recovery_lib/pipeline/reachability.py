@@ -184,6 +184,7 @@ class ReachablePaths:
     impossible one inconsistent)."""
 
     name = "reachability: valid paths, each once, every stable path present"
+    agreement_covers = False  # the query has no agreement: only this judges
 
     def __init__(self, records: Callable[[Any], list[tuple[str, dict[str, Any]]] | None]):
         self.records = records

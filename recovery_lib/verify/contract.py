@@ -19,6 +19,7 @@ a job is read by the oracle.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -50,18 +51,32 @@ class Output:
         return cls(rid, key.decode(errors="replace") if key is not None else None, parsed)
 
 
+def canonical(value: Any) -> str:
+    """A JSON value's canonical text: two values are equal as JSON iff their texts are."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
 class Agreement(Protocol):
     """A view of a run's outputs that every failure-free run on the same input shares, as a
     multiset of units: a missing unit is lost, a surplus unit of a known item is a duplicate,
-    an item the reference never has is extra."""
+    an item the reference never has is extra. Every unit holds the output's Kafka key.
+
+    ``malformed`` names why an output cannot come from any failure-free run (a count that is
+    not a count), or None; the oracle counts such outputs as inconsistent and leaves them out
+    of ``units``. ``fields`` are the value fields the units read (None: all of them)."""
 
     def units(self, outputs: Iterable[Output]) -> Counter[Hashable]: ...
+
+    def malformed(self, output: Output) -> str | None: ...
+
+    @property
+    def fields(self) -> tuple[str, ...] | None: ...
 
     def describe(self) -> str: ...
 
 
 def _frozen(value: Any) -> Hashable:
-    return json.dumps(value, sort_keys=True, default=str)
+    return canonical(value)
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,13 @@ class Exact:
 
     def units(self, outputs: Iterable[Output]) -> Counter[Hashable]:
         return Counter((o.key, _frozen(o.value)) for o in outputs)
+
+    def malformed(self, output: Output) -> str | None:
+        return None
+
+    @property
+    def fields(self) -> tuple[str, ...] | None:
+        return None
 
     def describe(self) -> str:
         return "every output (key and value)"
@@ -85,40 +107,99 @@ class Fields:
     def units(self, outputs: Iterable[Output]) -> Counter[Hashable]:
         return Counter((o.key, _frozen({n: o.value.get(n) for n in self.names})) for o in outputs)
 
+    def malformed(self, output: Output) -> str | None:
+        missing = [n for n in self.names if n not in output.value]
+        return f"no field {', '.join(missing)}" if missing else None
+
+    @property
+    def fields(self) -> tuple[str, ...] | None:
+        return self.names
+
     def describe(self) -> str:
         return f"each output's key and fields {', '.join(self.names)}"
 
 
+def number_problem(value: Any, integer: bool, nonnegative: bool) -> str | None:
+    """Why ``value`` is not a finite number of the declared kind (None: it is one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{value!r} is not a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r} is not finite"
+    if integer and not isinstance(value, int):
+        return f"{value!r} is not an integer"
+    if nonnegative and value < 0:
+        return f"{value!r} is negative"
+    return None
+
+
 @dataclass(frozen=True)
 class KeyTotals:
-    """Per key, the sum (windows whose boundaries a run chooses) or maximum (running results
-    whose emission points a run chooses) of a numeric field. Units are the total itself, so a
-    key counted short is lost input and one counted over is duplicated input."""
+    """Per (Kafka key, key fields), the sum (windows whose boundaries a run chooses) or maximum
+    (running results whose emission points a run chooses) of a numeric field. Units are the
+    total itself, so a key counted short is lost input and one counted over is duplicated
+    input. A total that is not a finite number of the declared kind (``integer``), or is
+    negative where it cannot be (``nonnegative``), is malformed. ``ignore``: values of the
+    first key field that are not data (e.g. Q12's window ticks)."""
 
-    key: str
+    keys: tuple[str, ...] | str
     total: str
     how: str = "sum"  # "sum" | "max"
-    ignore: frozenset[Any] = frozenset()  # keys that are not data (e.g. Q12's window ticks)
+    ignore: frozenset[Any] = frozenset()
+    integer: bool = True
+    nonnegative: bool = True
 
     def __post_init__(self) -> None:
+        if isinstance(self.keys, str):
+            object.__setattr__(self, "keys", (self.keys,))
+        if not self.keys:
+            raise ValueError("KeyTotals needs at least one key field")
         if self.how not in ("sum", "max"):
             raise ValueError(f"KeyTotals.how must be 'sum' or 'max', got {self.how!r}")
 
-    def units(self, outputs: Iterable[Output]) -> Counter[Hashable]:
-        totals: Counter[Hashable] = Counter()
+    def ignored(self, output: Output) -> bool:
+        return output.value.get(self.keys[0]) in self.ignore
+
+    def malformed(self, output: Output) -> str | None:
+        if self.ignored(output):
+            return None
+        missing = [k for k in (*self.keys, self.total) if k not in output.value]
+        if missing:
+            return f"no field {', '.join(missing)}"
+        problem = number_problem(output.value[self.total], self.integer, self.nonnegative)
+        return f"{self.total}: {problem}" if problem else None
+
+    def unit_key(self, output: Output) -> Hashable:
+        return (output.key, _frozen([output.value.get(k) for k in self.keys]))
+
+    def totals(self, outputs: Iterable[Output]) -> dict[Hashable, float]:
+        """Per unit key, the sum or maximum of the total (malformed and ignored outputs left
+        out)."""
+        totals: dict[Hashable, float] = {}
         for o in outputs:
-            key = o.value.get(self.key)
-            if key in self.ignore:
+            if self.ignored(o) or self.malformed(o) is not None:
                 continue
-            amount = int(o.value.get(self.total) or 0)
+            key, amount = self.unit_key(o), o.value[self.total]
             if self.how == "sum":
-                totals[_frozen(key)] += amount
+                totals[key] = totals.get(key, 0) + amount
             else:
-                totals[_frozen(key)] = max(totals[_frozen(key)], amount)
-        return +totals
+                totals[key] = max(totals.get(key, amount), amount)
+        return totals
+
+    def units(self, outputs: Iterable[Output]) -> Counter[Hashable]:
+        units: Counter[Hashable] = Counter()
+        for key, total in self.totals(outputs).items():
+            if self.integer:
+                units[key] = int(total)  # the total is the multiplicity of its key
+            else:
+                units[(key, round(total, 9))] = 1
+        return +units
+
+    @property
+    def fields(self) -> tuple[str, ...] | None:
+        return (*self.keys, self.total)
 
     def describe(self) -> str:
-        return f"per {self.key}, the {self.how} of {self.total}"
+        return f"per Kafka key and {', '.join(self.keys)}, the {self.how} of {self.total}"
 
 
 class Flaw(StrEnum):
@@ -136,6 +217,8 @@ class InvariantResult:
     violations: Counter[Flaw] = field(default_factory=Counter)
     details: dict[str, Any] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
+    # Set by the oracle from the invariant (see ``Invariant.agreement_covers``).
+    agreement_covers: bool = True
 
     @property
     def ok(self) -> bool:
@@ -146,6 +229,7 @@ class InvariantResult:
             "name": self.name,
             "checked": self.checked,
             "ok": self.ok,
+            "agreement_covers": self.agreement_covers,
             "violations": {str(k): v for k, v in self.violations.items()},
             "details": self.details,
             "examples": self.examples,
@@ -154,13 +238,53 @@ class InvariantResult:
 
 class Invariant(Protocol):
     """A property every failure-free run's outputs have. Called by the oracle once per judged
-    run with the consumer's view of the outputs (in topic order, partition by partition) and
-    the run's input, or None when the input is not at hand (return ``checked=False`` then if
-    the input is needed). Raising means the invariant itself is broken, not the run."""
+    run (and once on the reference run) with the consumer's view of the outputs (in topic
+    order, partition by partition) and the run's input, or None when the input is not at hand
+    (return ``checked=False`` then if the input is needed; violations found without it still
+    count). Raising means the invariant itself is broken, not the run.
+
+    ``agreement_covers``: when the invariant cannot be checked, the contract's agreement
+    against a reference run shows what it would (e.g. "each bid counted once" against per-key
+    totals); False means nothing else judges what it checks, and the verdict is then
+    inconclusive."""
 
     name: str
+    agreement_covers: bool
 
     def check(self, outputs: Sequence[Output], inputs: InputView | None) -> InvariantResult: ...
+
+
+@dataclass(frozen=True)
+class UniqueOutputs:
+    """No two outputs of a failure-free run share these value fields (with the Kafka key), or
+    the whole output when ``fields`` is empty: a second one is input processed twice (an
+    output re-emitted under a new id). Needs no input, so it also judges a reference run."""
+
+    fields: tuple[str, ...] = ()
+    agreement_covers: bool = True
+
+    @property
+    def name(self) -> str:
+        what = ", ".join(self.fields) if self.fields else "key and value"
+        return f"each output once (by {what})"
+
+    def check(self, outputs: Sequence[Output], inputs: InputView | None) -> InvariantResult:
+        seen: Counter[Hashable] = Counter()
+        for o in outputs:
+            if self.fields:
+                seen[(o.key, _frozen([o.value.get(f) for f in self.fields]))] += 1
+            else:
+                seen[(o.key, _frozen(o.value))] += 1
+        twice = {item: n - 1 for item, n in seen.items() if n > 1}
+        violations: Counter[Flaw] = Counter()
+        if twice:
+            violations[Flaw.DUPLICATED_INPUT] = sum(twice.values())
+        return InvariantResult(
+            self.name,
+            checked=True,
+            violations=violations,
+            examples=[f"{item[1][:120]} output {n + 1} times" for item, n in list(twice.items())[:5]],
+        )
 
 
 @dataclass(frozen=True)
@@ -183,10 +307,26 @@ class ConsistencyContract:
     # is consumed (from the input's event times). Windows ending later close or not depending
     # on the run's watermark rule (e.g. CEC's against Spark's): both sides leave them out.
     closed_by: Callable[[InputView], int | None] | None = None
+    # Roles of value fields, for readers and for the mutation check (verify/mutation.py):
+    # fields a failure-free run chooses freely (a random draw, a service's answer, a
+    # processing-time window), the field naming an output's window, and a field holding an
+    # ordered list (a JSON array or comma-separated text).
+    free: tuple[str, ...] = ()
+    window: str | None = None
+    ordered_list: str | None = None
 
     def __post_init__(self) -> None:
         if self.closed_by is not None and self.window_end is None:
             raise ValueError("closed_by needs window_end: the end of an output's window")
+        judged = self.view.fields if self.view is not None else ()
+        if self.free and judged is None:
+            raise ValueError(
+                f"free fields {', '.join(self.free)}: an Exact agreement compares every field; "
+                "name the agreed fields with Fields(...) instead"
+            )
+        clash = set(self.free) & set(judged or ())
+        if clash:
+            raise ValueError(f"fields {', '.join(sorted(clash))} are both free and agreed on")
         if not self.deterministic and self.agreement is None and not self.invariants:
             raise ValueError(
                 "a nondeterministic job's contract needs an agreement (Fields, KeyTotals) or "
@@ -213,19 +353,23 @@ class ConsistencyContract:
             "agreement": view.describe() if view is not None else None,
             "invariants": [inv.name for inv in self.invariants],
             "ordered": self.ordered,
+            "free": list(self.free),
         }
 
 
 def invariant(
-    name: str, fn: Callable[[Sequence[Output], InputView | None], InvariantResult]
+    name: str,
+    fn: Callable[[Sequence[Output], InputView | None], InvariantResult],
+    agreement_covers: bool = False,
 ) -> Invariant:
     """An invariant from a plain function (name + check)."""
 
     @dataclass(frozen=True)
     class _FnInvariant:
         name: str
+        agreement_covers: bool
 
         def check(self, outputs: Sequence[Output], inputs: InputView | None) -> InvariantResult:
             return fn(outputs, inputs)
 
-    return _FnInvariant(name)
+    return _FnInvariant(name, agreement_covers)

@@ -2,27 +2,33 @@
 
 The judgement reads the job's consistency contract (contract.py) and nothing else about it:
 
-1. **By output id, within the run.** Ids come from lineage, so a re-executed batch reuses them.
-   ``divergent`` = ids whose copies differ: the run released two versions of one output, which
-   no failure-free run does. What the consumer sees is the first copy of each id (``dedup``
-   sink) or every copy; ``duplicates_dropped`` counts what the dedup reader dropped.
-2. **By the contract's agreement, against a failure-free reference run** on the same input.
-   Ids do not match across runs (batch boundaries differ); the agreement does. Units of the
-   reference missing from the run are ``lost``; surplus units of known items ``duplicated``;
-   items the reference never has ``extra`` (an output no failure-free run produces).
-3. **Invariants** of the contract, each violation tagged with the input flaw that explains it.
+1. **The run on its own.** Ids come from lineage, so a re-executed batch reuses them.
+   ``divergent`` = ids whose copies differ as values: the run released two versions of one
+   output, which no failure-free run does. What the consumer sees is the first copy of each id
+   (``dedup`` sink) or every copy. ``malformed`` outputs are ones no run produces (e.g. a
+   count that is not a count); the contract's **invariants** are checked, each violation
+   tagged with the input flaw that explains it.
+2. **The reference run is checked first**, as a run is; a reference that fails the checks is
+   not failure-free, and nothing measured against it counts.
+3. **The agreement, against the failure-free reference run** on the same input. Ids do not
+   match across runs (batch boundaries differ); the agreement does. Units of the reference
+   missing from the run are ``lost``; surplus units of known items ``duplicated``; items the
+   reference never has ``extra`` (an output no failure-free run produces).
 
-Guarantee: ``exactly-once`` when nothing is lost, duplicated, extra or divergent and every
-invariant holds; ``at-most-once`` when only missing input explains the differences;
-``at-least-once`` when only duplicated input does; ``none`` otherwise. The verdict is
-``consistent`` only for exactly-once, and ``inconclusive`` when a requested failure did not
-fire or when neither run produced anything (nothing was shown).
+Guarantee: ``exactly-once`` when nothing is lost, duplicated, extra, malformed or divergent and
+every invariant holds; ``at-most-once`` when only missing input explains the differences;
+``at-least-once`` when only duplicated input does; ``none`` otherwise. A violation shown makes
+the verdict ``inconsistent`` whatever else happened; with none, it is ``inconclusive`` when the
+evidence is missing (a requested failure did not fire, the reference is not failure-free,
+nothing was produced, or neither a reference run nor a checked invariant judges what the
+contract promises) and ``consistent`` otherwise.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -33,6 +39,7 @@ from recovery_lib.verify.contract import (
     Flaw,
     InvariantResult,
     Output,
+    canonical,
 )
 from recovery_lib.verify.inputs import InputView
 
@@ -54,7 +61,10 @@ class Verdict(StrEnum):
 class ConsistencyReport:
     """The oracle's judgement of one run. ``lost``/``duplicated``/``extra`` are in units of the
     contract's agreement (outputs for ``Exact``/``Fields``, totals for ``KeyTotals``); None
-    without a reference run."""
+    without a reference run. ``copies``: same-id copies a consumer without dedup sees;
+    ``malformed``: outputs no failure-free run can produce (e.g. a count that is text);
+    ``reference_problems``: why the reference run is not failure-free (then nothing measured
+    against it counts)."""
 
     query: str  # the job's name
     outputs: int
@@ -70,16 +80,27 @@ class ConsistencyReport:
     examples: dict[str, list[str]] = field(default_factory=dict)
     # Outputs of windows past the contract's ``closed_by``, left out on each side.
     left_open: dict[str, int] = field(default_factory=dict)
+    copies: int = 0
+    malformed: int = 0
+    reference_problems: list[str] = field(default_factory=list)
+
+    @property
+    def reference_trusted(self) -> bool:
+        return self.reference_outputs is not None and not self.reference_problems
 
     @property
     def guarantee(self) -> Guarantee:
         flaws: Counter[Flaw] = Counter()
         for result in self.invariants:
             flaws.update(result.violations)
-        if self.divergent or self.extra or flaws[Flaw.INCONSISTENT]:
+        trusted = self.reference_trusted
+        extra = self.extra if trusted else 0
+        duplicated = self.duplicated if trusted else self.copies
+        lost = self.lost if trusted else 0
+        if self.divergent or self.malformed or extra or flaws[Flaw.INCONSISTENT]:
             return Guarantee.NONE
-        missing = bool(self.lost) or bool(flaws[Flaw.MISSING_INPUT])
-        repeated = bool(self.duplicated) or bool(flaws[Flaw.DUPLICATED_INPUT])
+        missing = bool(lost) or bool(flaws[Flaw.MISSING_INPUT])
+        repeated = bool(duplicated) or bool(flaws[Flaw.DUPLICATED_INPUT])
         if missing and repeated:
             return Guarantee.NONE
         if missing:
@@ -90,6 +111,12 @@ class ConsistencyReport:
 
     @property
     def inconclusive_because(self) -> str | None:
+        """Why nothing wrong shown is not enough to say consistent (None: it is enough). A
+        violation shown is never inconclusive."""
+        if self.guarantee is not Guarantee.EXACTLY_ONCE:
+            return None
+        if self.reference_problems:
+            return "the reference run is not failure-free: " + "; ".join(self.reference_problems)
         if self.failures_not_fired:
             return (
                 f"{self.failures_not_fired} requested failure(s) did not fire: the run shows "
@@ -98,18 +125,28 @@ class ConsistencyReport:
         if self.outputs == 0 and not self.reference_outputs:
             return "neither run produced an output: nothing was shown"
         unchecked = [r.name for r in self.invariants if not r.checked]
-        # With a reference run the agreement judges; without one, only the invariants do.
-        if self.lost is None and unchecked and self.guarantee is Guarantee.EXACTLY_ONCE:
-            return f"no reference run and invariants not checked: {', '.join(unchecked)}"
+        if self.reference_outputs is None:
+            if not any(r.checked for r in self.invariants):
+                why = f" ({', '.join(unchecked)} need the input)" if unchecked else ""
+                return f"no reference run and no invariant that could judge{why}"
+            if unchecked:
+                return f"no reference run and invariants not checked: {', '.join(unchecked)}"
+            return None
+        uncovered = [r.name for r in self.invariants if not r.checked and not r.agreement_covers]
+        if uncovered:
+            return (
+                f"invariants not checked (they need the input, and the agreement does not show "
+                f"what they check): {', '.join(uncovered)}"
+            )
         return None
 
     @property
     def verdict(self) -> Verdict:
+        if self.guarantee is not Guarantee.EXACTLY_ONCE:
+            return Verdict.INCONSISTENT
         if self.inconclusive_because is not None:
             return Verdict.INCONCLUSIVE
-        if self.guarantee is Guarantee.EXACTLY_ONCE:
-            return Verdict.CONSISTENT
-        return Verdict.INCONSISTENT
+        return Verdict.CONSISTENT
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +161,9 @@ class ConsistencyReport:
             "divergent": self.divergent,
             "extra": self.extra,
             "unexpected": self.extra,  # the metrics store's column name
+            "copies": self.copies,
+            "malformed": self.malformed,
+            "reference_problems": self.reference_problems,
             "duplicates_dropped": self.duplicates_dropped,
             "agreement": self.agreement,
             "invariants": [r.to_dict() for r in self.invariants],
@@ -146,6 +186,75 @@ def consumer_view(raw: Iterable[SinkRecord], dedup: bool) -> list[Output]:
     return outputs
 
 
+def _content(record: SinkRecord) -> tuple[bytes | None, str]:
+    """A copy's content compared as a value: JSON values by their canonical text."""
+    text = (record.value or b"").decode(errors="replace")
+    try:
+        text = canonical(json.loads(text))
+    except ValueError:
+        pass
+    return record.key, text
+
+
+def divergent_ids(raw: Sequence[SinkRecord]) -> tuple[list[str], int]:
+    """Ids whose copies differ as values, and the number of surplus same-id copies."""
+    copies: dict[str, list[SinkRecord]] = defaultdict(list)
+    for record in raw:
+        if record.id is not None:
+            copies[record.id].append(record)
+    divergent = []
+    for rid, group in copies.items():
+        if len(group) > 1 and len({(r.key, r.value) for r in group}) > 1:
+            if len({_content(r) for r in group}) > 1:
+                divergent.append(rid)
+    return divergent, sum(len(c) - 1 for c in copies.values())
+
+
+def _malformed(contract: ConsistencyContract, outputs: Sequence[Output]) -> list[str]:
+    view = contract.view
+    if view is None:
+        return []
+    found = []
+    for o in outputs:
+        why = view.malformed(o)
+        if why is not None:
+            found.append(f"{o.id}: {why}")
+    return found
+
+
+def _invariants(
+    contract: ConsistencyContract, outputs: Sequence[Output], inputs: InputView | None
+) -> list[InvariantResult]:
+    results = []
+    for inv in contract.invariants:
+        result = inv.check(outputs, inputs)
+        result.agreement_covers = inv.agreement_covers
+        results.append(result)
+    return results
+
+
+def check_reference(
+    contract: ConsistencyContract,
+    raw: Sequence[SinkRecord],
+    reference: Sequence[Output],
+    inputs: InputView | None,
+) -> list[str]:
+    """Why the reference run is not failure-free (empty: nothing found). Checked as a run is:
+    copies of one id that differ, outputs no run can produce, and the invariants."""
+    problems = []
+    divergent, _ = divergent_ids(raw)
+    if divergent:
+        problems.append(f"{len(divergent)} ids with differing copies (e.g. {divergent[0]})")
+    malformed = _malformed(contract, reference)
+    if malformed:
+        problems.append(f"{len(malformed)} malformed outputs (e.g. {malformed[0]})")
+    for result in _invariants(contract, reference, inputs):
+        if result.violations:
+            flaws = ", ".join(f"{n} {flaw}" for flaw, n in result.violations.items())
+            problems.append(f"{result.name}: {flaws}")
+    return problems
+
+
 def judge(
     job: str,
     contract: ConsistencyContract,
@@ -158,27 +267,29 @@ def judge(
 ) -> ConsistencyReport:
     """Judge ``run_output`` (every record of the sink topic, all copies) by the contract."""
     raw = list(run_output)
-    # Step 1: copies of one id within the run.
-    copies: dict[str, list[bytes]] = defaultdict(list)
-    for record in raw:
-        if record.id is not None:
-            copies[record.id].append((record.key or b"") + b"\x00" + (record.value or b""))
-    divergent_ids = [rid for rid, c in copies.items() if len(set(c)) > 1]
-    same_id_copies = sum(len(c) - 1 for c in copies.values())
+    # Step 1: the run on its own: copies of one id, outputs no run produces, invariants.
+    divergent, same_id_copies = divergent_ids(raw)
     seen = consumer_view(raw, dedup)
-    examples: dict[str, list[str]] = {"divergent_ids": divergent_ids[:max_examples]}
-    duplicated = 0 if dedup else same_id_copies
+    copies = 0 if dedup else same_id_copies
+    examples: dict[str, list[str]] = {"divergent_ids": divergent[:max_examples]}
     if not dedup:
-        examples["duplicated_ids"] = [r for r, c in copies.items() if len(c) > 1][:max_examples]
+        examples["duplicated_ids"] = _ids_with_copies(raw)[:max_examples]
+    malformed = _malformed(contract, seen)
+    examples["malformed"] = malformed[:max_examples]
+    results = _invariants(contract, seen, inputs)
 
-    # Step 2: the agreement against the reference run.
+    # Step 2: the reference run, checked as a run first, then the agreement against it.
     view = contract.view
     lost = extra = None
+    duplicated = copies
     reference_count = None
     left_open: dict[str, int] = {}
+    problems: list[str] = []
     if reference_output is not None:
-        reference = consumer_view(reference_output, dedup=True)  # read deduplicated
+        reference_raw = list(reference_output)
+        reference = consumer_view(reference_raw, dedup=True)  # read deduplicated
         reference_count = len(reference)
+        problems = check_reference(contract, reference_raw, reference, inputs)
         compared = seen
         cutoff = _closed_by(contract, inputs)
         if cutoff is not None:
@@ -194,15 +305,13 @@ def judge(
             examples["lost"] = [_show(item) for item in list(missing)[:max_examples]]
             examples["extra"] = [_show(item) for item in extra_items[:max_examples]]
 
-    # Step 3: the invariants.
-    results = [inv.check(seen, inputs) for inv in contract.invariants]
     return ConsistencyReport(
         query=job,
         outputs=len(seen),
         reference_outputs=reference_count,
         lost=lost,
         duplicated=duplicated,
-        divergent=len(divergent_ids),
+        divergent=len(divergent),
         extra=extra,
         duplicates_dropped=len(raw) - len(seen) if dedup else 0,
         agreement=view.describe() if view is not None else None,
@@ -210,7 +319,15 @@ def judge(
         failures_not_fired=failures_not_fired,
         examples=examples,
         left_open=left_open,
+        copies=copies,
+        malformed=len(malformed),
+        reference_problems=problems,
     )
+
+
+def _ids_with_copies(raw: Sequence[SinkRecord]) -> list[str]:
+    counts = Counter(r.id for r in raw if r.id is not None)
+    return [rid for rid, n in counts.items() if n > 1]
 
 
 def _closed_by(contract: ConsistencyContract, inputs: InputView | None) -> int | None:
