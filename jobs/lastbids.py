@@ -135,7 +135,9 @@ class ListsSomeRunProduces:
             elif k < KEEP and before:
                 kept = before[-(KEEP - k) :] if len(before) > KEEP - k else before
                 if auctions[: len(kept)] != kept:
-                    flag(Flaw.INCONSISTENT, f"bidder {bidder}: {auctions} does not continue {before}")
+                    flag(
+                        Flaw.INCONSISTENT, f"bidder {bidder}: {auctions} does not continue {before}"
+                    )
             previous[bidder] = (max(n, before_n), auctions)
             if bids_of is None or k <= 0:
                 continue
@@ -146,7 +148,9 @@ class ListsSomeRunProduces:
                 continue
             points = self._points(auctions, n, partitions, pinned[bidder])
             if points is None:
-                flag(Flaw.INCONSISTENT, f"bidder {bidder}: {auctions} is no run's last {KEEP} of {n}")
+                flag(
+                    Flaw.INCONSISTENT, f"bidder {bidder}: {auctions} is no run's last {KEEP} of {n}"
+                )
             else:
                 pinned[bidder] = points
         return InvariantResult(
@@ -163,7 +167,9 @@ class ListsSomeRunProduces:
         if inputs is None or not inputs.has("bids"):
             return None
         out: dict[Any, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
-        for record, bid in sorted(inputs.decoded("bids"), key=lambda r: (r[0].partition, r[0].offset)):
+        for record, bid in sorted(
+            inputs.decoded("bids"), key=lambda r: (r[0].partition, r[0].offset)
+        ):
             if isinstance(bid, dict):
                 out[bid.get("bidder")][record.partition].append(str(bid.get("auction")))
         return out

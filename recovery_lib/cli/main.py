@@ -14,6 +14,7 @@ from recovery_lib.cli.bench_cmd import bench_app
 from recovery_lib.cli.broker_cmd import broker_app
 from recovery_lib.cli.checkpoint_cmd import checkpoint_app
 from recovery_lib.cli.cluster_cmd import cluster_app
+from recovery_lib.cli.contract_cmd import contract_app
 from recovery_lib.cli.demo_cmd import demo
 from recovery_lib.cli.experiment_cmd import experiment_app
 from recovery_lib.cli.gc_cmd import gc
@@ -46,6 +47,7 @@ app.add_typer(standby_app, name="standby")
 app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(ops_app, name="ops")
 app.add_typer(pipeline_app, name="pipeline")
+app.add_typer(contract_app, name="contract")
 
 
 @app.callback()

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from recovery_lib.cli.output import EXIT_INCONCLUSIVE, abort, console
 from recovery_lib.kafka.exceptions import KafkaLayerError
+
+if TYPE_CHECKING:
+    from recovery_lib.verify.inputs import InputView
 
 
 def verify(
@@ -42,10 +46,7 @@ def verify(
     1 when inconsistent (or when --expectations finds a failed expectation), 4 when
     inconclusive."""
     from recovery_lib.io.sinks.dedup_reader import read_topic
-    from recovery_lib.job.options import parse_pairs
     from recovery_lib.job.spec import resolve_job
-    from recovery_lib.nexmark.config import GeneratorConfig
-    from recovery_lib.verify.inputs import InputView
     from recovery_lib.verify.oracle import judge
 
     if reference_topic is None and events is None and not input_topic:
@@ -53,22 +54,12 @@ def verify(
         return
     try:
         spec = resolve_job(query)
-        generator = GeneratorConfig(seed=seed, event_time_rate=rate, hot_ratio=skew)
         run = list(read_topic(topic))
         ref = list(read_topic(reference_topic)) if reference_topic else None
+        inputs = input_view(input_topic, events, seed, rate, skew)
     except (KafkaLayerError, ValueError) as exc:
         abort(exc)
         return
-    try:
-        topics = parse_pairs(input_topic or [], "--input", require_value=True)
-    except ValueError as exc:
-        abort(exc)
-        return
-    inputs = (
-        InputView(topics, generator=generator if events else None, events=events)
-        if events or topics
-        else None
-    )
     report = judge(spec.name, spec.contract, run, ref, dedup, inputs).to_dict()
     gx_result = None
     if expectations:
@@ -90,6 +81,21 @@ def verify(
         raise typer.Exit(code=EXIT_INCONCLUSIVE)
     if report["verdict"] != "consistent" or (gx_result is not None and not gx_result.success):
         raise typer.Exit(code=1)
+
+
+def input_view(
+    input_topic: list[str] | None, events: int | None, seed: int, rate: float, skew: float
+) -> InputView | None:
+    """The judged run's input from the command line (None: not given). Raises ValueError."""
+    from recovery_lib.job.options import parse_pairs
+    from recovery_lib.nexmark.config import GeneratorConfig
+    from recovery_lib.verify.inputs import InputView
+
+    topics = parse_pairs(input_topic or [], "--input", require_value=True)
+    if not events and not topics:
+        return None
+    generator = GeneratorConfig(seed=seed, event_time_rate=rate, hot_ratio=skew)
+    return InputView(topics, generator=generator if events else None, events=events)
 
 
 def expectations_cmd(

@@ -16,8 +16,8 @@ from recovery_lib.job.options import JobOptions
 from recovery_lib.verify.contract import (
     ConsistencyContract,
     Flaw,
-    InvariantResult,
     Invariant,
+    InvariantResult,
     KeyTotals,
     Output,
     UniqueOutputs,

@@ -283,7 +283,9 @@ class UniqueOutputs:
             self.name,
             checked=True,
             violations=violations,
-            examples=[f"{item[1][:120]} output {n + 1} times" for item, n in list(twice.items())[:5]],
+            examples=[
+                f"{item[1][:120]} output {n + 1} times" for item, n in list(twice.items())[:5]
+            ],
         )
 
 

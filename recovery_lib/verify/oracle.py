@@ -26,6 +26,7 @@ contract promises) and ``consistent`` otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Sequence
@@ -189,10 +190,8 @@ def consumer_view(raw: Iterable[SinkRecord], dedup: bool) -> list[Output]:
 def _content(record: SinkRecord) -> tuple[bytes | None, str]:
     """A copy's content compared as a value: JSON values by their canonical text."""
     text = (record.value or b"").decode(errors="replace")
-    try:
+    with contextlib.suppress(ValueError):
         text = canonical(json.loads(text))
-    except ValueError:
-        pass
     return record.key, text
 
 
@@ -204,9 +203,9 @@ def divergent_ids(raw: Sequence[SinkRecord]) -> tuple[list[str], int]:
             copies[record.id].append(record)
     divergent = []
     for rid, group in copies.items():
-        if len(group) > 1 and len({(r.key, r.value) for r in group}) > 1:
-            if len({_content(r) for r in group}) > 1:
-                divergent.append(rid)
+        differ = len(group) > 1 and len({(r.key, r.value) for r in group}) > 1
+        if differ and len({_content(r) for r in group}) > 1:  # bytes differ: as values?
+            divergent.append(rid)
     return divergent, sum(len(c) - 1 for c in copies.values())
 
 

@@ -71,7 +71,12 @@ def bids_input(bids: list[tuple[int, int, int]]) -> InputView:
     records = []
     for p, bidder, auction in bids:
         records.append(
-            InputRecord(p, offsets.get(p, 0), b"", json.dumps({"bidder": bidder, "auction": auction}).encode())
+            InputRecord(
+                p,
+                offsets.get(p, 0),
+                b"",
+                json.dumps({"bidder": bidder, "auction": auction}).encode(),
+            )
         )
         offsets[p] = offsets.get(p, 0) + 1
     return InputView({"bids": "bids"}, reader=lambda _t: records)

@@ -1,0 +1,100 @@
+"""``recovery contract check``: how strong a job's consistency contract is, by mutation testing
+the oracle on a reference run's output (verify/mutation.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from recovery_lib.cli.output import abort, console
+from recovery_lib.kafka.exceptions import KafkaLayerError
+
+contract_app = typer.Typer(
+    help="A job's consistency contract: how strong it is.", no_args_is_help=True
+)
+
+EXIT_WEAK = 1  # a mutant passed or a control was rejected
+
+
+@contract_app.command("check")
+def check(
+    job: str = typer.Option(..., "--job", help="The job (module:attr or a name of jobs/)."),
+    reference_topic: str = typer.Option(
+        ..., help="A failure-free run's sink topic: the output the operators change."
+    ),
+    dedup: bool = typer.Option(True, help="Consumers read through the dedup reader."),
+    input_topic: list[str] = typer.Option(
+        None,
+        "--input",
+        help="input=topic: the run's input, for the contract's invariants that read it (repeat).",
+    ),
+    events: int = typer.Option(
+        None, help="Events generated: also check the query's reference results (DuckDB)."
+    ),
+    seed: int = typer.Option(42, help="Generator seed of the input (with --events)."),
+    rate: float = typer.Option(10_000.0, help="Generator event-time rate (with --events)."),
+    skew: float = typer.Option(0.5, help="Generator hot ratio (with --events)."),
+    mutation_seed: int = typer.Option(0, help="Which outputs the operators pick."),
+    report: Path = typer.Option(None, help="Also write the report here (JSON)."),
+) -> None:
+    """Apply every mutation operator that fits the job's contract to the reference output and
+    judge each mutant: the contract must catch every mutant and pass every control. Exits 1
+    when it misses one (the operators it misses are named)."""
+    from rich.progress import Progress
+
+    from recovery_lib.cli.verify_cmd import input_view
+    from recovery_lib.io.sinks.dedup_reader import read_topic
+    from recovery_lib.job.spec import resolve_job
+    from recovery_lib.verify.mutation import OPERATORS, mutate
+
+    try:
+        spec = resolve_job(job)
+        reference = list(read_topic(reference_topic))
+        inputs = input_view(input_topic, events, seed, rate, skew)
+    except (KafkaLayerError, ValueError) as exc:
+        abort(exc)
+        return
+    if not reference:
+        abort(ValueError(f"topic {reference_topic} holds no output: run the job first"))
+        return
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(f"mutants of {spec.name}", total=None)
+        result = mutate(
+            spec.name,
+            spec.contract,
+            reference,
+            dedup,
+            inputs,
+            mutation_seed,
+            on_mutant=lambda _m: progress.advance(task),
+        )
+    table = Table(title=f"{spec.name}: {len(OPERATORS)} operators on {result.outputs} outputs")
+    for column in ("operator", "mutants caught", "controls passed", "note"):
+        table.add_column(column)
+    for row in result.operators:
+        if not row.applies:
+            table.add_row(row.operator, "-", "-", f"not applicable: {row.why_not}")
+            continue
+        note = "; ".join(row.misjudged[:2])
+        table.add_row(
+            row.operator,
+            f"{row.caught}/{row.mutants}" if row.mutants else "-",
+            f"{row.passed}/{row.controls}" if row.controls else "-",
+            f"[red]{note}[/]" if note else "",
+        )
+    console.print(table)
+    score = f"{result.score:.0%}" if result.score is not None else "no mutant"
+    console.print(
+        f"mutation score {score} ({result.caught}/{result.mutants}), "
+        f"{result.false_rejections} false rejections"
+        + (f"; missed: {', '.join(result.missed)}" if result.missed else "")
+        + ("" if inputs is not None else "; no input given: invariants that read it cannot help")
+    )
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(result.to_dict(), indent=2))
+    if result.missed or result.false_rejections:
+        raise typer.Exit(code=EXIT_WEAK)
