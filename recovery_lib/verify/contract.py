@@ -18,9 +18,10 @@ a job is read by the oracle.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -54,6 +55,41 @@ class Output:
 def canonical(value: Any) -> str:
     """A JSON value's canonical text: two values are equal as JSON iff their texts are."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class _Record(Protocol):
+    """What ``divergent_ids`` reads of a sink record (io.sinks.dedup_reader.SinkRecord)."""
+
+    @property
+    def id(self) -> str | None: ...
+
+    @property
+    def key(self) -> bytes | None: ...
+
+    @property
+    def value(self) -> bytes | None: ...
+
+
+def _content(record: _Record) -> tuple[bytes | None, str]:
+    """A copy's content compared as a value: JSON values by their canonical text."""
+    text = (record.value or b"").decode(errors="replace")
+    with contextlib.suppress(ValueError):
+        text = canonical(json.loads(text))
+    return record.key, text
+
+
+def divergent_ids(raw: Iterable[_Record]) -> tuple[list[str], int]:
+    """Ids whose copies differ as values, and the number of surplus same-id copies."""
+    copies: dict[str, list[_Record]] = defaultdict(list)
+    for record in raw:
+        if record.id is not None:
+            copies[record.id].append(record)
+    divergent = []
+    for rid, group in copies.items():
+        differ = len(group) > 1 and len({(r.key, r.value) for r in group}) > 1
+        if differ and len({_content(r) for r in group}) > 1:  # bytes differ: as values?
+            divergent.append(rid)
+    return divergent, sum(len(c) - 1 for c in copies.values())
 
 
 class Agreement(Protocol):

@@ -26,21 +26,31 @@ contract promises) and ``consistent`` otherwise.
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections import Counter, defaultdict
+import time
+from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
-from recovery_lib.io.sinks.dedup_reader import SinkRecord
+import pyarrow as pa
+
+from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic_batches
+from recovery_lib.verify.columnar import (
+    ColumnarJudge,
+    SideFacts,
+    SpilledSide,
+    ingest,
+    record_batches,
+    workspace,
+)
 from recovery_lib.verify.contract import (
     ConsistencyContract,
     Flaw,
     InvariantResult,
     Output,
-    canonical,
+    divergent_ids,
 )
 from recovery_lib.verify.inputs import InputView
 
@@ -187,28 +197,6 @@ def consumer_view(raw: Iterable[SinkRecord], dedup: bool) -> list[Output]:
     return outputs
 
 
-def _content(record: SinkRecord) -> tuple[bytes | None, str]:
-    """A copy's content compared as a value: JSON values by their canonical text."""
-    text = (record.value or b"").decode(errors="replace")
-    with contextlib.suppress(ValueError):
-        text = canonical(json.loads(text))
-    return record.key, text
-
-
-def divergent_ids(raw: Sequence[SinkRecord]) -> tuple[list[str], int]:
-    """Ids whose copies differ as values, and the number of surplus same-id copies."""
-    copies: dict[str, list[SinkRecord]] = defaultdict(list)
-    for record in raw:
-        if record.id is not None:
-            copies[record.id].append(record)
-    divergent = []
-    for rid, group in copies.items():
-        differ = len(group) > 1 and len({(r.key, r.value) for r in group}) > 1
-        if differ and len({_content(r) for r in group}) > 1:  # bytes differ: as values?
-            divergent.append(rid)
-    return divergent, sum(len(c) - 1 for c in copies.values())
-
-
 def _malformed(contract: ConsistencyContract, outputs: Sequence[Output]) -> list[str]:
     view = contract.view
     if view is None:
@@ -254,7 +242,7 @@ def check_reference(
     return problems
 
 
-def judge(
+def judge_objects(
     job: str,
     contract: ConsistencyContract,
     run_output: Iterable[SinkRecord],
@@ -264,7 +252,8 @@ def judge(
     failures_not_fired: int = 0,
     max_examples: int = 5,
 ) -> ConsistencyReport:
-    """Judge ``run_output`` (every record of the sink topic, all copies) by the contract."""
+    """The judgement as plain Python, one decoded output at a time: the definition the columnar
+    engine (``judge``) is checked against, for runs small enough to hold as objects."""
     raw = list(run_output)
     # Step 1: the run on its own: copies of one id, outputs no run produces, invariants.
     divergent, same_id_copies = divergent_ids(raw)
@@ -322,6 +311,213 @@ def judge(
         malformed=len(malformed),
         reference_problems=problems,
     )
+
+
+def judge(
+    job: str,
+    contract: ConsistencyContract,
+    run_output: Iterable[SinkRecord],
+    reference_output: Iterable[SinkRecord] | None,
+    dedup: bool,
+    inputs: InputView | None = None,
+    failures_not_fired: int = 0,
+    max_examples: int = 5,
+) -> ConsistencyReport:
+    """Judge ``run_output`` (every record of the sink topic, all copies) by the contract, in
+    the columnar engine (columnar.py); the same verdicts as ``judge_objects``."""
+    return judge_batches(
+        job,
+        contract,
+        record_batches(run_output),
+        record_batches(reference_output) if reference_output is not None else None,
+        dedup,
+        inputs,
+        failures_not_fired,
+        max_examples,
+        from_topics=False,
+    )
+
+
+def judge_topics(
+    job: str,
+    contract: ConsistencyContract,
+    run_topic: str,
+    reference_topic: str | None,
+    dedup: bool,
+    inputs: InputView | None = None,
+    failures_not_fired: int = 0,
+    config: dict[str, str] | None = None,
+    timings: dict[str, float] | None = None,
+) -> ConsistencyReport:
+    """Judge a run's sink topic against a reference run's, streaming both in Arrow batches
+    (no object per output): for millions of outputs. ``timings`` gets read_s (reading both
+    topics, with the DuckDB ingest overlapped) and judge_s (everything after)."""
+    return judge_batches(
+        job,
+        contract,
+        read_topic_batches(run_topic, config),
+        read_topic_batches(reference_topic, config) if reference_topic is not None else None,
+        dedup,
+        inputs,
+        failures_not_fired,
+        timings=timings,
+        from_topics=True,
+    )
+
+
+def judge_batches(
+    job: str,
+    contract: ConsistencyContract,
+    run_batches: Iterable[pa.RecordBatch],
+    reference_batches: Iterable[pa.RecordBatch] | None,
+    dedup: bool,
+    inputs: InputView | None = None,
+    failures_not_fired: int = 0,
+    max_examples: int = 5,
+    timings: dict[str, float] | None = None,
+    from_topics: bool = True,
+) -> ConsistencyReport:
+    """The columnar judgement of two sides given as ``SINK_BATCH_SCHEMA`` batches.
+    ``from_topics``: the batches are read while judged (of unknown size: DuckDB on disk, the
+    ingest overlapped with the reading), else they are already in memory."""
+    started = time.perf_counter()
+    with workspace() as directory:
+        engine = ColumnarJudge(contract, Path(directory), on_disk=from_topics)
+        try:
+            run = engine.side("run")
+            ingest(run, run_batches, threaded=from_topics)
+            reference = None
+            if reference_batches is not None:
+                reference = engine.side("reference")
+                ingest(reference, reference_batches, threaded=from_topics)
+            read_s = time.perf_counter() - started
+            report = _judge_sides(
+                engine, job, run, reference, dedup, inputs, failures_not_fired, max_examples
+            )
+        finally:
+            engine.close()
+    if timings is not None:
+        timings["read_s"] = read_s
+        timings["judge_s"] = time.perf_counter() - started - read_s
+    return report
+
+
+def _judge_sides(
+    engine: ColumnarJudge,
+    job: str,
+    run: SpilledSide,
+    reference: SpilledSide | None,
+    dedup: bool,
+    inputs: InputView | None,
+    failures_not_fired: int,
+    max_examples: int,
+) -> ConsistencyReport:
+    # Steps 1-4: the run on its own.
+    facts = engine.facts(run, dedup, inputs, max_examples)
+    copies = 0 if dedup else facts.copies
+    examples: dict[str, list[str]] = {
+        "divergent_ids": facts.divergent[:max_examples],
+        "malformed": facts.malformed[:max_examples],
+    }
+    if not dedup:
+        examples["duplicated_ids"] = [
+            rid
+            for (rid,) in engine.con.execute(
+                f"SELECT id FROM {run.name} WHERE id IS NOT NULL GROUP BY id "
+                f"HAVING count(*) > 1 LIMIT {max_examples}"
+            ).fetchall()
+        ]
+    view = contract_view = engine.contract.view
+    lost = extra = None
+    duplicated = copies
+    reference_count = None
+    left_open: dict[str, int] = {}
+    problems: list[str] = []
+    if reference is not None:
+        # Step 5: the reference run, checked as a run (read deduplicated).
+        ref_facts = engine.facts(reference, True, inputs, max_examples)
+        reference_count = ref_facts.outputs
+        problems = _problems(ref_facts)
+        # Step 6: the agreement.
+        excluded = None
+        cutoff = _closed_by(engine.contract, inputs)
+        if cutoff is not None:
+            excluded, left_open = _open_windows(engine, cutoff, run, facts, reference, ref_facts)
+        if contract_view is not None:
+            got, want = engine.compare(
+                run, facts.seen_table, reference, ref_facts.seen_table, excluded
+            )
+            missing = want - got
+            surplus = got - want
+            lost = sum(missing.values())
+            extra_items = [item for item in surplus if item not in want]
+            extra = sum(surplus[item] for item in extra_items)
+            duplicated = max(duplicated, sum(surplus.values()) - extra)
+            examples["lost"] = [_show(item) for item in list(missing)[:max_examples]]
+            examples["extra"] = [_show(item) for item in extra_items[:max_examples]]
+    return ConsistencyReport(
+        query=job,
+        outputs=facts.outputs,
+        reference_outputs=reference_count,
+        lost=lost,
+        duplicated=duplicated,
+        divergent=len(facts.divergent),
+        extra=extra,
+        duplicates_dropped=facts.records - facts.outputs if dedup else 0,
+        agreement=view.describe() if view is not None else None,
+        invariants=facts.invariants,
+        failures_not_fired=failures_not_fired,
+        examples=examples,
+        left_open=left_open,
+        copies=copies,
+        malformed=len(facts.malformed),
+        reference_problems=problems,
+    )
+
+
+def _problems(facts: SideFacts) -> list[str]:
+    """Why a reference run with these facts is not failure-free (see ``check_reference``)."""
+    problems = []
+    if facts.divergent:
+        problems.append(
+            f"{len(facts.divergent)} ids with differing copies (e.g. {facts.divergent[0]})"
+        )
+    if facts.malformed:
+        problems.append(f"{len(facts.malformed)} malformed outputs (e.g. {facts.malformed[0]})")
+    for result in facts.invariants:
+        if result.violations:
+            flaws = ", ".join(f"{n} {flaw}" for flaw, n in result.violations.items())
+            problems.append(f"{result.name}: {flaws}")
+    return problems
+
+
+def _open_windows(
+    engine: ColumnarJudge,
+    cutoff: int,
+    run: SpilledSide,
+    run_facts: SideFacts,
+    reference: SpilledSide,
+    ref_facts: SideFacts,
+) -> tuple[tuple[set[int], set[int]], dict[str, int]]:
+    """Positions of outputs whose window ends after ``cutoff``, per side (see ``closed_by``)."""
+    end_of = engine.contract.window_end
+    assert end_of is not None  # the contract checks it
+
+    def open_positions(side: SpilledSide, seen: str) -> set[int]:
+        keep = {s for (s,) in engine.con.execute(f"SELECT seq FROM {seen}").fetchall()}
+        out = set()
+        for seq, o in side.iter_outputs(keep.__contains__):
+            try:
+                if end_of(o.value) > cutoff:
+                    out.add(seq)
+            except (KeyError, TypeError, ValueError):
+                pass  # not a window result: compared
+        return out
+
+    run_open = open_positions(run, run_facts.seen_table)
+    ref_open = open_positions(reference, ref_facts.seen_table)
+    counts = {"closed_by_ms": cutoff, "run": len(run_open), "reference": len(ref_open)}
+    return (run_open, ref_open), counts
 
 
 def _ids_with_copies(raw: Sequence[SinkRecord]) -> list[str]:

@@ -1,0 +1,430 @@
+"""The oracle's engine for millions of outputs: each side's records as Arrow batches, judged in
+DuckDB, with Python reading only the few outputs the verdict hangs on.
+
+Where each side lives (``SpilledSide``):
+  * the raw records in an Arrow IPC file on disk (memory-mapped when rows must be read back);
+  * per record, in a file-backed DuckDB table: its position (``seq``), id, a hash of its key and
+    value (``h``), a hash of its agreement unit (``u``: the whole output for ``Exact``, the key
+    and agreed fields for ``Fields``, the Kafka key and key fields for ``KeyTotals``), the
+    total (``KeyTotals``) and ``flag``: the SQL could not show the output well-formed.
+
+The definitions stay the plain-Python ones of contract.py and oracle.py (``judge_objects``):
+SQL only finds what agrees for certain (equal hashes, equal totals), and every unit that does
+not agree, every flagged output and every id whose copies differ in bytes is decided by the
+Python definition on the decoded outputs. So JSON values are compared as values (key order,
+number spelling) exactly as ``judge_objects`` does. A 64-bit hash could match two different
+outputs: at 10^7 outputs per side the chance of any such collision is below 10^-5.
+
+Steps of ``judge_sides`` (each a method below):
+  1. the consumer's view: the first copy of each id (dedup) or every record;
+  2. ids whose copies differ (SQL candidates, decided as values);
+  3. malformed outputs (SQL flags, decided by the agreement);
+  4. invariants, on the decoded consumer view (Python; only contracts that have invariants);
+  5. the reference run checked as a run (2-4 on it);
+  6. the agreement: per unit counts (or per key totals) compared in SQL, the rest in Python.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import queue
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from recovery_lib.io.sinks.dedup_reader import SINK_BATCH_SCHEMA, SinkRecord
+from recovery_lib.verify.contract import (
+    Agreement,
+    ConsistencyContract,
+    Exact,
+    Fields,
+    InvariantResult,
+    KeyTotals,
+    Output,
+    divergent_ids,
+)
+from recovery_lib.verify.inputs import InputView
+
+log = logging.getLogger(__name__)
+
+DUCKDB_MEMORY = "1GB"  # DuckDB spills to its file beyond this: peak RSS stays bounded
+QUEUE_BATCHES = 4  # batches read ahead of the DuckDB ingest (each ~100k records)
+
+
+def _path(name: str) -> str:
+    """A JSON path for a field name (quoted: names may hold dots)."""
+    return "$." + json.dumps(name)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _sql_list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(map(_quote, values)) + "]"
+
+
+@dataclass(frozen=True)
+class UnitSQL:
+    """What the SQL computes of an agreement for each record (``v``: the value as text, NULL
+    when it is not UTF-8)."""
+
+    unit: str  # the unit's hash (u)
+    total: str  # the total (KeyTotals) or NULL
+    flag: str  # true: the SQL cannot show the output well-formed; Python decides
+    ignored: str  # true: not data (KeyTotals.ignore)
+    per_key: str | None  # "sum" | "max": units are totals per key (KeyTotals)
+
+
+def unit_sql(agreement: Agreement | None) -> UnitSQL:
+    if agreement is None or isinstance(agreement, Exact):
+        return UnitSQL("hash(key, value)", "NULL", "false", "false", None)
+    if isinstance(agreement, Fields):
+        paths = _sql_list(_path(n) for n in agreement.names)
+        exists = " AND ".join(
+            f"coalesce(json_exists(v, '{_path(n)}'), false)" for n in agreement.names
+        )
+        return UnitSQL(
+            f"hash(key, json_extract(v, {paths})::VARCHAR)",
+            "NULL",
+            f"NOT coalesce(json_type(v) = 'OBJECT' AND {exists or 'true'}, false)",
+            "false",
+            None,
+        )
+    if isinstance(agreement, KeyTotals):
+        keys = _sql_list(_path(k) for k in agreement.keys)
+        total = f"json_extract(v, '{_path(agreement.total)}')"
+        kinds = "('UBIGINT', 'BIGINT')" if agreement.integer else "('UBIGINT', 'BIGINT', 'DOUBLE')"
+        exists = " AND ".join(
+            f"coalesce(json_exists(v, '{_path(k)}'), false)" for k in agreement.keys
+        )
+        nonneg = f"AND TRY_CAST({total} AS DOUBLE) >= 0" if agreement.nonnegative else ""
+        ok = (
+            f"json_type(v) = 'OBJECT' AND {exists} AND json_type({total}) IN {kinds} "
+            f"AND isfinite(TRY_CAST({total} AS DOUBLE)) {nonneg}"
+        )
+        ignore = [json.dumps(x) for x in agreement.ignore]
+        first = f"json_extract(v, '{_path(agreement.keys[0])}')::VARCHAR"
+        ignored = (
+            f"coalesce({first} IN ({', '.join(map(_quote, ignore))}), false)" if ignore else "false"
+        )
+        return UnitSQL(
+            f"hash(key, json_extract(v, {keys})::VARCHAR)",
+            f"TRY_CAST({total} AS DOUBLE)",
+            f"NOT coalesce({ok}, false)",
+            ignored,
+            agreement.how,
+        )
+    raise TypeError(f"no SQL for agreement {type(agreement).__name__}: judge_objects judges it")
+
+
+class SpilledSide:
+    """One side's records (see the module docstring). ``add`` batches of
+    ``SINK_BATCH_SCHEMA``, then ``finish``; rows are read back by position (``seq``)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, name: str, directory: Path, sql: UnitSQL):
+        self.con, self.name, self.sql = con, name, sql
+        self.path = directory / f"{name}.arrow"
+        self._writer: pa.ipc.RecordBatchFileWriter | None = pa.ipc.new_file(
+            str(self.path), SINK_BATCH_SCHEMA
+        )
+        self.rows = 0
+        self._starts: list[int] = []  # first seq of each batch in the IPC file
+        self._reader: pa.ipc.RecordBatchFileReader | None = None
+        con.execute(
+            f"CREATE TABLE {name} (seq BIGINT, id VARCHAR, h UBIGINT, u UBIGINT, "
+            "total DOUBLE, flag BOOLEAN, ignored BOOLEAN)"
+        )
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        assert self._writer is not None, "add after finish"
+        if batch.num_rows == 0:
+            return
+        self._writer.write_batch(batch)
+        self._starts.append(self.rows)
+        seq = pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64())
+        chunk = pa.RecordBatch.from_arrays([seq, *batch.columns], ["seq", *batch.schema.names])
+        self.rows += batch.num_rows
+        sql = self.sql
+        self.con.register("chunk", chunk)
+        try:
+            self.con.execute(
+                f"INSERT INTO {self.name} SELECT seq, id, hash(key, value), {sql.unit}, "
+                f"{sql.total}, {sql.flag}, {sql.ignored} "
+                "FROM (SELECT *, CASE WHEN json_valid(d) THEN d END AS v "
+                "FROM (SELECT *, try(decode(value)) AS d FROM chunk))"
+            )
+        finally:
+            self.con.unregister("chunk")
+
+    def finish(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def records(self, seqs: Iterable[int]) -> dict[int, SinkRecord]:
+        """The records at these positions."""
+        self.finish()
+        if self._reader is None:
+            self._reader = pa.ipc.open_file(pa.memory_map(str(self.path)))
+        out = {}
+        for seq in sorted(set(seqs)):
+            b = bisect.bisect_right(self._starts, seq) - 1
+            row = self._reader.get_batch(b).slice(seq - self._starts[b], 1).to_pylist()[0]
+            out[seq] = SinkRecord(
+                row["id"], None, row["key"], row["value"], "", row["partition"], row["offset"], ()
+            )
+        return out
+
+    def outputs(self, seqs: Iterable[int]) -> dict[int, Output]:
+        return {s: Output.decode(r.id, r.key, r.value) for s, r in self.records(seqs).items()}
+
+    def iter_outputs(
+        self, keep: Callable[[int], bool] | None = None
+    ) -> Iterator[tuple[int, Output]]:
+        """Every output in read order (those ``keep`` accepts), decoded batch by batch."""
+        self.finish()
+        if self._reader is None:
+            self._reader = pa.ipc.open_file(pa.memory_map(str(self.path)))
+        for b in range(self._reader.num_record_batches):
+            batch = self._reader.get_batch(b)
+            start = self._starts[b]
+            ids = batch.column("id").to_pylist()
+            keys = batch.column("key").to_pylist()
+            values = batch.column("value").to_pylist()
+            for i in range(batch.num_rows):
+                if keep is None or keep(start + i):
+                    yield start + i, Output.decode(ids[i], keys[i], values[i])
+
+
+class OutputsView(Sequence[Output]):
+    """The consumer's view of a side as the invariants read it: decoded on first use."""
+
+    def __init__(self, side: SpilledSide, seen: set[int] | None):
+        self.side, self.seen = side, seen
+        self._items: list[Output] | None = None
+
+    def _load(self) -> list[Output]:
+        if self._items is None:
+            keep = None if self.seen is None else self.seen.__contains__
+            self._items = [o for _, o in self.side.iter_outputs(keep)]
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def, override]
+        return self._load()[i]
+
+    def __iter__(self) -> Iterator[Output]:
+        return iter(self._load())
+
+
+@dataclass
+class SideFacts:
+    """What steps 1-4 found on one side."""
+
+    seen_table: str  # the consumer view (a table or view name)
+    outputs: int
+    records: int
+    copies: int  # surplus same-id copies
+    divergent: list[str] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+    invariants: list[InvariantResult] = field(default_factory=list)
+
+
+class ColumnarJudge:
+    """Judges two spilled sides; see the module docstring for the steps."""
+
+    def __init__(self, contract: ConsistencyContract, directory: Path, on_disk: bool):
+        """``on_disk``: DuckDB's tables in a file of ``directory`` (for sides of unknown size,
+        read from topics); else in memory, spilling to ``directory`` beyond the limit."""
+        self.contract = contract
+        self.directory = directory
+        self.con = duckdb.connect(str(directory / "oracle.duckdb") if on_disk else ":memory:")
+        self.con.execute(
+            f"SET memory_limit = '{DUCKDB_MEMORY}'; SET preserve_insertion_order = false; "
+            f"SET temp_directory = '{directory / 'spill'}'"
+        )
+        self.sql = unit_sql(contract.view)
+
+    def side(self, name: str) -> SpilledSide:
+        return SpilledSide(self.con, name, self.directory, self.sql)
+
+    # -- steps 1-4 --------------------------------------------------------------------------
+
+    def facts(
+        self, side: SpilledSide, dedup: bool, inputs: InputView | None, max_examples: int
+    ) -> SideFacts:
+        side.finish()
+        t = side.name
+        records, distinct, with_id = self.con.execute(
+            f"SELECT count(*), count(DISTINCT id), count(id) FROM {t}"
+        ).fetchone()
+        copies = with_id - distinct
+        # Step 1: the consumer view.
+        seen = t
+        if dedup and copies:
+            seen = f"{t}_seen"
+            self.con.execute(
+                f"CREATE TABLE {seen} AS SELECT * FROM {t} WHERE id IS NULL OR seq IN "
+                f"(SELECT min(seq) FROM {t} WHERE id IS NOT NULL GROUP BY id)"
+            )
+        outputs = self.con.execute(f"SELECT count(*) FROM {seen}").fetchone()[0]
+        facts = SideFacts(seen, outputs, records, copies)
+        # Step 2: ids whose copies differ in bytes, decided as values.
+        if copies:
+            rows = self.con.execute(
+                f"SELECT id, list(seq) FROM {t} WHERE id IN (SELECT id FROM {t} WHERE id IS "
+                f"NOT NULL GROUP BY id HAVING count(DISTINCT h) > 1) GROUP BY id"
+            ).fetchall()
+            records_by_seq = side.records(s for _, seqs in rows for s in seqs)
+            facts.divergent, _ = divergent_ids(list(records_by_seq.values()))
+        # Step 3: outputs the SQL could not show well-formed, decided by the agreement.
+        view = self.contract.view
+        if view is not None:
+            flagged = [
+                s for (s,) in self.con.execute(f"SELECT seq FROM {seen} WHERE flag").fetchall()
+            ]
+            for _seq, o in sorted(side.outputs(flagged).items()):
+                why = view.malformed(o)
+                if why is not None:
+                    facts.malformed.append(f"{o.id}: {why}")
+        # Step 4: invariants, on the decoded consumer view.
+        if self.contract.invariants:
+            keep = None
+            if seen != t:
+                keep = {s for (s,) in self.con.execute(f"SELECT seq FROM {seen}").fetchall()}
+            outputs_view = OutputsView(side, keep)
+            for inv in self.contract.invariants:
+                result = inv.check(outputs_view, inputs)
+                result.agreement_covers = inv.agreement_covers
+                facts.invariants.append(result)
+        return facts
+
+    # -- step 6: the agreement ----------------------------------------------------------------
+
+    def compare(
+        self,
+        run: SpilledSide,
+        run_seen: str,
+        reference: SpilledSide,
+        reference_seen: str,
+        excluded: tuple[set[int], set[int]] | None,
+    ) -> tuple[Counter[Hashable], Counter[Hashable]]:
+        """(units of the run, units of the reference) among what the SQL could not match:
+        the rest agrees. ``excluded``: positions left out of the comparison on each side."""
+        view = self.contract.view
+        assert view is not None
+        run_rows, ref_rows = run_seen, reference_seen
+        if excluded is not None:
+            run_rows = self._without(run_seen, excluded[0], "run_cmp")
+            ref_rows = self._without(reference_seen, excluded[1], "ref_cmp")
+        if self.sql.per_key is None:
+            agg = "count(*)"
+        else:
+            agg = "sum(total)" if self.sql.per_key == "sum" else "max(total)"
+        where = "NOT flag AND NOT ignored"
+        self.con.execute(
+            f"CREATE TEMP TABLE unmatched AS SELECT coalesce(r.u, f.u) AS u FROM "
+            f"(SELECT u, {agg} AS n FROM {run_rows} WHERE {where} GROUP BY u) r FULL OUTER JOIN "
+            f"(SELECT u, {agg} AS n FROM {ref_rows} WHERE {where} GROUP BY u) f ON r.u = f.u "
+            "WHERE r.n IS DISTINCT FROM f.n"
+        )
+        pick = "SELECT seq FROM {t} WHERE NOT ignored AND (flag OR u IN (SELECT u FROM unmatched))"
+        run_seqs = [s for (s,) in self.con.execute(pick.format(t=run_rows)).fetchall()]
+        ref_seqs = [s for (s,) in self.con.execute(pick.format(t=ref_rows)).fetchall()]
+        self.con.execute("DROP TABLE unmatched")
+        got = view.units(run.outputs(run_seqs).values())
+        want = view.units(reference.outputs(ref_seqs).values())
+        return got, want
+
+    def _without(self, table: str, excluded: set[int], name: str) -> str:
+        self.con.register(
+            "excluded_arrow", pa.table({"seq": pa.array(sorted(excluded), pa.int64())})
+        )
+        self.con.execute(
+            f"CREATE TEMP TABLE {name} AS SELECT * FROM {table} "
+            "WHERE seq NOT IN (SELECT seq FROM excluded_arrow)"
+        )
+        self.con.unregister("excluded_arrow")
+        return name
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def ingest(side: SpilledSide, batches: Iterable[pa.RecordBatch], threaded: bool) -> None:
+    """Read ``batches`` into ``side``. ``threaded``: DuckDB ingests in a second thread while
+    the next batch is read (both release the GIL in their native parts)."""
+    if not threaded:
+        for batch in batches:
+            side.add(batch)
+        side.finish()
+        return
+    pending: queue.Queue[pa.RecordBatch | None] = queue.Queue(maxsize=QUEUE_BATCHES)
+    failed: list[BaseException] = []
+
+    def worker() -> None:
+        while True:
+            batch = pending.get()
+            if batch is None:
+                return
+            if failed:
+                continue
+            try:
+                side.add(batch)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the reading thread
+                failed.append(exc)
+
+    thread = threading.Thread(target=worker, name=f"oracle-ingest-{side.name}", daemon=True)
+    thread.start()
+    try:
+        for batch in batches:
+            if failed:
+                break
+            pending.put(batch)
+    finally:
+        pending.put(None)
+        thread.join()
+    if failed:
+        raise failed[0]
+    side.finish()
+
+
+def record_batches(records: Iterable[SinkRecord], rows: int = 100_000) -> Iterator[pa.RecordBatch]:
+    """SinkRecords (e.g. read with ``read_topic``) as ``SINK_BATCH_SCHEMA`` batches."""
+    chunk: list[SinkRecord] = []
+
+    def batch() -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array([r.id for r in chunk], pa.string()),
+                pa.array([r.key for r in chunk], pa.binary()),
+                pa.array([r.value for r in chunk], pa.binary()),
+                pa.array([r.partition for r in chunk], pa.int32()),
+                pa.array([r.offset for r in chunk], pa.int64()),
+            ],
+            schema=SINK_BATCH_SCHEMA,
+        )
+
+    for record in records:
+        chunk.append(record)
+        if len(chunk) >= rows:
+            yield batch()
+            chunk = []
+    if chunk:
+        yield batch()
+
+
+def workspace() -> tempfile.TemporaryDirectory[str]:
+    """A directory for one judgement's spilled sides (removed afterwards)."""
+    return tempfile.TemporaryDirectory(prefix="recovery-oracle-")
