@@ -3,6 +3,7 @@ write a JSON report and a PNG chart (bench/)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -491,4 +492,39 @@ def bench_compare(
         except (ValueError, KafkaLayerError) as exc:
             abort(exc)
         progress.update(task, completed=len(names))
+    console.print(f"report: {out}.json, chart: {out}.png")
+
+
+@bench_app.command("oracle")
+def bench_oracle(
+    sizes: str = typer.Option(
+        "10000,100000,1000000,10000000", help="Outputs per side, comma-separated."
+    ),
+    out: str = typer.Option("reports/bench_oracle", help="Report prefix (.json and .png)."),
+) -> None:
+    """Time and peak memory of the oracle (Exact, Fields, KeyTotals) by outputs per side,
+    against a plain consumer reading both topics."""
+    from recovery_lib.bench.oracle_bench import run_oracle_bench
+
+    try:
+        values = tuple(int(x) for x in sizes.split(",") if x.strip())
+    except ValueError:
+        abort(ValueError(f"--sizes takes counts separated by commas, got {sizes!r}"))
+        return
+    last = [0.0]
+
+    def progress(line: str) -> None:
+        import time
+
+        now = time.monotonic()
+        if "produced" not in line or now - last[0] >= 10:  # progress lines at most every 10 s
+            last[0] = now
+            console.print(line)
+
+    try:
+        report = run_oracle_bench(values, out, progress)
+    except (ValueError, KafkaLayerError, RuntimeError) as exc:
+        abort(exc)
+        return
+    console.print_json(json.dumps(report["goals"]))
     console.print(f"report: {out}.json, chart: {out}.png")

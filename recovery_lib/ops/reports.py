@@ -117,10 +117,14 @@ def consistency_report(
         run, reference, restricted = restrict(
             spec.contract.window_end, run, reference, snap["batch"], snap["watermark_ms"]
         )
-    # Only a contract with no agreement reads the input: the others are judged against the
-    # reference as before (their input-reading hooks, e.g. closed_by, assume the whole input).
+    # Only a contract whose invariants judge what no agreement does reads the input: the
+    # others are judged against the reference (their input-reading hooks, e.g. closed_by,
+    # assume the whole input).
+    needs_input = spec.contract.view is None or any(
+        not inv.agreement_covers for inv in spec.contract.invariants
+    )
     view = None
-    if inputs and spec.contract.view is None:
+    if inputs and needs_input:
         view = input_view(inputs, snap["offsets"] if snap else None)
     report = judge(spec.name, spec.contract, run, reference, dedup, inputs=view).to_dict()
     report["snapshot"] = snap

@@ -1,0 +1,289 @@
+"""``recovery bench oracle``: how long the oracle takes, and how much memory, for 10^4 .. 10^7
+outputs per side, against the physical limit: a plain confluent-kafka consumer that only reads
+both topics.
+
+Per size, one pair of topics (a reference run and a run with the same outputs under other
+ids, as another batching gives) is judged three times, once per agreement (Exact, Fields,
+KeyTotals). Every measurement runs in a fresh process, so its peak RSS is its own. Reported
+per measurement: read_s (reading both topics, the DuckDB ingest overlapped), judge_s
+(everything after), total_s, peak_rss_mb, and total / plain read as the ratio the goal names.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import resource
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from recovery_lib.io.sinks.ids import ID_HEADER
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.clients import RANGE_FETCHES, client_config
+from recovery_lib.verify.contract import ConsistencyContract, Fields, KeyTotals
+
+PARTITIONS = 4
+SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
+# The issue's goals for the largest size (10^7 outputs per side).
+GOAL_JUDGE_S = 60.0
+GOAL_RATIO = 1.3
+GOAL_RSS_MB = 2048.0
+
+CONTRACTS: dict[str, ConsistencyContract] = {
+    "Exact": ConsistencyContract(),
+    "Fields": ConsistencyContract(
+        deterministic=False,
+        agreement=Fields(("auction", "bidder", "dateTime", "price")),
+        free=("euro",),
+    ),
+    "KeyTotals": ConsistencyContract(
+        deterministic=False, agreement=KeyTotals(("bidder", "window_start"), "num", "sum")
+    ),
+}
+
+
+def output_value(i: int) -> tuple[bytes, bytes]:
+    """Output ``i`` (key, value): a bid with its window count and a converted price."""
+    bidder = 1000 + (i * 7919) % 50_000
+    value = {
+        "auction": 1000 + i % 100_003,
+        "bidder": bidder,
+        "price": 100 + (i * 31) % 9_000,
+        "dateTime": 1_700_000_000_000 + i,
+        "num": 1 + i % 9,
+        "window_start": 1_700_000_000_000 + (i // 50_000) * 10_000,
+        "euro": round((100 + (i * 31) % 9_000) * 0.89, 2),
+    }
+    return str(bidder).encode(), json.dumps(value, separators=(",", ":")).encode()
+
+
+def produce_side(topic: str, count: int, id_prefix: str, progress: Callable[[int], None]) -> None:
+    """``count`` outputs into ``topic`` (created with PARTITIONS partitions), each with an id."""
+    TopicAdmin(client_config()).create(topic, PARTITIONS)
+    producer = Producer(
+        {
+            **client_config(),
+            "linger.ms": "20",
+            "batch.num.messages": "10000",
+            "queue.buffering.max.messages": "1000000",
+            "queue.buffering.max.kbytes": str(512 * 1024),
+            "compression.type": "none",
+        }
+    )
+    for i in range(count):
+        key, value = output_value(i)
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    partition=i % PARTITIONS,
+                    headers=[(ID_HEADER, f"{id_prefix}-{i % PARTITIONS}-{i}".encode())],
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 100_000 == 0:
+            producer.poll(0)
+            progress(i)
+    if producer.flush(300):
+        raise RuntimeError(f"{topic}: outputs not acknowledged by the broker in 300 s")
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def plain_read(config: dict[str, str], topics: list[str]) -> dict[str, Any]:
+    """The physical limit: every record of ``topics`` read, its value touched, nothing kept."""
+    from recovery_lib.io.sinks.dedup_reader import _bounds
+
+    started = time.perf_counter()
+    records = 0
+    consumer = Consumer(
+        {
+            **config,
+            **RANGE_FETCHES,
+            "group.id": f"bench-oracle-{uuid.uuid4().hex}",
+            "enable.auto.commit": "false",
+            "enable.partition.eof": "true",
+        }
+    )
+    try:
+        for topic in topics:
+            partitions, lows, ends = _bounds(topic, config, None)
+            for part in partitions:
+                position, end = lows[part], ends[part]
+                consumer.assign([TopicPartition(topic, part, position)])
+                while position < end:
+                    for msg in consumer.consume(num_messages=10_000, timeout=1.0):
+                        if msg.error() is not None:
+                            if msg.error().code() != KafkaError._PARTITION_EOF:
+                                raise RuntimeError(str(msg.error()))
+                            continue
+                        msg.value()
+                        records += 1
+                        position = msg.offset() + 1
+                consumer.unassign()
+    finally:
+        consumer.close()
+    return {
+        "records": records,
+        "total_s": time.perf_counter() - started,
+        "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def judged(config: dict[str, str], agreement: str, run: str, reference: str) -> dict[str, Any]:
+    """One judgement of ``run`` against ``reference`` under the named agreement."""
+    from recovery_lib.verify.oracle import judge_topics
+
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    report = judge_topics(
+        f"bench-{agreement}",
+        CONTRACTS[agreement],
+        run,
+        reference,
+        True,
+        config=config,
+        timings=timings,
+    )
+    return {
+        **timings,
+        "total_s": time.perf_counter() - started,
+        "peak_rss_mb": _peak_rss_mb(),
+        "verdict": str(report.verdict),
+        "outputs": report.outputs,
+        "reference_outputs": report.reference_outputs,
+    }
+
+
+def _child(queue: Any, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...]) -> None:
+    try:
+        queue.put(fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        queue.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def in_fresh_process(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """``fn(*args)`` in a new process (its own peak RSS); stopped if it outlives the bench."""
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    process = ctx.Process(target=_child, args=(queue, fn, args), daemon=True)
+    process.start()
+    try:
+        result = queue.get()
+    finally:
+        process.join(30)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    if "error" in result:
+        raise RuntimeError(f"{fn.__name__}: {result['error']}")
+    return result
+
+
+def run_oracle_bench(
+    sizes: tuple[int, ...],
+    out_prefix: str,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    """Measure every size, write ``out_prefix``.json and .png, return the report."""
+    config = client_config()
+    rows: list[dict[str, Any]] = []
+    admin = TopicAdmin(config)
+    for size in sizes:
+        tag = uuid.uuid4().hex[:8]
+        run_topic, reference_topic = f"bench-oracle-{tag}.run", f"bench-oracle-{tag}.ref"
+        started = time.perf_counter()
+        for topic, prefix in ((reference_topic, "r"), (run_topic, "f")):
+            produce_side(
+                topic,
+                size,
+                prefix,
+                lambda i, t=topic, n=size: progress(f"{t}: {i:,} of {n:,} produced") if i else None,
+            )
+        produce_s = time.perf_counter() - started
+        try:
+            plain = in_fresh_process(plain_read, config, [run_topic, reference_topic])
+            progress(f"{size:,} per side: plain read {plain['total_s']:.1f} s")
+            row: dict[str, Any] = {"outputs_per_side": size, "produce_s": produce_s, "plain": plain}
+            for agreement in CONTRACTS:
+                result = in_fresh_process(judged, config, agreement, run_topic, reference_topic)
+                result["ratio_to_plain_read"] = result["total_s"] / plain["total_s"]
+                row[agreement] = result
+                progress(
+                    f"{size:,} per side, {agreement}: read {result['read_s']:.1f} s + judge "
+                    f"{result['judge_s']:.1f} s = {result['ratio_to_plain_read']:.2f}x plain, "
+                    f"{result['peak_rss_mb']:.0f} MB, {result['verdict']}"
+                )
+            rows.append(row)
+        finally:
+            for topic in (run_topic, reference_topic):
+                admin.delete(topic)
+    report = {"sizes": rows, "goals": _goals(rows), "partitions": PARTITIONS}
+    Path(out_prefix).parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{out_prefix}.json").write_text(json.dumps(report, indent=2))
+    _chart(rows, f"{out_prefix}.png")
+    return report
+
+
+def _goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The goals at the largest size measured, and time per output across sizes (linearity)."""
+    if not rows:
+        return {}
+    top = rows[-1]
+    out: dict[str, Any] = {"outputs_per_side": top["outputs_per_side"]}
+    for agreement in CONTRACTS:
+        r = top[agreement]
+        per_output = [row[agreement]["total_s"] / row["outputs_per_side"] for row in rows]
+        out[agreement] = {
+            "judge_s": r["judge_s"],
+            "judge_within_60_s": r["judge_s"] <= GOAL_JUDGE_S,
+            "ratio_to_plain_read": r["ratio_to_plain_read"],
+            "within_1_3x": r["ratio_to_plain_read"] <= GOAL_RATIO,
+            "peak_rss_mb": r["peak_rss_mb"],
+            "within_2_gib": r["peak_rss_mb"] <= GOAL_RSS_MB,
+            "us_per_output_by_size": [round(x * 1e6, 2) for x in per_output],
+            "verdict": r["verdict"],
+        }
+    return out
+
+
+def _chart(rows: list[dict[str, Any]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["outputs_per_side"] for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    left.plot(sizes, [r["plain"]["total_s"] for r in rows], "k--", marker="o", label="plain read")
+    for agreement in CONTRACTS:
+        left.plot(sizes, [r[agreement]["total_s"] for r in rows], marker="o", label=agreement)
+        right.plot(sizes, [r[agreement]["peak_rss_mb"] for r in rows], marker="o", label=agreement)
+    right.plot(
+        sizes, [r["plain"]["peak_rss_mb"] for r in rows], "k--", marker="o", label="plain read"
+    )
+    right.axhline(GOAL_RSS_MB, color="red", linewidth=0.8, label="2 GiB goal")
+    for ax, title, unit in (
+        (left, "time to judge (read both topics + judge)", "seconds"),
+        (right, "peak memory of the judging process", "MB (RSS)"),
+    ):
+        ax.set_xscale("log")
+        ax.set_xlabel("outputs per side")
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    left.set_yscale("log")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
