@@ -27,7 +27,8 @@ from pyspark.sql import functions as F
 
 from recovery_lib.causal.order import ordered
 from recovery_lib.job import JobOptions, JobSpec, read_json_input
-from recovery_lib.verify.contract import ConsistencyContract, invariant
+from recovery_lib.pipeline.reachability import JoinPairs, ReachablePaths
+from recovery_lib.verify.contract import ConsistencyContract
 
 LINK_SCHEMA = "src long, dst long, op string"
 SOURCE_SCHEMA = "node long, op string"
@@ -43,10 +44,12 @@ def _lineage(df: DataFrame) -> list[Any]:
 
 
 def _contract() -> ConsistencyContract:
-    from recovery_lib.pipeline.reachability import ReachablePaths
 
     return ConsistencyContract(
-        deterministic=False, ordered=True, invariants=(ReachablePaths(_inputs_of_run),)
+        deterministic=False,
+        ordered=True,
+        invariants=(ReachablePaths(_inputs_of_run),),
+        ordered_list="path",
     )
 
 
@@ -181,25 +184,6 @@ def build_project(spark: SparkSession, opts: JobOptions) -> DataFrame:
     )
 
 
-def _pairs_well_formed(outputs: Any, inputs: Any) -> Any:
-    """JOIN's outputs: a pair names a source, a non-empty path starting there and a next node;
-    a forwarded source add/delete names its source."""
-    from collections import Counter
-
-    from recovery_lib.verify.contract import Flaw, InvariantResult
-
-    bad = 0
-    for o in outputs:
-        v = o.value
-        if v.get("kind") == "pair":
-            path = v.get("path") or []
-            bad += not (path and path[0] == v.get("source") and v.get("next", -1) >= 0)
-        elif v.get("kind") not in ("source", "unsource") or v.get("source") is None:
-            bad += 1
-    violations = Counter({Flaw.INCONSISTENT: bad}) if bad else Counter()
-    return InvariantResult("reachability join: well-formed pairs", True, violations)
-
-
 JOIN = JobSpec(
     name="reach_join",
     build=build_join,
@@ -207,7 +191,9 @@ JOIN = JobSpec(
     contract=ConsistencyContract(
         deterministic=False,
         ordered=True,
-        invariants=(invariant("reachability join: well-formed pairs", _pairs_well_formed),),
+        invariants=(JoinPairs(_inputs_of_run),),
+        free=("n",),  # the emission index within a task's output
+        ordered_list="path",
     ),
     default_prefix="reach",
     description="Reachability: links joined with reach tuples (the cycle's stateful stage)",

@@ -32,7 +32,7 @@ from recovery_lib.cec.log import OutputLog
 from recovery_lib.cec.operator import InputTuple
 from recovery_lib.cec.policy import CheckpointPolicy
 from recovery_lib.cec.windows import TimeWindows
-from recovery_lib.verify.contract import ConsistencyContract
+from recovery_lib.verify.contract import ConsistencyContract, UniqueOutputs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -282,6 +282,9 @@ def windowed_contract(
     """A deterministic time-windowed CEC job's contract: results compared exactly, up to the
     windows every run must have closed (``ConsistencyContract.closed_by``)."""
     return ConsistencyContract(
+        # One result per window, also for windows past what every run closed (not compared).
+        invariants=(UniqueOutputs(("window",)),),
         window_end=lambda value: int(value["end"]),
         closed_by=_ClosedBy(input, event_field, kind, spark_delay_ms),
+        window="window",
     )

@@ -12,6 +12,10 @@ GROUP_TIMEOUTS = {"session.timeout.ms": "6000", "max.poll.interval.ms": "10000"}
 # Consumers that read whole offset ranges: ~100 B records make the 1 MB default fetch a round
 # trip per 10k records.
 RANGE_FETCHES = {"max.partition.fetch.bytes": str(8 << 20), "fetch.max.bytes": str(64 << 20)}
+# Readers of whole topics (the oracle): librdkafka keeps fetching ahead until a million
+# messages wait (about 450 MB at 150 B each); its default of 100,000 makes a reader of millions
+# of records wait on fetches (measured on tansu: 2M records in 1.5 s instead of 9.8 s).
+BULK_READS = {**RANGE_FETCHES, "queued.min.messages": "1000000"}
 
 
 def resolve_bootstrap(settings: Settings | None = None) -> str:

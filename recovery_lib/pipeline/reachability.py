@@ -122,6 +122,8 @@ def produce(
 
 
 def _input_facts(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    source_adds: Counter[int] = Counter()
+    source_deletes: Counter[int] = Counter()
     added_links: set[tuple[int, int]] = set()
     deleted_links: set[tuple[int, int]] = set()
     added_sources: set[int] = set()
@@ -135,7 +137,10 @@ def _input_facts(records: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any
         else:
             node = int(value["node"])
             (added_sources if value["op"] == "add" else deleted_sources).add(node)
+            (source_adds if value["op"] == "add" else source_deletes)[node] += 1
     return {
+        "source_adds": source_adds,
+        "source_deletes": source_deletes,
         "link_adds": link_adds,
         "links": added_links,
         "stable_links": added_links - deleted_links,
@@ -232,3 +237,79 @@ class ReachablePaths:
         return InvariantResult(
             self.name, checked=True, violations=+violations, details=details, examples=examples
         )
+
+
+class JoinPairs:
+    """The reachability JOIN's outputs. Without the input: a pair names a source, a non-empty
+    path starting there and a next node; a forwarded source add/delete names its source. With
+    it: a pair's path runs from an added source over added links and ends in a node with an
+    added link to ``next``; it is output at most ``link adds + tuple arrivals - 1`` times (JOIN
+    emits a pair at the later of its link's add and its tuple's arrival, so the first of all
+    those events emits nothing); a forwarded add/delete at most as often as the input has it."""
+
+    name = "reachability join: pairs some run emits"
+    agreement_covers = False  # the join has no agreement: only this judges
+
+    def __init__(self, records: Callable[[Any], list[tuple[str, dict[str, Any]]] | None]):
+        self.records = records
+
+    def check(self, outputs: Sequence[Output], inputs: Any) -> InvariantResult:
+        violations: Counter[Flaw] = Counter()
+        examples: list[str] = []
+
+        def flag(flaw: Flaw, text: str) -> None:
+            violations[flaw] += 1
+            if len(examples) < 5:
+                examples.append(text)
+
+        seen: Counter[tuple[Any, ...]] = Counter()
+        for o in outputs:
+            v = o.value
+            kind, source, path = v.get("kind"), v.get("source"), v.get("path") or []
+            if kind == "pair":
+                ok = bool(path) and path[0] == source and isinstance(v.get("next"), int)
+                ok = ok and v["next"] >= 0
+                if not ok:
+                    flag(Flaw.INCONSISTENT, f"malformed pair {v}")
+                    continue
+                seen[("pair", source, tuple(path), v["next"])] += 1
+            elif kind in ("source", "unsource") and source is not None:
+                seen[(kind, source)] += 1
+            else:
+                flag(Flaw.INCONSISTENT, f"not a join output {v}")
+        records = self.records(inputs)
+        if records is None:
+            return InvariantResult(self.name, False, +violations, examples=examples)
+        facts = _input_facts(records)
+        reach = Counter(
+            (int(v["source"]), tuple(int(n) for n in v.get("path") or ()))
+            for name, v in (inputs.decoded("reach") if inputs.has("reach") else ())
+            if isinstance(v, dict) and "source" in v
+        )
+        for item, n in seen.items():
+            if item[0] == "pair":
+                _, source, path, nxt = item
+                links = list(zip(path, path[1:], strict=False))
+                possible = (
+                    source in facts["sources"]
+                    and all(link in facts["links"] for link in links)
+                    and (path[-1], nxt) in facts["links"]
+                )
+                if not possible:
+                    flag(Flaw.INCONSISTENT, f"impossible pair {source} {list(path)} -> {nxt}")
+                    continue
+                arrivals = facts["source_adds"][source] if len(path) == 1 else reach[(source, path)]
+                allowed = facts["link_adds"][(path[-1], nxt)] + max(arrivals, 1) - 1
+                if n > allowed:
+                    violations[Flaw.DUPLICATED_INPUT] += n - allowed
+                    if len(examples) < 5:
+                        examples.append(f"pair {source} {list(path)} -> {nxt} output {n} times")
+            else:
+                kind, source = item
+                allowed = facts["source_adds" if kind == "source" else "source_deletes"][source]
+                if n > allowed:
+                    flag(
+                        Flaw.DUPLICATED_INPUT if allowed else Flaw.INCONSISTENT,
+                        f"{kind} {source} x{n}",
+                    )
+        return InvariantResult(self.name, True, +violations, examples=examples)

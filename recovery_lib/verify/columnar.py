@@ -140,7 +140,7 @@ class SpilledSide:
         self._starts: list[int] = []  # first seq of each batch in the IPC file
         self._reader: pa.ipc.RecordBatchFileReader | None = None
         con.execute(
-            f"CREATE TABLE {name} (seq BIGINT, id VARCHAR, h UBIGINT, u UBIGINT, "
+            f"CREATE TABLE {name} (seq BIGINT, id BLOB, h UBIGINT, u UBIGINT, "
             "total DOUBLE, flag BOOLEAN, ignored BOOLEAN)"
         )
 
@@ -180,7 +180,14 @@ class SpilledSide:
             b = bisect.bisect_right(self._starts, seq) - 1
             row = self._reader.get_batch(b).slice(seq - self._starts[b], 1).to_pylist()[0]
             out[seq] = SinkRecord(
-                row["id"], None, row["key"], row["value"], "", row["partition"], row["offset"], ()
+                _text(row["id"]),
+                None,
+                row["key"],
+                row["value"],
+                "",
+                row["partition"] or 0,
+                row["offset"] or 0,
+                (),
             )
         return out
 
@@ -202,7 +209,11 @@ class SpilledSide:
             values = batch.column("value").to_pylist()
             for i in range(batch.num_rows):
                 if keep is None or keep(start + i):
-                    yield start + i, Output.decode(ids[i], keys[i], values[i])
+                    yield start + i, Output.decode(_text(ids[i]), keys[i], values[i])
+
+
+def _text(rid: bytes | None) -> str | None:
+    return rid.decode(errors="replace") if rid is not None else None
 
 
 class OutputsView(Sequence[Output]):
@@ -407,7 +418,7 @@ def record_batches(records: Iterable[SinkRecord], rows: int = 100_000) -> Iterat
     def batch() -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays(
             [
-                pa.array([r.id for r in chunk], pa.string()),
+                pa.array([r.id.encode() if r.id is not None else None for r in chunk], pa.binary()),
                 pa.array([r.key for r in chunk], pa.binary()),
                 pa.array([r.value for r in chunk], pa.binary()),
                 pa.array([r.partition for r in chunk], pa.int32()),

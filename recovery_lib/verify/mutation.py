@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -363,13 +364,19 @@ def move_window(t: Target) -> Iterator[Mutant]:
                 "move-window", Expect.PASSES, t.replaced(i, t.with_value(i, value)), "fresh"
             )
         return
-    windows = sorted({json.dumps(o.value.get(name)) for o in t.outputs if name in o.value})
-    if len(windows) < 2:
+    windows_of: dict[Any, set[str]] = defaultdict(set)  # Kafka key -> its windows
+    for o in t.outputs:
+        if name in o.value:
+            windows_of[o.key].add(json.dumps(o.value[name]))
+    every = sorted(set().union(*windows_of.values())) if windows_of else []
+    if len(every) < 2:
         return
     for i in t.pick([i for i in t.data() if name in t.outputs[i].value]):
         value = dict(t.outputs[i].value)
         current = json.dumps(value[name])
-        value[name] = json.loads(next(w for w in windows if w != current))
+        # Another window of the same key where there is one: a value counted in the wrong window.
+        same_key = sorted(windows_of[t.outputs[i].key] - {current})
+        value[name] = json.loads((same_key or [w for w in every if w != current])[0])
         yield Mutant("move-window", Expect.CAUGHT, t.replaced(i, t.with_value(i, value)), "other")
 
 
@@ -428,16 +435,15 @@ def swap_values(t: Target) -> Iterator[Mutant]:
     if view is None:
         return
     data = t.data()
+
+    def agreed(i: int) -> str:
+        value = t.outputs[i].value
+        names = view.fields if view.fields is not None else tuple(sorted(value))
+        return json.dumps([value.get(n) for n in names])
+
     for i in t.pick(data, 2):
         j = next(
-            (
-                j
-                for j in data
-                if t.outputs[j].key != t.outputs[i].key
-                and json.dumps([t.outputs[j].value.get(n) for n in view.fields or ()])
-                != json.dumps([t.outputs[i].value.get(n) for n in view.fields or ()])
-                and t.outputs[j].value != t.outputs[i].value
-            ),
+            (j for j in data if t.outputs[j].key != t.outputs[i].key and agreed(j) != agreed(i)),
             None,
         )
         if j is None:

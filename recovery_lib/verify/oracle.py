@@ -421,7 +421,7 @@ def _judge_sides(
     }
     if not dedup:
         examples["duplicated_ids"] = [
-            rid
+            rid.decode(errors="replace")
             for (rid,) in engine.con.execute(
                 f"SELECT id FROM {run.name} WHERE id IS NOT NULL GROUP BY id "
                 f"HAVING count(*) > 1 LIMIT {max_examples}"

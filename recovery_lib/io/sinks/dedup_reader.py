@@ -9,17 +9,21 @@ a fence (see recovery_lib/ha/fencing.py).
 
 from __future__ import annotations
 
+import gc
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from recovery_lib.io.sinks.fences import FENCE_HEADER, FenceFilter
+from recovery_lib.io.sinks.fences import FenceFilter
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, EPOCH_HEADER, ID_HEADER
 from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.kafka.admin import TopicAdmin
-from recovery_lib.kafka.clients import RANGE_FETCHES, client_config
+from recovery_lib.kafka.clients import BULK_READS, client_config
 from recovery_lib.settings import get_settings
 
 
@@ -126,7 +130,7 @@ def _bounds(
 # The columns of ``read_topic_batches``: what the oracle keeps of a sink record.
 SINK_BATCH_SCHEMA = pa.schema(
     [
-        ("id", pa.string()),
+        ("id", pa.binary()),
         ("key", pa.binary()),
         ("value", pa.binary()),
         ("partition", pa.int32()),
@@ -138,89 +142,143 @@ SINK_BATCH_SCHEMA = pa.schema(
 def read_topic_batches(
     topic: str,
     config: Mapping[str, str] | None = None,
-    rows: int = 100_000,
+    rows: int = 200_000,
     fence: FenceFilter | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """What ``read_topic`` yields, as Arrow record batches of at most ``rows`` records
-    (``SINK_BATCH_SCHEMA``), for readers of millions of records: no object per record."""
+    """What ``read_topic`` yields, as Arrow record batches of about ``rows`` records
+    (``SINK_BATCH_SCHEMA``; partitions interleaved, each in offset order; ``partition`` and
+    ``offset`` null where nothing needed them), for readers of
+    millions of records: columns are taken from each fetched block of messages at once, and a
+    message is looked at one by one only when its headers are not a plain output's (``rl.id``
+    first, no control header) or a fence was seen."""
     fence = fence if fence is not None else FenceFilter()
     config = dict(config) if config is not None else client_config()
     partitions, lows, ends = _bounds(topic, config, None)
+    todo = {p for p in partitions if ends[p] > lows[p]}
+    if not todo:
+        return
     consumer = Consumer(
         {
             **config,
-            **RANGE_FETCHES,
+            **BULK_READS,
             "group.id": "recovery-batch-reader",
             "enable.auto.commit": "false",
-            "enable.partition.eof": "true",
+            "enable.partition.eof": "false",
         }
     )
-    ids: list[str | None] = []
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    parts: list[int] = []
-    offsets: list[int] = []
-
-    def batch() -> pa.RecordBatch:
-        out = pa.RecordBatch.from_arrays(
-            [
-                pa.array(ids, pa.string()),
-                pa.array(keys, pa.binary()),
-                pa.array(values, pa.binary()),
-                pa.array(parts, pa.int32()),
-                pa.array(offsets, pa.int64()),
-            ],
-            schema=SINK_BATCH_SCHEMA,
-        )
-        for column in (ids, keys, values, parts, offsets):
-            column.clear()
-        return out
-
+    consumer.assign([TopicPartition(topic, p, lows[p]) for p in sorted(todo)])
+    columns: tuple[list[Any], ...] = ([], [], [], [], [])  # id, key, value, partition, offset
+    pending = 0
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # header tuples would trigger a collection every few thousand messages
     try:
-        for part in partitions:
-            end = ends[part]
-            if end <= lows[part]:
+        idle_since = time.monotonic()
+        while todo:
+            msgs = consumer.consume(num_messages=10_000, timeout=1.0)
+            if not msgs:
+                if time.monotonic() - idle_since > _STALL_S:
+                    raise RuntimeError(
+                        f"reading {topic}: partitions {sorted(todo)} stopped short of their ends"
+                    )
                 continue
-            consumer.assign([TopicPartition(topic, part, lows[part])])
-            position = lows[part]
-            while position < end:
-                for msg in consumer.consume(num_messages=10_000, timeout=1.0):
-                    if msg.error() is not None:
-                        if msg.error().code() == KafkaError._PARTITION_EOF:
-                            if msg.offset() >= end:
-                                position = end
-                            continue
-                        raise RuntimeError(f"reading {topic}/{part}: {msg.error()}")
-                    offset = msg.offset()
-                    if offset >= end:
-                        position = end
-                        break
-                    position = offset + 1
-                    rid = None
-                    headers = msg.headers()
-                    if headers:
-                        hmap = dict(headers)
-                        if CONTROL_HEADER in hmap:
-                            continue
-                        if FENCE_HEADER in hmap or EPOCH_HEADER in hmap:
-                            epoch_raw = hmap.get(EPOCH_HEADER)
-                            epoch = int(epoch_raw) if epoch_raw is not None else None
-                            if not fence.accept(topic, part, epoch, hmap):
-                                continue
-                        raw_id = hmap.get(ID_HEADER)
-                        rid = raw_id.decode() if raw_id is not None else None
-                    ids.append(rid)
-                    keys.append(msg.key())
-                    values.append(msg.value())
-                    parts.append(part)
-                    offsets.append(offset)
-                    if len(ids) >= rows:
-                        yield batch()
-            consumer.unassign()
-        if ids:
-            yield batch()
+            idle_since = time.monotonic()
+            errors = [e for e in map(Message.error, msgs) if e is not None]
+            if errors:
+                raise RuntimeError(f"reading {topic}: {errors[0]}")
+            # Where each partition stands after this block (no per-message partition/offset).
+            reached = {
+                tp.partition: tp.offset
+                for tp in consumer.position([TopicPartition(topic, p) for p in todo])
+            }
+            beyond = any(reached[p] > ends[p] for p in reached)
+            for p, position in reached.items():
+                if position >= ends[p]:
+                    todo.discard(p)
+                    consumer.pause([TopicPartition(topic, p)])
+            headers = list(map(Message.headers, msgs))
+            ids = [
+                h[0][1] if h and h[0][0] == ID_HEADER and h[-1][0] != CONTROL_HEADER else _SPECIAL
+                for h in headers
+            ]
+            keys = list(map(Message.key, msgs))
+            values = list(map(Message.value, msgs))
+            parts: list[int] | None = None
+            offsets: list[int] | None = None
+            if beyond or fence.fences or _SPECIAL in ids:  # one by one (see the docstring)
+                parts = list(map(Message.partition, msgs))
+                offsets = list(map(Message.offset, msgs))
+                keep = [
+                    i
+                    for i, (p, o, h) in enumerate(zip(parts, offsets, headers, strict=True))
+                    if o < ends[p] and _accepted(topic, p, h, fence)
+                ]
+                ids = [_id_of(headers[i]) for i in keep]
+                keys, values = [keys[i] for i in keep], [values[i] for i in keep]
+                parts, offsets = [parts[i] for i in keep], [offsets[i] for i in keep]
+            if parts is None:  # positions of plain blocks are not kept (not needed to judge)
+                parts = offsets = [None] * len(ids)  # type: ignore[list-item]
+            for column, new in zip(columns, (ids, keys, values, parts, offsets), strict=True):
+                column.extend(new)
+            pending += len(ids)
+            if pending >= rows:
+                yield _sink_batch(columns)
+                pending = 0
+        if pending:
+            yield _sink_batch(columns)
     finally:
+        if gc_was_enabled:
+            gc.enable()
         consumer.close()
+
+
+_SPECIAL = object()  # a message whose headers read_topic_batches looks at one by one
+_STALL_S = 60.0  # no message for this long while partitions are short of their ends: fail
+
+
+def _accepted(
+    topic: str, partition: int, headers: list[tuple[str, bytes]] | None, fence: FenceFilter
+) -> bool:
+    """``read_topic``'s rule: no control records, no fence records, nothing fenced."""
+    hmap = dict(headers or ())
+    if CONTROL_HEADER in hmap:
+        return False
+    epoch_raw = hmap.get(EPOCH_HEADER)
+    return fence.accept(topic, partition, int(epoch_raw) if epoch_raw else None, hmap)
+
+
+def _id_of(headers: list[tuple[str, bytes]] | None) -> bytes | None:
+    return dict(headers or ()).get(ID_HEADER)
+
+
+def _binary(items: list[bytes | None]) -> pa.Array:
+    """A binary Arrow array of ``items``: from one joined buffer and the lengths' running sum
+    (4x faster than converting bytes objects one by one), unless an item is None."""
+    if None in items:
+        return pa.array(items, pa.binary())
+    lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+    offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = b"".join(items)  # type: ignore[arg-type]
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(items), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    ).cast(pa.binary())
+
+
+def _sink_batch(columns: tuple[list[Any], ...]) -> pa.RecordBatch:
+    ids, keys, values, parts, offsets = columns
+    batch = pa.RecordBatch.from_arrays(
+        [
+            _binary(ids),
+            _binary(keys),
+            _binary(values),
+            pa.array(parts, pa.int32()),
+            pa.array(offsets, pa.int64()),
+        ],
+        schema=SINK_BATCH_SCHEMA,
+    )
+    for column in columns:
+        column.clear()
+    return batch
 
 
 class DedupReader:
