@@ -26,7 +26,8 @@ JOBS = sorted(p.name.removesuffix(".json.gz") for p in FIXTURES.glob("*.json.gz"
 
 
 def load(name: str) -> tuple[JobSpec, list[SinkRecord], InputView | None]:
-    data: dict[str, Any] = json.loads(gzip.open(FIXTURES / f"{name}.json.gz").read())
+    with gzip.open(FIXTURES / f"{name}.json.gz") as f:
+        data: dict[str, Any] = json.loads(f.read())
     spec = resolve_job(data["job"])
     outputs = [
         SinkRecord(
