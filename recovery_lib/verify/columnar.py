@@ -130,14 +130,24 @@ class SpilledSide:
     """One side's records (see the module docstring). ``add`` batches of
     ``SINK_BATCH_SCHEMA``, then ``finish``; rows are read back by position (``seq``)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, name: str, directory: Path, sql: UnitSQL):
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        name: str,
+        directory: Path,
+        sql: UnitSQL,
+        spill: bool,
+    ):
+        """``spill``: the raw records go to an IPC file in ``directory`` (sides read from
+        topics, of unknown size); else they stay in memory (they were in memory already)."""
         self.con, self.name, self.sql = con, name, sql
         self.path = directory / f"{name}.arrow"
-        self._writer: pa.ipc.RecordBatchFileWriter | None = pa.ipc.new_file(
-            str(self.path), SINK_BATCH_SCHEMA
+        self._writer: pa.ipc.RecordBatchFileWriter | None = (
+            pa.ipc.new_file(str(self.path), SINK_BATCH_SCHEMA) if spill else None
         )
+        self._kept: list[pa.RecordBatch] | None = None if spill else []
         self.rows = 0
-        self._starts: list[int] = []  # first seq of each batch in the IPC file
+        self._starts: list[int] = []  # first seq of each batch
         self._reader: pa.ipc.RecordBatchFileReader | None = None
         con.execute(
             f"CREATE TABLE {name} (seq BIGINT, id BLOB, h UBIGINT, u UBIGINT, "
@@ -145,10 +155,13 @@ class SpilledSide:
         )
 
     def add(self, batch: pa.RecordBatch) -> None:
-        assert self._writer is not None, "add after finish"
         if batch.num_rows == 0:
             return
-        self._writer.write_batch(batch)
+        if self._kept is not None:
+            self._kept.append(batch)
+        else:
+            assert self._writer is not None, "add after finish"
+            self._writer.write_batch(batch)
         self._starts.append(self.rows)
         seq = pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64())
         chunk = pa.RecordBatch.from_arrays([seq, *batch.columns], ["seq", *batch.schema.names])
@@ -170,25 +183,43 @@ class SpilledSide:
             self._writer.close()
             self._writer = None
 
-    def records(self, seqs: Iterable[int]) -> dict[int, SinkRecord]:
-        """The records at these positions."""
+    def _batches(self) -> int:
+        if self._kept is not None:
+            return len(self._kept)
         self.finish()
         if self._reader is None:
+            if not self._starts:
+                return 0
             self._reader = pa.ipc.open_file(pa.memory_map(str(self.path)))
-        out = {}
+        return self._reader.num_record_batches
+
+    def _batch(self, b: int) -> pa.RecordBatch:
+        if self._kept is not None:
+            return self._kept[b]
+        assert self._reader is not None
+        return self._reader.get_batch(b)
+
+    def records(self, seqs: Iterable[int]) -> dict[int, SinkRecord]:
+        """The records at these positions (read batch by batch)."""
+        wanted: dict[int, list[int]] = {}
+        self._batches()
         for seq in sorted(set(seqs)):
-            b = bisect.bisect_right(self._starts, seq) - 1
-            row = self._reader.get_batch(b).slice(seq - self._starts[b], 1).to_pylist()[0]
-            out[seq] = SinkRecord(
-                _text(row["id"]),
-                None,
-                row["key"],
-                row["value"],
-                "",
-                row["partition"] or 0,
-                row["offset"] or 0,
-                (),
-            )
+            wanted.setdefault(bisect.bisect_right(self._starts, seq) - 1, []).append(seq)
+        out = {}
+        for b, batch_seqs in wanted.items():
+            start = self._starts[b]
+            rows = self._batch(b).take(pa.array([s - start for s in batch_seqs])).to_pylist()
+            for seq, row in zip(batch_seqs, rows, strict=True):
+                out[seq] = SinkRecord(
+                    _text(row["id"]),
+                    None,
+                    row["key"],
+                    row["value"],
+                    "",
+                    row["partition"] or 0,
+                    row["offset"] or 0,
+                    (),
+                )
         return out
 
     def outputs(self, seqs: Iterable[int]) -> dict[int, Output]:
@@ -198,11 +229,8 @@ class SpilledSide:
         self, keep: Callable[[int], bool] | None = None
     ) -> Iterator[tuple[int, Output]]:
         """Every output in read order (those ``keep`` accepts), decoded batch by batch."""
-        self.finish()
-        if self._reader is None:
-            self._reader = pa.ipc.open_file(pa.memory_map(str(self.path)))
-        for b in range(self._reader.num_record_batches):
-            batch = self._reader.get_batch(b)
+        for b in range(self._batches()):
+            batch = self._batch(b)
             start = self._starts[b]
             ids = batch.column("id").to_pylist()
             keys = batch.column("key").to_pylist()
@@ -256,8 +284,10 @@ class ColumnarJudge:
     """Judges two spilled sides; see the module docstring for the steps."""
 
     def __init__(self, contract: ConsistencyContract, directory: Path, on_disk: bool):
-        """``on_disk``: DuckDB's tables in a file of ``directory`` (for sides of unknown size,
-        read from topics); else in memory, spilling to ``directory`` beyond the limit."""
+        """``on_disk``: DuckDB's tables in a file of ``directory`` and the raw records in IPC
+        files (sides of unknown size, read from topics); else in memory, DuckDB spilling to
+        ``directory`` beyond its limit."""
+        self.on_disk = on_disk
         self.contract = contract
         self.directory = directory
         self.con = duckdb.connect(str(directory / "oracle.duckdb") if on_disk else ":memory:")
@@ -268,7 +298,7 @@ class ColumnarJudge:
         self.sql = unit_sql(contract.view)
 
     def side(self, name: str) -> SpilledSide:
-        return SpilledSide(self.con, name, self.directory, self.sql)
+        return SpilledSide(self.con, name, self.directory, self.sql, spill=self.on_disk)
 
     # -- steps 1-4 --------------------------------------------------------------------------
 
