@@ -335,7 +335,6 @@ def judge(
         inputs,
         failures_not_fired,
         max_examples,
-        from_topics=False,
     )
 
 
@@ -390,32 +389,23 @@ def judge_batches(
     inputs: InputView | None = None,
     failures_not_fired: int = 0,
     max_examples: int = 5,
-    timings: dict[str, float] | None = None,
-    from_topics: bool = True,
 ) -> ConsistencyReport:
-    """The columnar judgement of two sides given as ``SINK_BATCH_SCHEMA`` batches.
-    ``from_topics``: the batches are read while judged (of unknown size: DuckDB on disk, the
-    ingest overlapped with the reading), else they are already in memory."""
-    started = time.perf_counter()
+    """The columnar judgement of two sides given as ``SINK_BATCH_SCHEMA`` batches in memory
+    (for topics of any size, ``judge_topics``)."""
     with workspace() as directory:
-        engine = ColumnarJudge(contract, Path(directory), on_disk=from_topics)
+        engine = ColumnarJudge(contract, Path(directory), on_disk=False)
         try:
             run = engine.side("run")
-            ingest(run, run_batches, threaded=from_topics)
+            ingest(run, run_batches, threaded=False)
             reference = None
             if reference_batches is not None:
                 reference = engine.side("reference")
-                ingest(reference, reference_batches, threaded=from_topics)
-            read_s = time.perf_counter() - started
-            report = _judge_sides(
+                ingest(reference, reference_batches, threaded=False)
+            return _judge_sides(
                 engine, job, run, reference, dedup, inputs, failures_not_fired, max_examples
             )
         finally:
             engine.close()
-    if timings is not None:
-        timings["read_s"] = read_s
-        timings["judge_s"] = time.perf_counter() - started - read_s
-    return report
 
 
 def _judge_sides(
