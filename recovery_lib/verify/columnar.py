@@ -29,24 +29,18 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import multiprocessing
 import queue
 import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-from recovery_lib.io.sinks.dedup_reader import (
-    SINK_BATCH_SCHEMA,
-    SinkRecord,
-    read_topic_batches,
-)
+from recovery_lib.io.sinks.dedup_reader import SINK_BATCH_SCHEMA, SinkRecord
 from recovery_lib.verify.contract import (
     Agreement,
     ConsistencyContract,
@@ -62,7 +56,6 @@ from recovery_lib.verify.inputs import InputView
 log = logging.getLogger(__name__)
 
 DUCKDB_MEMORY = "1GB"  # DuckDB spills to its file beyond this: peak RSS stays bounded
-CHILD_DUCKDB_MEMORY = "256MB"  # each topic reader's DuckDB (it only inserts)
 QUEUE_BATCHES = 4  # batches read ahead of the DuckDB ingest (each ~100k records)
 
 
@@ -144,25 +137,18 @@ class SpilledSide:
         directory: Path,
         sql: UnitSQL,
         spill: bool,
-        written: SpillReceipt | None = None,
     ):
         """``spill``: the raw records go to an IPC file in ``directory`` (sides read from
-        topics, of unknown size); else they stay in memory (they were in memory already).
-        ``written``: the side was filled by ``spill_topic`` in another process (its IPC file
-        and Parquet table are in ``directory``): adopt them."""
+        topics, of unknown size); else they stay in memory (they were in memory already)."""
         self.con, self.name, self.sql = con, name, sql
         self.path = directory / f"{name}.arrow"
+        self._writer: pa.ipc.RecordBatchFileWriter | None = (
+            pa.ipc.new_file(str(self.path), SINK_BATCH_SCHEMA) if spill else None
+        )
         self._kept: list[pa.RecordBatch] | None = None if spill else []
-        self._writer: pa.ipc.RecordBatchFileWriter | None = None
-        self._reader: pa.ipc.RecordBatchFileReader | None = None
-        if written is not None:
-            self.rows, self._starts = written.rows, list(written.starts)
-            con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_parquet('{written.table}')")
-            return
-        if spill:
-            self._writer = pa.ipc.new_file(str(self.path), SINK_BATCH_SCHEMA)
         self.rows = 0
-        self._starts = []  # first seq of each batch
+        self._starts: list[int] = []  # first seq of each batch
+        self._reader: pa.ipc.RecordBatchFileReader | None = None
         con.execute(
             f"CREATE TABLE {name} (seq BIGINT, id BLOB, h UBIGINT, u UBIGINT, "
             "total DOUBLE, flag BOOLEAN, ignored BOOLEAN)"
@@ -453,60 +439,6 @@ def ingest(side: SpilledSide, batches: Iterable[pa.RecordBatch], threaded: bool)
     if failed:
         raise failed[0]
     side.finish()
-
-
-@dataclass(frozen=True)
-class SpillReceipt:
-    """What ``spill_topic`` leaves for the judging process: the side's SQL columns as Parquet
-    (``table``), its raw records as ``<directory>/<name>.arrow``, and where batches start."""
-
-    table: str
-    rows: int
-    starts: tuple[int, ...]
-
-
-def spill_topic(
-    topic: str, config: dict[str, str] | None, directory: str, name: str, sql: UnitSQL
-) -> SpillReceipt:
-    """Read ``topic`` into a side in ``directory`` (run in a process of its own, see
-    ``read_sides``): the reading thread decodes message blocks, a DuckDB thread computes the
-    SQL columns, which end up in a Parquet file."""
-    folder = Path(directory)
-    con = duckdb.connect(str(folder / f"{name}.duckdb"))
-    con.execute(
-        f"SET memory_limit = '{CHILD_DUCKDB_MEMORY}'; SET threads = 1; "
-        f"SET preserve_insertion_order = false; SET temp_directory = '{folder / name}-spill'"
-    )
-    try:
-        side = SpilledSide(con, name, folder, sql, spill=True)
-        ingest(side, read_topic_batches(topic, config), threaded=True)
-        table = folder / f"{name}.parquet"
-        con.execute(f"COPY {name} TO '{table}' (FORMAT parquet)")
-        return SpillReceipt(str(table), side.rows, tuple(side._starts))
-    finally:
-        con.close()
-        (folder / f"{name}.duckdb").unlink(missing_ok=True)
-
-
-def read_sides(
-    engine: ColumnarJudge, topics: dict[str, str], config: dict[str, str] | None
-) -> dict[str, SpilledSide]:
-    """Every topic read at once, each in a process of its own: the Kafka client's per-message
-    work is Python's, so one process reads at most one core's worth. The judging process then
-    loads each side's SQL columns and keeps its raw records where they were written."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=len(topics), mp_context=context) as pool:
-        futures = {
-            name: pool.submit(spill_topic, topic, config, str(engine.directory), name, engine.sql)
-            for name, topic in topics.items()
-        }
-        receipts = {name: future.result() for name, future in futures.items()}
-    return {
-        name: SpilledSide(
-            engine.con, name, engine.directory, engine.sql, spill=True, written=receipt
-        )
-        for name, receipt in receipts.items()
-    }
 
 
 def record_batches(records: Iterable[SinkRecord], rows: int = 100_000) -> Iterator[pa.RecordBatch]:

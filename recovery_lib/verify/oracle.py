@@ -36,13 +36,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from recovery_lib.io.sinks.dedup_reader import SinkRecord
+from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic_batches
 from recovery_lib.verify.columnar import (
     ColumnarJudge,
     SideFacts,
     SpilledSide,
     ingest,
-    read_sides,
     record_batches,
     workspace,
 )
@@ -349,28 +348,27 @@ def judge_topics(
     config: dict[str, str] | None = None,
     timings: dict[str, float] | None = None,
 ) -> ConsistencyReport:
-    """Judge a run's sink topic against a reference run's, for millions of outputs: both
-    topics are read at once, each by a process of its own, into Arrow batches (no object per
-    output) and DuckDB columns (columnar.read_sides). ``timings`` gets read_s (reading both
-    topics, the DuckDB ingest overlapped) and judge_s (everything after)."""
+    """Judge a run's sink topic against a reference run's, for millions of outputs: each
+    topic is read in Arrow batches (no object per output) while a DuckDB thread ingests the
+    previous batch, into a DuckDB file and IPC files (bounded memory). ``timings`` gets read_s
+    (reading both topics, the ingest overlapped) and judge_s (everything after).
+
+    One process reads both topics, one after the other: its reading thread and its DuckDB
+    thread already keep both cores of this machine busy; a reader process per topic was
+    measured slower (10^7 outputs per side: 45-50 s instead of 40 s)."""
     started = time.perf_counter()
-    topics = {"run": run_topic}
-    if reference_topic is not None:
-        topics["reference"] = reference_topic
     with workspace() as directory:
         engine = ColumnarJudge(contract, Path(directory), on_disk=True)
         try:
-            sides = read_sides(engine, topics, config)
+            run = engine.side("run")
+            ingest(run, read_topic_batches(run_topic, config), threaded=True)
+            reference = None
+            if reference_topic is not None:
+                reference = engine.side("reference")
+                ingest(reference, read_topic_batches(reference_topic, config), threaded=True)
             read_s = time.perf_counter() - started
             report = _judge_sides(
-                engine,
-                job,
-                sides["run"],
-                sides.get("reference"),
-                dedup,
-                inputs,
-                failures_not_fired,
-                max_examples=5,
+                engine, job, run, reference, dedup, inputs, failures_not_fired, max_examples=5
             )
         finally:
             engine.close()
