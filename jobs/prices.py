@@ -101,7 +101,9 @@ JOB = JobSpec(
     inputs=("bids",),
     # The noise and the service's rate are free; which bid an output prices is not.
     contract=ConsistencyContract(
-        deterministic=False, agreement=Fields(("auction", "bidder", "dateTime", "price"))
+        deterministic=False,
+        agreement=Fields(("auction", "bidder", "dateTime", "price")),
+        free=("euro",),
     ),
     default_prefix=NEXMARK_PREFIX,
     params=("price_url",),
