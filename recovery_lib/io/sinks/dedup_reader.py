@@ -13,6 +13,7 @@ import gc
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -196,15 +197,12 @@ def read_topic_batches(
                     todo.discard(p)
                     consumer.pause([TopicPartition(topic, p)])
             headers = list(map(Message.headers, msgs))
-            ids = [
-                h[0][1] if h and h[0][0] == ID_HEADER and h[-1][0] != CONTROL_HEADER else _SPECIAL
-                for h in headers
-            ]
+            ids = _plain_ids(headers)
             keys = list(map(Message.key, msgs))
             values = list(map(Message.value, msgs))
             parts: list[int] | None = None
             offsets: list[int] | None = None
-            if beyond or fence.fences or _SPECIAL in ids:  # one by one (see the docstring)
+            if beyond or fence.fences or ids is None:  # one by one (see the docstring)
                 parts = list(map(Message.partition, msgs))
                 offsets = list(map(Message.offset, msgs))
                 keep = [
@@ -231,7 +229,22 @@ def read_topic_batches(
         consumer.close()
 
 
-_SPECIAL = object()  # a message whose headers read_topic_batches looks at one by one
+_FIRST, _LAST, _NAME, _VALUE = itemgetter(0), itemgetter(-1), itemgetter(0), itemgetter(1)
+
+
+def _plain_ids(headers: list[list[tuple[str, bytes]] | None]) -> list[bytes] | None:
+    """The ids of a block of plain outputs (``rl.id`` first, no control header last), taken
+    with C-level maps; None when a message of the block is not plain."""
+    try:
+        firsts = list(map(_FIRST, headers))
+        last_names = set(map(_NAME, map(_LAST, headers)))
+    except (TypeError, IndexError):  # a message without headers
+        return None
+    if set(map(_NAME, firsts)) != {ID_HEADER} or CONTROL_HEADER in last_names:
+        return None
+    return list(map(_VALUE, firsts))
+
+
 _STALL_S = 60.0  # no message for this long while partitions are short of their ends: fail
 
 
@@ -259,6 +272,12 @@ def _binary(items: list[bytes | None]) -> pa.Array:
     offsets = np.zeros(len(items) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     data = b"".join(items)  # type: ignore[arg-type]
+    if offsets[-1] < 2**31:  # binary's 32-bit offsets suffice (a batch is ~30 MB)
+        return pa.BinaryArray.from_buffers(
+            pa.binary(),
+            len(items),
+            [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
+        )
     return pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(items), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     ).cast(pa.binary())
