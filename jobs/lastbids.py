@@ -16,7 +16,7 @@ the same output id. With
 from __future__ import annotations
 
 import itertools
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -110,15 +110,9 @@ class ListsSomeRunProduces:
     MAX_PLACEMENTS = 4096  # auctions in several partitions make a list's placement ambiguous
 
     def check(self, outputs: Sequence[Output], inputs: InputView | None) -> InvariantResult:
-        violations: Counter[Flaw] = Counter()
-        examples: list[str] = []
-
-        def flag(flaw: Flaw, text: str) -> None:
-            violations[flaw] += 1
-            if len(examples) < 5:
-                examples.append(text)
-
         bids_of = self._bids(inputs)
+        result = InvariantResult(self.name, checked=bids_of is not None)
+        flag = result.flag
         undecided = 0
         previous: dict[Any, tuple[int, list[str]]] = {}
         pinned: dict[Any, dict[int, int]] = defaultdict(dict)  # bidder -> partition -> c_p
@@ -156,13 +150,8 @@ class ListsSomeRunProduces:
                 )
             else:
                 pinned[bidder] = points  # type: ignore[assignment]
-        return InvariantResult(
-            self.name,
-            checked=bids_of is not None,
-            violations=+violations,
-            details={"outputs": len(outputs), "undecided": undecided},
-            examples=examples,
-        )
+        result.details = {"outputs": len(outputs), "undecided": undecided}
+        return result
 
     @staticmethod
     def _bids(inputs: InputView | None) -> dict[Any, dict[int, list[str]]] | None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
+from recovery_lib.io.sinks.dedup_reader import topic_bounds
 from recovery_lib.io.sinks.ids import ID_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import BULK_READS, client_config
@@ -105,12 +106,10 @@ def _peak_rss_mb() -> float:
 def plain_read(config: dict[str, str], topics: list[str]) -> dict[str, Any]:
     """The physical limit: every record of ``topics`` read (all partitions of a topic at once,
     as the oracle's reader does), its value touched, nothing kept."""
-    from recovery_lib.io.sinks.dedup_reader import _bounds
-
     started = time.perf_counter()
     records = 0
     for topic in topics:
-        partitions, lows, ends = _bounds(topic, config, None)
+        partitions, lows, ends = topic_bounds(topic, config, None)
         todo = {p for p in partitions if ends[p] > lows[p]}
         consumer = Consumer(
             {

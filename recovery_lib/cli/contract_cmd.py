@@ -10,6 +10,15 @@ import typer
 from rich.table import Table
 
 from recovery_lib.cli.output import abort, console
+from recovery_lib.cli.verify_cmd import (
+    DEDUP_OPTION,
+    EVENTS_OPTION,
+    INPUT_OPTION,
+    RATE_OPTION,
+    SEED_OPTION,
+    SKEW_OPTION,
+    input_view,
+)
 from recovery_lib.kafka.exceptions import KafkaLayerError
 
 contract_app = typer.Typer(
@@ -25,18 +34,12 @@ def check(
     reference_topic: str = typer.Option(
         ..., help="A failure-free run's sink topic: the output the operators change."
     ),
-    dedup: bool = typer.Option(True, help="Consumers read through the dedup reader."),
-    input_topic: list[str] = typer.Option(
-        None,
-        "--input",
-        help="input=topic: the run's input, for the contract's invariants that read it (repeat).",
-    ),
-    events: int = typer.Option(
-        None, help="Events generated: also check the query's reference results (DuckDB)."
-    ),
-    seed: int = typer.Option(42, help="Generator seed of the input (with --events)."),
-    rate: float = typer.Option(10_000.0, help="Generator event-time rate (with --events)."),
-    skew: float = typer.Option(0.5, help="Generator hot ratio (with --events)."),
+    dedup: bool = DEDUP_OPTION,
+    input_topic: list[str] = INPUT_OPTION,
+    events: int = EVENTS_OPTION,
+    seed: int = SEED_OPTION,
+    rate: float = RATE_OPTION,
+    skew: float = SKEW_OPTION,
     mutation_seed: int = typer.Option(0, help="Which outputs the operators pick."),
     report: Path = typer.Option(None, help="Also write the report here (JSON)."),
 ) -> None:
@@ -45,7 +48,6 @@ def check(
     when it misses one (the operators it misses are named)."""
     from rich.progress import Progress
 
-    from recovery_lib.cli.verify_cmd import input_view
     from recovery_lib.io.sinks.dedup_reader import read_topic
     from recovery_lib.job.spec import resolve_job
     from recovery_lib.verify.mutation import OPERATORS, mutate

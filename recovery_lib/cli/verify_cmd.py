@@ -16,6 +16,21 @@ if TYPE_CHECKING:
     from recovery_lib.verify.inputs import InputView
 
 
+# How the judged run was read and what its input was: shared with `recovery contract check`.
+DEDUP_OPTION = typer.Option(True, help="Consumers read through the dedup reader.")
+INPUT_OPTION = typer.Option(
+    None,
+    "--input",
+    help="input=topic: the run's input, for the contract's invariants that read it (repeat).",
+)
+EVENTS_OPTION = typer.Option(
+    None, help="Events generated: also check the query's reference results (DuckDB)."
+)
+SEED_OPTION = typer.Option(42, help="Generator seed of the input (with --events).")
+RATE_OPTION = typer.Option(10_000.0, help="Generator event-time rate (with --events).")
+SKEW_OPTION = typer.Option(0.5, help="Generator hot ratio (with --events).")
+
+
 def verify(
     topic: str = typer.Argument(..., help="The run's sink topic."),
     reference_topic: str = typer.Option(None, help="The failure-free reference run's sink topic."),
@@ -25,18 +40,12 @@ def verify(
         "--query",
         help="The job (module:attr or a name of jobs/) whose contract judges.",
     ),
-    dedup: bool = typer.Option(True, help="Consumers read through the dedup reader."),
-    input_topic: list[str] = typer.Option(
-        None,
-        "--input",
-        help="input=topic: the run's input, for the contract's invariants that read it (repeat).",
-    ),
-    events: int = typer.Option(
-        None, help="Events generated: also check the query's reference results (DuckDB)."
-    ),
-    seed: int = typer.Option(42, help="Generator seed of the input (with --events)."),
-    rate: float = typer.Option(10_000.0, help="Generator event-time rate (with --events)."),
-    skew: float = typer.Option(0.5, help="Generator hot ratio (with --events)."),
+    dedup: bool = DEDUP_OPTION,
+    input_topic: list[str] = INPUT_OPTION,
+    events: int = EVENTS_OPTION,
+    seed: int = SEED_OPTION,
+    rate: float = RATE_OPTION,
+    skew: float = SKEW_OPTION,
     metrics: str = typer.Option(None, help="Metrics store to write the report to."),
     expectations: bool = typer.Option(
         False, help="Also run the query's Great Expectations suite on the output."

@@ -254,14 +254,8 @@ class JoinPairs:
         self.records = records
 
     def check(self, outputs: Sequence[Output], inputs: Any) -> InvariantResult:
-        violations: Counter[Flaw] = Counter()
-        examples: list[str] = []
-
-        def flag(flaw: Flaw, text: str) -> None:
-            violations[flaw] += 1
-            if len(examples) < 5:
-                examples.append(text)
-
+        result = InvariantResult(self.name, checked=False)
+        flag = result.flag
         seen: Counter[tuple[Any, ...]] = Counter()
         for o in outputs:
             v = o.value
@@ -279,7 +273,8 @@ class JoinPairs:
                 flag(Flaw.INCONSISTENT, f"not a join output {v}")
         records = self.records(inputs)
         if records is None:
-            return InvariantResult(self.name, False, +violations, examples=examples)
+            return result
+        result.checked = True
         facts = _input_facts(records)
         reach = Counter(
             (int(v["source"]), tuple(int(n) for n in v.get("path") or ()))
@@ -301,9 +296,8 @@ class JoinPairs:
                 arrivals = facts["source_adds"][source] if len(path) == 1 else reach[(source, path)]
                 allowed = facts["link_adds"][(path[-1], nxt)] + max(arrivals, 1) - 1
                 if n > allowed:
-                    violations[Flaw.DUPLICATED_INPUT] += n - allowed
-                    if len(examples) < 5:
-                        examples.append(f"pair {source} {list(path)} -> {nxt} output {n} times")
+                    example = f"pair {source} {list(path)} -> {nxt} output {n} times"
+                    flag(Flaw.DUPLICATED_INPUT, example, n - allowed)
             else:
                 kind, source = item
                 allowed = facts["source_adds" if kind == "source" else "source_deletes"][source]
@@ -312,4 +306,4 @@ class JoinPairs:
                         Flaw.DUPLICATED_INPUT if allowed else Flaw.INCONSISTENT,
                         f"{kind} {source} x{n}",
                     )
-        return InvariantResult(self.name, True, +violations, examples=examples)
+        return result

@@ -344,11 +344,7 @@ class ColumnarJudge:
             keep = None
             if seen != t:
                 keep = {s for (s,) in self.con.execute(f"SELECT seq FROM {seen}").fetchall()}
-            outputs_view = OutputsView(side, keep)
-            for inv in self.contract.invariants:
-                result = inv.check(outputs_view, inputs)
-                result.agreement_covers = inv.agreement_covers
-                facts.invariants.append(result)
+            facts.invariants = self.contract.check_invariants(OutputsView(side, keep), inputs)
         return facts
 
     # -- step 6: the agreement ----------------------------------------------------------------

@@ -256,9 +256,17 @@ class InvariantResult:
     # Set by the oracle from the invariant (see ``Invariant.agreement_covers``).
     agreement_covers: bool = True
 
+    MAX_EXAMPLES = 5
+
     @property
     def ok(self) -> bool:
         return self.checked and not self.violations
+
+    def flag(self, flaw: Flaw, example: str, count: int = 1) -> None:
+        """Count ``count`` violations explained by ``flaw``; keep the first few examples."""
+        self.violations[flaw] += count
+        if len(self.examples) < self.MAX_EXAMPLES:
+            self.examples.append(example)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -383,6 +391,18 @@ class ConsistencyContract:
         if self.agreement is not None:
             return self.agreement
         return Exact() if self.deterministic else None
+
+    def check_invariants(
+        self, outputs: Sequence[Output], inputs: InputView | None
+    ) -> list[InvariantResult]:
+        """Every invariant's result on ``outputs``, each marked with whether the agreement
+        covers it (the oracle reads that when the invariant could not be checked)."""
+        results = []
+        for inv in self.invariants:
+            result = inv.check(outputs, inputs)
+            result.agreement_covers = inv.agreement_covers
+            results.append(result)
+        return results
 
     def describe(self) -> dict[str, Any]:
         view = self.view

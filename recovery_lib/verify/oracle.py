@@ -209,17 +209,6 @@ def _malformed(contract: ConsistencyContract, outputs: Sequence[Output]) -> list
     return found
 
 
-def _invariants(
-    contract: ConsistencyContract, outputs: Sequence[Output], inputs: InputView | None
-) -> list[InvariantResult]:
-    results = []
-    for inv in contract.invariants:
-        result = inv.check(outputs, inputs)
-        result.agreement_covers = inv.agreement_covers
-        results.append(result)
-    return results
-
-
 def check_reference(
     contract: ConsistencyContract,
     raw: Sequence[SinkRecord],
@@ -228,18 +217,59 @@ def check_reference(
 ) -> list[str]:
     """Why the reference run is not failure-free (empty: nothing found). Checked as a run is:
     copies of one id that differ, outputs no run can produce, and the invariants."""
-    problems = []
     divergent, _ = divergent_ids(raw)
+    return reference_problems(
+        divergent, _malformed(contract, reference), contract.check_invariants(reference, inputs)
+    )
+
+
+def reference_problems(
+    divergent: Sequence[str], malformed: Sequence[str], invariants: Sequence[InvariantResult]
+) -> list[str]:
+    """What a reference run's own checks found, one line each (empty: failure-free)."""
+    problems = []
     if divergent:
         problems.append(f"{len(divergent)} ids with differing copies (e.g. {divergent[0]})")
-    malformed = _malformed(contract, reference)
     if malformed:
         problems.append(f"{len(malformed)} malformed outputs (e.g. {malformed[0]})")
-    for result in _invariants(contract, reference, inputs):
+    for result in invariants:
         if result.violations:
             flaws = ", ".join(f"{n} {flaw}" for flaw, n in result.violations.items())
             problems.append(f"{result.name}: {flaws}")
     return problems
+
+
+@dataclass(frozen=True)
+class AgreementDiff:
+    """The run's units against the reference's: ``lost`` (missing units), ``extra`` (items the
+    reference never has), ``surplus`` (all surplus units, extra ones included)."""
+
+    lost: int
+    extra: int
+    surplus: int
+    examples: dict[str, list[str]]
+
+    @classmethod
+    def of(
+        cls, got: Counter[Hashable], want: Counter[Hashable], max_examples: int
+    ) -> AgreementDiff:
+        missing = want - got
+        over = got - want
+        extra_items = [item for item in over if item not in want]
+        return cls(
+            lost=sum(missing.values()),
+            extra=sum(over[item] for item in extra_items),
+            surplus=sum(over.values()),
+            examples={
+                "lost": [_show(item) for item in list(missing)[:max_examples]],
+                "extra": [_show(item) for item in extra_items[:max_examples]],
+            },
+        )
+
+    @property
+    def duplicated(self) -> int:
+        """Surplus units of items the reference has: input processed twice."""
+        return self.surplus - self.extra
 
 
 def judge_objects(
@@ -264,7 +294,7 @@ def judge_objects(
         examples["duplicated_ids"] = _ids_with_copies(raw)[:max_examples]
     malformed = _malformed(contract, seen)
     examples["malformed"] = malformed[:max_examples]
-    results = _invariants(contract, seen, inputs)
+    results = contract.check_invariants(seen, inputs)
 
     # Step 2: the reference run, checked as a run first, then the agreement against it.
     view = contract.view
@@ -283,15 +313,10 @@ def judge_objects(
         if cutoff is not None:
             compared, reference, left_open = _closed_windows(contract, cutoff, seen, reference)
         if view is not None:
-            got, want = view.units(compared), view.units(reference)
-            missing = want - got
-            surplus = got - want
-            lost = sum(missing.values())
-            extra_items = [item for item in surplus if item not in want]
-            extra = sum(surplus[item] for item in extra_items)
-            duplicated = max(duplicated, sum(surplus.values()) - extra)
-            examples["lost"] = [_show(item) for item in list(missing)[:max_examples]]
-            examples["extra"] = [_show(item) for item in extra_items[:max_examples]]
+            diff = AgreementDiff.of(view.units(compared), view.units(reference), max_examples)
+            lost, extra = diff.lost, diff.extra
+            duplicated = max(duplicated, diff.duplicated)
+            examples.update(diff.examples)
 
     return ConsistencyReport(
         query=job,
@@ -431,7 +456,7 @@ def _judge_sides(
                 f"HAVING count(*) > 1 LIMIT {max_examples}"
             ).fetchall()
         ]
-    view = contract_view = engine.contract.view
+    view = engine.contract.view
     lost = extra = None
     duplicated = copies
     reference_count = None
@@ -441,24 +466,22 @@ def _judge_sides(
         # Step 5: the reference run, checked as a run (read deduplicated).
         ref_facts = engine.facts(reference, True, inputs, max_examples)
         reference_count = ref_facts.outputs
-        problems = _problems(ref_facts)
+        problems = reference_problems(
+            ref_facts.divergent, ref_facts.malformed, ref_facts.invariants
+        )
         # Step 6: the agreement.
         excluded = None
         cutoff = _closed_by(engine.contract, inputs)
         if cutoff is not None:
             excluded, left_open = _open_windows(engine, cutoff, run, facts, reference, ref_facts)
-        if contract_view is not None:
+        if view is not None:
             got, want = engine.compare(
                 run, facts.seen_table, reference, ref_facts.seen_table, excluded
             )
-            missing = want - got
-            surplus = got - want
-            lost = sum(missing.values())
-            extra_items = [item for item in surplus if item not in want]
-            extra = sum(surplus[item] for item in extra_items)
-            duplicated = max(duplicated, sum(surplus.values()) - extra)
-            examples["lost"] = [_show(item) for item in list(missing)[:max_examples]]
-            examples["extra"] = [_show(item) for item in extra_items[:max_examples]]
+            diff = AgreementDiff.of(got, want, max_examples)
+            lost, extra = diff.lost, diff.extra
+            duplicated = max(duplicated, diff.duplicated)
+            examples.update(diff.examples)
     return ConsistencyReport(
         query=job,
         outputs=facts.outputs,
@@ -477,22 +500,6 @@ def _judge_sides(
         malformed=len(facts.malformed),
         reference_problems=problems,
     )
-
-
-def _problems(facts: SideFacts) -> list[str]:
-    """Why a reference run with these facts is not failure-free (see ``check_reference``)."""
-    problems = []
-    if facts.divergent:
-        problems.append(
-            f"{len(facts.divergent)} ids with differing copies (e.g. {facts.divergent[0]})"
-        )
-    if facts.malformed:
-        problems.append(f"{len(facts.malformed)} malformed outputs (e.g. {facts.malformed[0]})")
-    for result in facts.invariants:
-        if result.violations:
-            flaws = ", ".join(f"{n} {flaw}" for flaw, n in result.violations.items())
-            problems.append(f"{result.name}: {flaws}")
-    return problems
 
 
 def _open_windows(

@@ -54,7 +54,7 @@ def read_topic(
     footprints) unless ``control``."""
     fence = fence if fence is not None else FenceFilter()
     config = dict(config) if config is not None else client_config()
-    partitions, lows, ends = _bounds(topic, config, start)
+    partitions, lows, ends = topic_bounds(topic, config, start)
     consumer = Consumer(
         {
             **config,
@@ -110,7 +110,7 @@ def read_topic(
         consumer.close()
 
 
-def _bounds(
+def topic_bounds(
     topic: str, config: dict[str, str], start: Mapping[int, int] | None
 ) -> tuple[list[int], dict[int, int], dict[int, int]]:
     """The topic's partitions and, per partition, the first offset to read and the end."""
@@ -154,7 +154,7 @@ def read_topic_batches(
     first, no control header) or a fence was seen."""
     fence = fence if fence is not None else FenceFilter()
     config = dict(config) if config is not None else client_config()
-    partitions, lows, ends = _bounds(topic, config, None)
+    partitions, lows, ends = topic_bounds(topic, config, None)
     todo = {p for p in partitions if ends[p] > lows[p]}
     if not todo:
         return
