@@ -19,6 +19,7 @@ from recovery_lib.io.sinks.table_sink import DuckDBTableSink
 from recovery_lib.io.source import DEFAULT_DEAD_LETTER_TOPIC, SOURCE_NAME
 from recovery_lib.job import JobOptions, JobSpec, output, read_json_input
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.headers import REASON_HEADER, SOURCE_POSITION_HEADER
 
 EVENT_SCHEMA = "user string, amount double, ts long"
 
@@ -77,11 +78,11 @@ def build_queries(spark: SparkSession, opts: EventCountsOptions) -> list:
         F.col("value"),
         F.array(
             F.struct(
-                F.lit("rl.reason").alias("key"),
+                F.lit(REASON_HEADER).alias("key"),
                 F.lit(b"value is not an event JSON {user, amount, ts}").alias("value"),
             ),
             F.struct(
-                F.lit("rl.source").alias("key"),
+                F.lit(SOURCE_POSITION_HEADER).alias("key"),
                 F.format_string("%s/%d@%d", "topic", "partition", "offset")
                 .cast("binary")
                 .alias("value"),

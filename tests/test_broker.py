@@ -166,7 +166,7 @@ def test_the_cic_header_read_returns_a_ranges_headers_and_says_why_a_range_never
     from confluent_kafka import Producer
 
     from recovery_lib.kafka.clients import client_config
-    from recovery_lib.protocols.hooks import read_headers
+    from recovery_lib.protocols.header_ranges import read_headers
 
     topic = f"hdr-{uuid.uuid4().hex[:8]}"
     TopicAdmin().create(topic, partitions=2)

@@ -58,7 +58,8 @@ def metrics(tmp_path_factory):
 def run_query(spark, admin, config, query, tmp_path, store=None, **extra):
     opts = JobOptions(
         query=query,
-        generator=config,
+        prefix=config.topic_prefix,
+        partitions=config.partitions,
         checkpoint_dir=str(tmp_path / "ck"),
         available_now=True,
         max_records_per_batch=6000,
@@ -103,7 +104,8 @@ def test_q12_counts_every_bid_exactly_once_across_processing_time_windows(
     config, con = nexmark_input
     opts = JobOptions(
         query="q12",
-        generator=config,
+        prefix=config.topic_prefix,
+        partitions=config.partitions,
         checkpoint_dir=str(tmp_path / "ck"),
         q12_window_s=2,
         output_topic=f"{config.topic_prefix}.out.q12",

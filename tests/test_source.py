@@ -9,8 +9,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from recovery_lib.io.source import SOURCE_NAME
-from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.tail_probe import TailProbe
 from tests.helpers import produce, wait_for
 
 pytestmark = pytest.mark.spark

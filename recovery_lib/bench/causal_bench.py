@@ -74,7 +74,8 @@ def capacity(
 
     opts = JobOptions(
         query=pipeline,
-        generator=gen,
+        prefix=gen.topic_prefix,
+        partitions=gen.partitions,
         available_now=True,
         max_records_per_batch=batch_events,
         checkpoint_dir=str(workdir / tag),

@@ -350,7 +350,7 @@ def run_cec_bench(
 
 def _first_share(topic: str, share: float) -> dict[int, int]:
     """Per partition, ``share`` of its records: where the first process stops."""
-    from recovery_lib.io.tail_probe import TailProbe
+    from recovery_lib.kafka.tail_probe import TailProbe
 
     settings = get_settings()
     probe = TailProbe(

@@ -144,7 +144,12 @@ class NexmarkBench:
             partitions=self.partitions,
         )
         ensure_topics(gen, self.admin)
-        opts = JobOptions(query=query, generator=gen, checkpoint_dir=str(self.workdir / prefix))
+        opts = JobOptions(
+            query=query,
+            prefix=gen.topic_prefix,
+            partitions=gen.partitions,
+            checkpoint_dir=str(self.workdir / prefix),
+        )
         self.admin.create(opts.out_topic, gen.partitions)
         self.admin.create(opts.dlq_topic, 1)
         if causal:
@@ -251,7 +256,8 @@ class NexmarkBench:
             mode = "on" if i % 2 else "off"
             opts = JobOptions(
                 query="q1",
-                generator=gen,
+                prefix=gen.topic_prefix,
+                partitions=gen.partitions,
                 available_now=True,
                 checkpoint_dir=str(self.workdir / f"{prefix}-{i}"),
                 output_topic=f"{prefix}.out.{i}",

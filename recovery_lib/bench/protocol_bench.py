@@ -40,6 +40,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.kafka.headers import CIC_HEADER
 from recovery_lib.metrics.stats import percentile
 
 REFERENCE = {"q1p": "q1", "q1p3": "q1", "q3p": "q3", "q8p": "q8"}
@@ -480,7 +481,7 @@ def _protocol_figures(run: Any, spec: Any, metrics: Path) -> dict[str, Any]:
             payload += len(record.key or b"") + len(record.value or b"")
             for key, value in record.headers:
                 size = len(key) + len(value or b"")
-                if key == "rl.cic":
+                if key == CIC_HEADER:
                     protocol += size
                 else:
                     payload += size

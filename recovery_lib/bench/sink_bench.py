@@ -83,7 +83,8 @@ def _measure_sink(
     ensure_topics(gen, admin)
     opts = JobOptions(
         query=f"{spec.name}_{sink}",
-        generator=gen,
+        prefix=gen.topic_prefix,
+        partitions=gen.partitions,
         checkpoint_dir=str(workdir / prefix),
         output_topic=f"{prefix}.out",
         sink_mode=sink,

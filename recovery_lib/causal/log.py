@@ -40,11 +40,11 @@ from recovery_lib.causal.determinants import (
     decode_runs,
     encode_runs,
 )
-from recovery_lib.ha.fencing import fence_check
+from recovery_lib.io.hooks import load_hook
 from recovery_lib.io.sinks.fences import FenceFilter
 from recovery_lib.kafka.control_topic import ControlTopic
+from recovery_lib.kafka.headers import EPOCH_HEADER
 
-EPOCH_HEADER = "rl.epoch"
 STORAGES = ("kafka", "output")
 ON_MISSING = ("fail", "recompute")
 
@@ -62,6 +62,9 @@ class CausalConfig:
     on_missing: str = "fail"  # replayed stream unreadable: fail the task, or run live
     epoch: int = 0
     epoch_store: str = ""  # fencing (standby takeover): refuse to log once a newer epoch exists
+    # module:attr of the io.hooks writeGuard factory that enforces epoch_store (set by whoever
+    # configures fencing; the sink's guard, so the log is fenced like the outputs).
+    write_guard: str = ""
     # A standby builds its query before it knows its epoch: it writes the epoch here at takeover.
     epoch_file: str = ""
     # Several processes computing the same streams (active replication): module:attr of a
@@ -243,10 +246,19 @@ class KafkaDeterminantLog(DeterminantLog):
         if run.determinants or run.claim:
             self._pending.append(run)
 
+    def _check_fence(self) -> None:
+        if not (self.config.epoch_store and self.config.write_guard):
+            return
+        factory = load_hook(self.config.write_guard, "write_guard")
+        options = {"epochStore": self.config.epoch_store, "epoch": str(self.config.current_epoch)}
+        guard = factory(options)
+        if guard is not None:
+            guard.check("determinant log write")
+
     def flush(self) -> None:
         if not self._pending:
             return
-        fence_check(self.config.epoch_store, self.config.current_epoch, "determinant log write")
+        self._check_fence()
         for run in self._pending:
             self.begin(run.key)  # marker first: a crash after it only costs a replay read
         producer = self._producer()

@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from recovery_lib.cec.records import KIND_HEADER, LazyRecord, LogRecord
-from recovery_lib.io.tail_probe import TailProbe
+from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
 
 

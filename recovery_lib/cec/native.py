@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from recovery_lib.cec.aggregate import AggregateSpec
 from recovery_lib.cec.operator import result_value
 from recovery_lib.cec.windows import (
     Accumulator,
@@ -25,25 +26,25 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame
 
-    from recovery_lib.cec.spark import CECPlan
     from recovery_lib.job.options import JobOptions
 
 OUTPUT_SCHEMA = "key string, value string, ingest_ms long"
 _STATE_SCHEMA = "window string, count long, total double, high double, low double"
 
 
-def native_frame(plan: CECPlan, opts: JobOptions) -> DataFrame:
-    """The aggregate's results as a job output DataFrame (key, value, ingest_ms)."""
-    kind = plan.spec.kind
+def native_frame(rows: DataFrame, spec: AggregateSpec, opts: JobOptions) -> DataFrame:
+    """The aggregate ``spec`` of a CEC plan's input ``rows`` as a job output DataFrame (key,
+    value, ingest_ms)."""
+    kind = spec.kind
     if isinstance(kind, CountWindows):
-        return _count_windows(plan, kind)
-    return _time_windows(plan, kind, opts)
+        return _count_windows(rows, spec, kind)
+    return _time_windows(rows, spec, kind, opts)
 
 
-def _count_windows(plan: CECPlan, kind: CountWindows) -> DataFrame:
+def _count_windows(rows: DataFrame, spec: AggregateSpec, kind: CountWindows) -> DataFrame:
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    aggregate, size = plan.spec.aggregate, kind.size
+    aggregate, size = spec.aggregate, kind.size
 
     def windows(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any):  # noqa: ANN202
         import pandas as pd
@@ -54,10 +55,10 @@ def _count_windows(plan: CECPlan, kind: CountWindows) -> DataFrame:
             acc = Accumulator(int(count), total, high, low)
         else:
             wid, acc = "", Accumulator()
-        rows = pd.concat(list(frames)).sort_values(["partition", "offset"])
+        batch = pd.concat(list(frames)).sort_values(["partition", "offset"])
         out: list[tuple[str, str, int]] = []
         for p, o, v, ingest in zip(
-            rows["partition"], rows["offset"], rows["value"], rows["ingest_ms"], strict=True
+            batch["partition"], batch["offset"], batch["value"], batch["ingest_ms"], strict=True
         ):
             if not wid:
                 wid, acc = count_window_id(k, int(p), int(o)), Accumulator()
@@ -71,16 +72,18 @@ def _count_windows(plan: CECPlan, kind: CountWindows) -> DataFrame:
             state.remove()
         yield pd.DataFrame(out, columns=["key", "value", "ingest_ms"])
 
-    return plan.rows.groupBy("key").applyInPandasWithState(
+    return rows.groupBy("key").applyInPandasWithState(
         windows, OUTPUT_SCHEMA, _STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
 
 
-def _time_windows(plan: CECPlan, kind: TimeWindows, opts: JobOptions) -> DataFrame:
+def _time_windows(
+    rows: DataFrame, spec: AggregateSpec, kind: TimeWindows, opts: JobOptions
+) -> DataFrame:
     from pyspark.sql import functions as F
 
-    aggregate = plan.spec.aggregate
-    timed = plan.rows.withColumn("event_time", F.timestamp_millis("event_ms")).withWatermark(
+    aggregate = spec.aggregate
+    timed = rows.withColumn("event_time", F.timestamp_millis("event_ms")).withWatermark(
         "event_time", opts.watermark_delay
     )
     grouped = timed.groupBy(

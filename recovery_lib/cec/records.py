@@ -26,12 +26,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from recovery_lib.io.sinks.ids import CONTROL_HEADER, ID_HEADER
+from recovery_lib.kafka.headers import (
+    CEC_FINGERPRINT_HEADER,
+    CEC_KIND_HEADER,
+    CEC_META_HEADER,
+    CONTROL_HEADER,
+    ID_HEADER,
+    INGEST_HEADER,
+)
 
-KIND_HEADER = "rl.cec"
-INGEST_HEADER = "rl.ingest_ms"  # as job/frames.py writes it: where the latency collector looks
-META_HEADER = "rl.cec.meta"
-FINGERPRINT_HEADER = "rl.cec.fp"
+KIND_HEADER = CEC_KIND_HEADER
+META_HEADER = CEC_META_HEADER
+FINGERPRINT_HEADER = CEC_FINGERPRINT_HEADER
 
 Position = Mapping[int, int]  # input partition -> next offset not yet reflected
 

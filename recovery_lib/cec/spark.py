@@ -56,6 +56,22 @@ class CECPlan:
     spec: AggregateSpec
     parse: Callable[[bytes], tuple[str, float, int] | None]
 
+    def start_own_query(
+        self,
+        opts: JobOptions,
+        own_log: bool,
+        events: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> Any:
+        """The job runtime's ``StartsItsQuery``: with ``own_log`` (mode cec) the windows are
+        checkpointed into the output log; otherwise Spark's state store computes the same
+        aggregate (cec/native.py) and the runtime's sink writes it."""
+        if own_log:
+            return start_query(self, opts, events)
+        from recovery_lib.cec.native import native_frame
+        from recovery_lib.job.frames import write_output
+
+        return write_output(native_frame(self.rows, self.spec, opts), opts)
+
 
 def json_fields(spec: AggregateSpec) -> Callable[[bytes], tuple[str, float, int] | None]:
     """``parse`` for JSON input records with the spec's fields (numbers must be numbers, as

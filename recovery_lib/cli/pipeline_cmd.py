@@ -148,8 +148,8 @@ def gc_cmd(
 @pipeline_app.command("start")
 def start_cmd(name: str = typer.Argument(..., help="A pipeline of the pipelines file.")) -> None:
     """Start the pipeline's daemon (detached): it supervises the stages and recovers them."""
-    from recovery_lib.ops.daemon import describe
     from recovery_lib.pipeline import daemon
+    from recovery_lib.runtime.daemon import describe
 
     try:
         console.print_json(json.dumps(describe(daemon.start(name))))
@@ -160,8 +160,8 @@ def start_cmd(name: str = typer.Argument(..., help="A pipeline of the pipelines 
 @pipeline_app.command("status")
 def status_cmd(name: str = typer.Argument(...)) -> None:
     """The daemon's status as JSON; exit 1 when the pipeline failed or its daemon is gone."""
-    from recovery_lib.ops.daemon import describe
     from recovery_lib.pipeline import daemon
+    from recovery_lib.runtime.daemon import describe
 
     try:
         status = daemon.check(name)
@@ -176,7 +176,7 @@ def status_cmd(name: str = typer.Argument(...)) -> None:
 @pipeline_app.command("stop")
 def stop_cmd(name: str = typer.Argument(...)) -> None:
     """SIGTERM the daemon: every stage stops, then the daemon."""
-    from recovery_lib.ops.daemon import describe
     from recovery_lib.pipeline import daemon
+    from recovery_lib.runtime.daemon import describe
 
     console.print_json(json.dumps(describe(daemon.stop(name))))

@@ -36,11 +36,11 @@ from recovery_lib.io.sinks.modes import (
     output_partitions,
     visibility_gate,
 )
-from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore, now_ms

@@ -83,12 +83,6 @@ class EpochStore:
             )
 
 
-def fence_check(store_dir: str | None, mine: int, what: str) -> None:
-    """``EpochStore(store_dir).check`` when fencing is configured (``store_dir`` set)."""
-    if store_dir:
-        EpochStore(store_dir).check(mine, what)
-
-
 @dataclass(frozen=True)
 class EpochGuard:
     """The sink's write guard (io.hooks.WriteGuard) under fencing epochs."""

@@ -15,12 +15,11 @@ from pyspark.sql.types import StructType
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.exceptions import SinkDeliveryError, bad_record_error, offsets_unavailable
 from recovery_lib.kafka.clients import RANGE_FETCHES
+from recovery_lib.kafka.headers import ID_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
 from recovery_lib.settings import get_settings
 
 if TYPE_CHECKING:
-    from recovery_lib.io.source import KafkaRange, SourceOptions
-
-DEAD_LETTER_ID = "rl.id"
+    from recovery_lib.io.source_options import KafkaRange, SourceOptions
 
 
 def _consumer(config: dict[str, str]) -> Consumer:
@@ -177,9 +176,9 @@ def _bad_record(
         key=msg.key(),
         value=msg.value(),
         headers=[
-            (DEAD_LETTER_ID, f"dlq:{position}".encode()),
-            ("rl.reason", f"not valid for valueFormat={options.value_format}: {reason}".encode()),
-            ("rl.source", position.encode()),
+            (ID_HEADER, f"dlq:{position}".encode()),
+            (REASON_HEADER, f"not valid for valueFormat={options.value_format}: {reason}".encode()),
+            (SOURCE_POSITION_HEADER, position.encode()),
         ],
     )
     if producer.flush(get_settings().sink_flush_timeout_s):  # the task fails; Spark retries it

@@ -26,11 +26,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -40,107 +39,34 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from recovery_lib.io.cut_policies import make_cut_policy
-from recovery_lib.io.exceptions import InvalidSourceOption
 from recovery_lib.io.offsets import (
     EARLIEST,
     LATEST,
     Offsets,
-    parse_ending_offsets,
-    parse_starting_offsets,
 )
 from recovery_lib.io.range_reader import read_range
+from recovery_lib.io.source_options import (
+    DEFAULT_DEAD_LETTER_TOPIC,
+    HEADERS_TYPE,
+    VALUE_FORMATS,
+    KafkaRange,
+    SourceOptions,
+    source_schema,
+)
 from recovery_lib.io.task import task_info
 
 SOURCE_NAME = "rlkafka"
-HEADERS_TYPE = "array<struct<key:string,value:binary>>"
-VALUE_FORMATS = {"binary": "binary", "string": "string"}
-DEFAULT_DEAD_LETTER_TOPIC = "recovery.deadletter"
 
-
-def source_schema(value_format: str = "binary") -> str:
-    return (
-        f"key binary, value {VALUE_FORMATS[value_format]}, topic string, partition int, "
-        f"offset bigint, timestamp timestamp, headers {HEADERS_TYPE}"
-    )
-
-
-@dataclass(frozen=True)
-class SourceOptions:
-    topics: list[str]
-    kafka: dict[str, str]
-    starting: str | Offsets = "earliest"
-    max_records: int | None = None
-    cut_policy: str = "free"
-    value_format: str = "binary"
-    on_bad_record: str = "deadletter"
-    dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
-    audit_path: str | None = None
-    ending: Offsets | None = None
-    raw: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
-        opts = {str(k).lower(): str(v) for k, v in options.items()}
-        topics = [t.strip() for t in opts.get("subscribe", "").split(",") if t.strip()]
-        if not topics:
-            raise InvalidSourceOption(
-                "option 'subscribe' is required: a comma-separated list of topics, "
-                ".option('subscribe', 'bids,persons')"
-            )
-        kafka = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
-        if "bootstrap.servers" not in kafka:
-            from recovery_lib.kafka.clients import client_config
-
-            kafka = {**client_config(), **kafka}
-        max_records = None
-        if opts.get("maxoffsetspertrigger"):
-            try:
-                max_records = int(opts["maxoffsetspertrigger"])
-            except ValueError:
-                max_records = 0
-            if max_records <= 0:
-                raise InvalidSourceOption(
-                    f"maxOffsetsPerTrigger must be a positive integer, got "
-                    f"{opts['maxoffsetspertrigger']!r}"
-                )
-        value_format = opts.get("valueformat", "binary").lower()
-        if value_format not in VALUE_FORMATS:
-            raise InvalidSourceOption(
-                f"valueFormat {value_format!r} is not supported; use one of {sorted(VALUE_FORMATS)}"
-            )
-        on_bad = opts.get("onbadrecord", "deadletter").lower()
-        if on_bad not in ("deadletter", "fail"):
-            raise InvalidSourceOption(f"onBadRecord must be 'deadletter' or 'fail', got {on_bad!r}")
-        return cls(
-            topics=topics,
-            kafka=kafka,
-            starting=parse_starting_offsets(opts.get("startingoffsets", "earliest"), topics),
-            max_records=max_records,
-            cut_policy=_policy_name(opts.get("cutpolicy", "free")),
-            value_format=value_format,
-            on_bad_record=on_bad,
-            dead_letter_topic=opts.get("deadlettertopic", DEFAULT_DEAD_LETTER_TOPIC),
-            audit_path=opts.get("auditpath"),
-            ending=parse_ending_offsets(opts.get("endingoffsets"), topics),
-            raw=opts,
-        )
-
-
-@dataclass(frozen=True)
-class KafkaRange(InputPartition):
-    """One Spark task: records ``[start, end)`` of one topic partition."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
-        object.__setattr__(self, "topic", topic)
-        object.__setattr__(self, "partition", partition)
-        object.__setattr__(self, "start", start)
-        object.__setattr__(self, "end", end)
-        object.__setattr__(self, "value", None)
+__all__ = [
+    "DEFAULT_DEAD_LETTER_TOPIC",
+    "HEADERS_TYPE",
+    "SOURCE_NAME",
+    "KafkaDataSource",
+    "KafkaRange",
+    "KafkaStreamReader",
+    "SourceOptions",
+    "source_schema",
+]
 
 
 class KafkaDataSource(DataSource):
@@ -182,8 +108,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _clients(self) -> tuple[Any, Any]:
         if self._probe is None:
-            from recovery_lib.io.tail_probe import TailProbe
             from recovery_lib.kafka.admin import TopicAdmin
+            from recovery_lib.kafka.tail_probe import TailProbe
             from recovery_lib.settings import get_settings
 
             settings = get_settings()
@@ -312,8 +238,3 @@ def _audit(path: str, task: dict[str, Any], partition: KafkaRange, rows: int) ->
         os.write(fd, (line + "\n").encode())
     finally:
         os.close(fd)
-
-
-def _policy_name(value: str) -> str:
-    """Built-in names are case-insensitive; a ``module:attr`` keeps its case."""
-    return value if ":" in value else value.lower()

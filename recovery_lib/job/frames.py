@@ -21,10 +21,9 @@ from recovery_lib.ha.standby.follow import FOLLOW_POLICY
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, DET_COLUMN
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.job.options import JobOptions
+from recovery_lib.kafka.headers import INGEST_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
 from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
 from recovery_lib.runtime.faults import SINK_FAULT_HOOK
-
-INGEST_HEADER = "rl.ingest_ms"
 
 
 def _ingest_ms() -> Column:
@@ -166,8 +165,8 @@ def route_dead_letters(
                         row["key"],
                         headers=[
                             (ID_HEADER, f"dlq:{position}".encode()),
-                            ("rl.reason", row["_reason"].encode()),
-                            ("rl.source", position.encode()),
+                            (REASON_HEADER, row["_reason"].encode()),
+                            (SOURCE_POSITION_HEADER, position.encode()),
                         ],
                     )
                 batch = batch.filter(pc.invert(bad))

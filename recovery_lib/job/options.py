@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from recovery_lib.causal.log import CausalConfig
 from recovery_lib.kafka.clients import client_config
-from recovery_lib.nexmark.config import GeneratorConfig
 
 
 def parse_pairs(items: list[str], option: str, require_value: bool = False) -> dict[str, str]:
@@ -36,11 +35,12 @@ def input_topic(name: str, prefix: str, inputs: Mapping[str, str]) -> str:
 class JobOptions:
     """``query`` is the job's name: the checkpoint subdirectory and the query name in Spark.
     Input ``x`` is read from ``inputs[x]`` if given, else ``<prefix>.x`` (``x`` without a
-    prefix); the prefix and partition count live in ``generator`` (NexMark's topics follow
-    the same rule)."""
+    prefix; NexMark's generator names its topics by the same rule). ``partitions``: the output
+    topic's partitions when the job creates it."""
 
     query: str = "q1"
-    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    prefix: str = "nexmark"
+    partitions: int = 4
     checkpoint_dir: str = ".recovery/nexmark/checkpoints"
     output_topic: str | None = None
     dead_letter_topic: str | None = None
@@ -70,10 +70,6 @@ class JobOptions:
     def __post_init__(self) -> None:
         if not self.kafka:
             self.kafka = client_config()
-
-    @property
-    def prefix(self) -> str:
-        return self.generator.topic_prefix
 
     @property
     def checkpoint_path(self) -> str:

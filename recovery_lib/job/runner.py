@@ -13,8 +13,7 @@ from typing import Any
 
 from recovery_lib.io.sinks.modes import SINK_MODES, output_partitions, sink_mode
 from recovery_lib.job.options import JobOptions, parse_pairs
-from recovery_lib.job.spec import JobSpec
-from recovery_lib.nexmark.config import GeneratorConfig
+from recovery_lib.job.spec import JobSpec, StartsItsQuery
 
 JOB_MODES = ("native", "causal", "cec")
 
@@ -135,12 +134,10 @@ def parse_options(
     missing = [p for p in spec.params if p not in params]
     if missing:
         parser.error(f"job {spec.name} needs --param {'=... --param '.join(missing)}=...")
-    generator = GeneratorConfig(topic_prefix=args.prefix)
-    if args.partitions:
-        generator = generator.model_copy(update={"partitions": args.partitions})
     opts = JobOptions(
         query=spec.name,
-        generator=generator,
+        prefix=args.prefix,
+        partitions=args.partitions or JobOptions.partitions,
         inputs=inputs,
         params=params,
         checkpoint_dir=args.checkpoints,
@@ -200,18 +197,14 @@ def check_sink_mode(
         )
 
 
-def _start(built: Any, opts: JobOptions, mode: str, events: Any = None) -> Any:
-    """Start what ``build`` returned: an output DataFrame through the sink, or a CEC aggregate
-    (recovery_lib/cec) on its own output log in mode cec, on Spark's state store otherwise."""
-    from recovery_lib.cec.native import native_frame
-    from recovery_lib.cec.spark import CECPlan, start_query
+def _start(built: Any, opts: JobOptions, own_log: bool, events: Any = None) -> Any:
+    """Start what ``build`` returned: an output DataFrame through the sink, or a plan that
+    starts its own query (``StartsItsQuery``, e.g. a CEC aggregate)."""
     from recovery_lib.job.frames import write_output
 
-    if isinstance(built, CECPlan):
-        if mode == "cec":
-            return start_query(built, opts, events)
-        return write_output(native_frame(built, opts), opts)
-    if mode == "cec":
+    if isinstance(built, StartsItsQuery):
+        return built.start_own_query(opts, own_log, events)
+    if own_log:
         raise SystemExit(
             f"--mode cec: job {opts.query}'s build returns a DataFrame, not a CEC aggregate; "
             "mode cec needs a job whose build returns recovery_lib.cec.cec_aggregate(...)"
@@ -242,7 +235,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
         else None
     )
     admin = TopicAdmin(opts.kafka)
-    admin.create(opts.out_topic, output_partitions(opts.sink_mode, opts.generator.partitions))
+    admin.create(opts.out_topic, output_partitions(opts.sink_mode, opts.partitions))
     admin.create(opts.dlq_topic, 1)
     master = None
     if args.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):
@@ -276,13 +269,16 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             build=build,
         )
     elif args.epoch_store:  # a primary under fencing: a new incarnation takes a new epoch
-        from recovery_lib.ha.fencing import EpochStore
+        from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore
 
         opts.epoch = EpochStore(args.epoch_store).advance(f"primary {args.checkpoints}")
         opts.epoch_store = args.epoch_store
         if opts.causal is not None:
             opts.causal = dataclasses.replace(
-                opts.causal, epoch=opts.epoch, epoch_store=args.epoch_store
+                opts.causal,
+                epoch=opts.epoch,
+                epoch_store=args.epoch_store,
+                write_guard=EPOCH_GUARD_HOOK,
             )
         if heartbeat is not None:
             heartbeat.epoch = opts.epoch
@@ -310,7 +306,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             def events(kind: str, detail: dict[str, Any]) -> None:
                 store.event(run_id, kind, detail)
 
-        streaming = _start(df, opts, args.mode, events)
+        streaming = _start(df, opts, args.mode == "cec", events)
         streaming.awaitTermination()
         status = "finished"
         if store is not None:  # the last batches' progress events may still be on their way

@@ -26,7 +26,7 @@ import importlib.util
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from recovery_lib.verify.contract import ConsistencyContract
 
@@ -34,6 +34,21 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from recovery_lib.job.options import JobOptions
+
+
+@runtime_checkable
+class StartsItsQuery(Protocol):
+    """What a job's ``build`` may return instead of a DataFrame: a plan that starts its own
+    streaming query (a CEC aggregate, recovery_lib/cec). ``own_log``: the job runs in a mode
+    whose state lives in its own output log (mode cec) rather than in Spark's state store.
+    ``events(kind, detail)`` reports what the plan did to the run's metrics."""
+
+    def start_own_query(
+        self,
+        opts: JobOptions,
+        own_log: bool,
+        events: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from recovery_lib.kafka.clients import check_reachable, client_config
@@ -74,3 +74,29 @@ class TopicAdmin:
                         raise
                     time.sleep(0.1)
         return result
+
+
+def delete_records_below(
+    before: Mapping[str, Mapping[str, int]], kafka: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Kafka DeleteRecords: every partition of ``before`` ({topic: {partition: offset}}) loses
+    its records below the offset; per partition, what happened (a broker may refuse)."""
+    admin = AdminClient(dict(kafka) if kafka else client_config())
+    partitions = [
+        TopicPartition(topic, int(part), int(offset))
+        for topic, parts in before.items()
+        for part, offset in parts.items()
+    ]
+    outcome: dict[str, str] = {}
+    try:
+        futures = admin.delete_records(partitions, request_timeout=15)
+        for tp, future in futures.items():
+            key = f"{tp.topic}/{tp.partition}"
+            try:
+                future.result(timeout=20)
+                outcome[key] = f"deleted below {tp.offset}"
+            except Exception as exc:  # noqa: BLE001 - per partition, e.g. broker lacks it
+                outcome[key] = f"refused: {exc}"
+    except Exception as exc:  # noqa: BLE001
+        outcome["error"] = f"DeleteRecords failed: {exc}"
+    return outcome

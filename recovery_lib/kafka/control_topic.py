@@ -62,7 +62,7 @@ class ControlTopic:
     def end(self) -> int:
         """The true end offset (tansu's high watermark may lag within a record batch)."""
         if self._probe is None:
-            from recovery_lib.io.tail_probe import TailProbe
+            from recovery_lib.kafka.tail_probe import TailProbe
             from recovery_lib.settings import get_settings
 
             timeout = get_settings().kafka_request_timeout_s

@@ -20,9 +20,9 @@ from recovery_lib.io.sinks.commit_gate import CommitGate
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
 from recovery_lib.io.sinks.fences import FENCE_HEADER
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, ID_HEADER
-from recovery_lib.job.frames import INGEST_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.headers import INGEST_HEADER
 from recovery_lib.metrics.store import MetricsStore
 
 

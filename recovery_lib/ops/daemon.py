@@ -13,49 +13,29 @@ exits 1. Its status goes to ``daemon.json`` and to the metrics store (table job_
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.ops.config import StreamJob, get_job
+from recovery_lib.runtime.daemon import (
+    ACTIVE,
+    DaemonStatus,
+    describe,
+    pid_alive,
+    seen_alive,
+    start_detached,
+    stop_daemon,
+)
 from recovery_lib.settings import get_settings
 
-ACTIVE = ("starting", "running", "restarting")
-
-
-@dataclass
-class DaemonStatus:
-    job: str
-    status: str  # starting | running | restarting | failed | stopped
-    supervisor_pid: int
-    ts_ms: int
-    run_id: str | None = None
-    job_pid: int | None = None
-    restarts: int = 0
-    heartbeat_ms: int | None = None
-    committed_batch: int | None = None
-    message: str = ""
-    standby_lag_batches: int | None = None
-    standby_lag_bytes: int | None = None
-
-    @property
-    def alive(self) -> bool:
-        return pid_alive(self.supervisor_pid)
-
-
-def pid_alive(pid: int | None) -> bool:
-    from recovery_lib.kafka.broker import pid_alive as alive
-
-    return bool(pid) and alive(pid)
+# What the CLI and the DAGs read of a job's daemon (the generic parts live in runtime/daemon.py).
+__all__ = ["ACTIVE", "DaemonStatus", "check", "describe", "pid_alive", "start", "stop"]
 
 
 def status_path(job: StreamJob) -> Path:
@@ -97,69 +77,7 @@ def _write_status(job: StreamJob, status: DaemonStatus, store: MetricsStore | No
         store.flush()
 
 
-def describe(status: DaemonStatus | None) -> dict[str, Any]:
-    return {} if status is None else {**asdict(status), "alive": status.alive}
-
-
 # -- control (called by the CLI and the DAGs) ---------------------------------------------------
-
-
-def start_detached(
-    module: str,
-    name: str,
-    workdir: Path,
-    read: Callable[[], DaemonStatus | None],
-    what: str,
-) -> DaemonStatus:
-    """Start ``python -m module name`` in its own session (it outlives the Airflow task that
-    started it), logging to ``workdir/daemon.log``; returns its first status."""
-    with open(workdir / "daemon.log", "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, name],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-        )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        status = read()
-        if status is not None and status.supervisor_pid == proc.pid:
-            return status
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"the daemon of {what} exited with {proc.returncode} at start; "
-                f"see {workdir / 'daemon.log'}"
-            )
-        time.sleep(0.2)
-    raise RuntimeError(f"the daemon of {what} wrote no status in 30 s")
-
-
-def seen_alive(status: DaemonStatus | None, log: Path, never_started: str) -> DaemonStatus:
-    """``status`` as seen now; a daemon that died without saying so is 'failed'."""
-    if status is None:
-        raise RuntimeError(never_started)
-    if status.status in ACTIVE and not status.alive:
-        status.status = "failed"
-        status.message = (
-            f"the daemon (pid {status.supervisor_pid}) is gone without a final status; see {log}"
-        )
-    return status
-
-
-def stop_daemon(status: DaemonStatus | None, timeout_s: float) -> None:
-    """SIGTERM the daemon and wait for it to stop what it runs; SIGKILL its group after."""
-    if status is None or not status.alive:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(status.supervisor_pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while pid_alive(status.supervisor_pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if pid_alive(status.supervisor_pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(status.supervisor_pid, signal.SIGKILL)
 
 
 def start(name: str) -> DaemonStatus:

@@ -22,8 +22,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from recovery_lib.metrics.store import MetricsStore, now_ms
-from recovery_lib.ops.daemon import ACTIVE, DaemonStatus, seen_alive, start_detached, stop_daemon
 from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
+from recovery_lib.runtime.daemon import (
+    ACTIVE,
+    DaemonStatus,
+    seen_alive,
+    start_detached,
+    stop_daemon,
+)
 from recovery_lib.settings import get_settings
 
 

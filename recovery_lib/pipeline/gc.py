@@ -9,10 +9,10 @@ could roll s back to:
   rule (local or strict);
 * none: s's own last commit (each query alone).
 
-Each stage's Spark checkpoint is then collected as a job's is (ops/gc.py, ``keep_batches``
-below that point), and the in-flight log (the topic between two stages) is truncated below
-the input position of every reader's oldest kept batch: never above what a downstream
-recovery line can re-read.
+Each stage's Spark checkpoint is then collected as a job's is
+(runtime/checkpoint_gc.py, ``keep_batches`` below that point), and the in-flight log (the
+topic between two stages) is truncated below the input position of every reader's oldest
+kept batch: never above what a downstream recovery line can re-read.
 """
 
 from __future__ import annotations
@@ -20,28 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from recovery_lib.pipeline.runner import PipelineRun
+from recovery_lib.pipeline.runner import PipelineRun, needed_from
 from recovery_lib.pipeline.spec import PipelineSpec
-from recovery_lib.protocols.checkpoints import INITIAL
-
-
-def needed_from(run: PipelineRun) -> dict[str, int]:
-    """Per stage, the oldest batch a recovery can roll it back to (INITIAL: from scratch)."""
-    from recovery_lib.runtime.checkpoint import last_committed
-
-    view = run.view
-    names = [s.name for s in view.stages]
-    if run.spec.protocol == "coor":
-        from recovery_lib.protocols.coordinated import global_checkpoint
-
-        found = global_checkpoint(view.protocol_dir, view.checkpoints)
-        return dict(found[1]) if found else dict.fromkeys(names, INITIAL)
-    if run.spec.protocol == "none":
-        return {n: (last_committed(view.checkpoints[n]) or INITIAL) for n in names}
-    from recovery_lib.protocols.recovery_line import recovery_line
-
-    line = recovery_line(view.graph(), set(names), strict=view.strict)
-    return {n: p.index for n, p in line.points.items()}
 
 
 def pipeline_gc(
@@ -52,8 +32,9 @@ def pipeline_gc(
     truncate_in_flight: bool = True,
     kafka: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    from recovery_lib.ops.gc import _delete_records, run_gc
+    from recovery_lib.kafka.admin import delete_records_below
     from recovery_lib.runtime.checkpoint import source_offsets
+    from recovery_lib.runtime.checkpoint_gc import run_gc
 
     run = PipelineRun(spec, home, kafka=kafka)
     view = run.view
@@ -85,7 +66,7 @@ def pipeline_gc(
             before[topic] = {p: min(f.get(p, 0) for f in floors) for p in parts}
     report["in_flight_before"] = before
     if truncate_in_flight and before and not dry_run:
-        report["in_flight_deleted"] = _delete_records(before, dict(run.kafka))
+        report["in_flight_deleted"] = delete_records_below(before, dict(run.kafka))
     return report
 
 

@@ -300,12 +300,30 @@ class PipelineRun:
         return tail if tail is not None and tail.exists() else None
 
 
+def needed_from(run: PipelineRun) -> dict[str, int]:
+    """Per stage, the oldest batch a recovery can roll it back to (INITIAL: from scratch)."""
+    from recovery_lib.runtime.checkpoint import last_committed
+
+    view = run.view
+    names = [s.name for s in view.stages]
+    if run.spec.protocol == "coor":
+        from recovery_lib.protocols.coordinated import global_checkpoint
+
+        found = global_checkpoint(view.protocol_dir, view.checkpoints)
+        return dict(found[1]) if found else dict.fromkeys(names, INITIAL)
+    if run.spec.protocol == "none":
+        return {n: (last_committed(view.checkpoints[n]) or INITIAL) for n in names}
+    from recovery_lib.protocols.recovery_line import recovery_line
+
+    line = recovery_line(view.graph(), set(names), strict=view.strict)
+    return {n: p.index for n, p in line.points.items()}
+
+
 def snapshot(run: PipelineRun) -> dict[str, Any]:
     """What the dashboard shows of a pipeline: per stage its last commit, its checkpoints
     and where the recovery line (every stage failed: the oldest any recovery can need) puts
     it; invalid checkpoints under the recovery rule and the strict rule; COOR's newest
     complete epoch; the recoveries so far."""
-    from recovery_lib.pipeline.gc import needed_from
     from recovery_lib.protocols.recovery_line import invalid_checkpoints
     from recovery_lib.runtime.checkpoint import last_committed
 

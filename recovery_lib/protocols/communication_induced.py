@@ -39,10 +39,10 @@ from typing import Any
 from recovery_lib.io.cut_policies import CutPolicy, FreeCut
 from recovery_lib.io.exceptions import InvalidSourceOption
 from recovery_lib.io.offsets import Offsets
+from recovery_lib.kafka.headers import CIC_HEADER
+from recovery_lib.protocols.header_ranges import read_headers
 from recovery_lib.protocols.stage_log import StageLog, write_atomic
 from recovery_lib.runtime.checkpoint import batch_ids
-
-CIC_HEADER = "rl.cic"
 
 
 @dataclass
@@ -240,8 +240,6 @@ class ForcedCut(CutPolicy):
         self, start: Offsets, end: Offsets
     ) -> dict[tuple[str, int], list[tuple[int, bytes | None]]]:
         """(offset, ``rl.cic`` header) of every record in [start, end), per partition."""
-        from recovery_lib.protocols.hooks import read_headers
-
         ranges = {
             (t, int(p)): (start[t][p], end[t][p])
             for t, parts in end.items()

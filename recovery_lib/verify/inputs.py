@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from recovery_lib.nexmark.config import GeneratorConfig
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -25,7 +22,9 @@ class InputView:
     """``topics``: the job's input name -> the topic the judged runs read."""
 
     topics: Mapping[str, str]
-    generator: GeneratorConfig | None = None
+    # The generator's configuration when the input was generated (NexMark's GeneratorConfig):
+    # an invariant of the generator's own job may re-generate the events from it.
+    generator: Any = None
     events: int | None = None
     reader: Callable[[str], list[InputRecord]] | None = None
     _cache: dict[str, list[InputRecord]] = field(default_factory=dict, repr=False)

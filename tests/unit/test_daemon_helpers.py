@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery_lib.ops.daemon import DaemonStatus, seen_alive, start_detached, stop_daemon
+from recovery_lib.runtime.daemon import DaemonStatus, seen_alive, start_detached, stop_daemon
 
 # Writes a running status naming its own pid, then sleeps until killed (or exits at once).
 STAND_IN = """

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recovery_lib.ops.gc import common_input_floor, plan_gc, run_gc
+from recovery_lib.runtime.checkpoint_gc import common_input_floor, plan_gc, run_gc
 
 
 def make_checkpoint(

@@ -244,7 +244,8 @@ def test_the_cic_hook_continues_the_cut_policys_clocks(tmp_path, monkeypatch):
 
 
 def test_pipeline_gc_keeps_what_the_recovery_line_can_need(tmp_path):
-    from recovery_lib.pipeline.gc import needed_from, pipeline_gc
+    from recovery_lib.pipeline.gc import pipeline_gc
+    from recovery_lib.pipeline.runner import needed_from
 
     spec = load_pipelines(write(tmp_path, Q1.format(protocol="unc")))["q1p"]
     home = tmp_path / "home"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recovery_lib.ops.gc import run_gc
 from recovery_lib.runtime.checkpoint import last_committed
+from recovery_lib.runtime.checkpoint_gc import run_gc
 from recovery_lib.runtime.rewind import RewindRefused, plan_rewind, rewind
 from tests.unit.test_gc import make_checkpoint, rebuildable
 

@@ -324,3 +324,23 @@ def test_follow_replays_logged_boundaries_then_cuts_freely(tmp_path: Path) -> No
     (live / "offsets" / "6").write_text("batch 6 planned")
     assert policy_a.cut({"a": {"0": 17}}, available_a, None) == {"a": {"0": 50}}  # past the tail
     assert policy_a.followed == [5, 6] and policy_a.done
+
+
+def test_the_determinant_log_is_fenced_through_the_sinks_write_guard(tmp_path: Path) -> None:
+    """causal/ knows no epochs: the write-guard hook set by whoever configures fencing refuses
+    a zombie's determinants before anything reaches the broker (no broker here)."""
+    from recovery_lib.causal.determinants import Determinant, DeterminantRun, StreamKey
+    from recovery_lib.causal.log import CausalConfig, KafkaDeterminantLog
+    from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK
+
+    store = EpochStore(tmp_path / "epochs")
+    mine = store.advance("primary")
+    config = CausalConfig(
+        job="j", state_dir=str(tmp_path / "causal"), kafka={"bootstrap.servers": "127.0.0.1:9"},
+        epoch=mine, epoch_store=str(store.directory), write_guard=EPOCH_GUARD_HOOK,
+    )  # fmt: skip
+    log = KafkaDeterminantLog(config)
+    log.append(DeterminantRun(StreamKey("j", 0, "s", 0), 0, (Determinant("call", 1),)))
+    store.advance("standby", expected=mine)
+    with pytest.raises(FencedError, match="determinant log write"):
+        log.flush()

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import KafkaError
 
-from recovery_lib.io.tail_probe import TailProbe
+from recovery_lib.kafka.tail_probe import TailProbe
 
 
 @dataclass

@@ -23,10 +23,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from recovery_lib.io.sinks.ids import CONTROL_HEADER, ID_HEADER, parse_output_id
-
-SOURCE_HEADER = "rl.src"
-REPLICA_HEADER = "rl.replica"
+from recovery_lib.io.sinks.ids import parse_output_id
+from recovery_lib.kafka.headers import CONTROL_HEADER, GATE_SOURCE_HEADER, ID_HEADER, REPLICA_HEADER
 
 
 def raw_topic(output_topic: str) -> str:
@@ -61,8 +59,8 @@ class ReplicaGate:
         """Floors and raw positions from the output's last records; returns the positions."""
         from confluent_kafka import Consumer, TopicPartition
 
-        from recovery_lib.io.tail_probe import TailProbe
         from recovery_lib.kafka.admin import TopicAdmin
+        from recovery_lib.kafka.tail_probe import TailProbe
         from recovery_lib.settings import get_settings
 
         timeout = get_settings().kafka_request_timeout_s
@@ -88,7 +86,7 @@ class ReplicaGate:
                 key = id_key(headers.get(ID_HEADER, b""))
                 if key is not None:
                     self.floor[part] = key
-                positions[part] = int(headers.get(SOURCE_HEADER, b"-1")) + 1
+                positions[part] = int(headers.get(GATE_SOURCE_HEADER, b"-1")) + 1
         finally:
             reader.close()
             probe.close()
@@ -126,7 +124,7 @@ class ReplicaGate:
                 self.dropped[hmap.get(REPLICA_HEADER, b"?").decode()] += 1
                 continue
             self.floor[part] = key
-            headers.append((SOURCE_HEADER, str(msg.offset()).encode()))
+            headers.append((GATE_SOURCE_HEADER, str(msg.offset()).encode()))
             while True:
                 try:
                     self._producer.produce(

@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recovery_lib.io.offsets import Offsets
-from recovery_lib.io.sinks.ids import CONTROL_HEADER
 from recovery_lib.kafka.control_topic import ControlTopic
+from recovery_lib.kafka.headers import CONTROL_HEADER, HEARTBEAT_HEADER
 
-HEARTBEAT_HEADER = "rl.hb"
 COLD_POLL_S = 0.2  # how often a generator holding after its first heartbeat looks again
 
 
@@ -148,7 +147,7 @@ class HeartbeatGenerator:
         here), and replicas whose empty batch takes longer than a period would never drain.
         A heartbeat is a record batch of its own, so the high watermark is exactly its offset
         + 1 while nothing follows it (tansu's watermark is per record batch, Kafka's exact)."""
-        from recovery_lib.io.tail_probe import TailProbe
+        from recovery_lib.kafka.tail_probe import TailProbe
         from recovery_lib.settings import get_settings
 
         if self.last is None:

@@ -217,7 +217,7 @@ class ReplicaSet:
         self.home = Path(home)
         self.output_topic = opts.out_topic
         self.input_topics = [opts.topic_for(name) for name in self.job.inputs]
-        self.partitions = opts.generator.partitions
+        self.partitions = opts.partitions
         self._kafka = dict(kafka) if kafka else None
         self.store, self.run_id, self.on_event = store, run_id, on_event
         settings = get_settings()

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recovery_lib.ha.fencing import EpochStore, write_fences
+from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore, write_fences
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
 from recovery_lib.metrics.store import now_ms
 from recovery_lib.runtime.heartbeat import HeartbeatWriter, read_heartbeat
@@ -88,7 +88,10 @@ class StandbyJob:
         opts.epoch_store = cfg.epoch_store
         if opts.causal is not None:
             opts.causal = dataclasses.replace(
-                opts.causal, epoch_store=cfg.epoch_store, epoch_file=str(self.epoch_file)
+                opts.causal,
+                epoch_store=cfg.epoch_store,
+                write_guard=EPOCH_GUARD_HOOK,
+                epoch_file=str(self.epoch_file),
             )
         if heartbeat is not None:
             heartbeat.role = "standby"

@@ -24,9 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
 from recovery_lib.io.sinks.ids import parse_output_id
-
-TXN_HEADER = "rl.txn"
-COMMIT_HEADER = "rl.commit"
+from recovery_lib.kafka.headers import COMMIT_HEADER, TXN_HEADER
 
 
 def commit_record(batch_id: int, tokens: Iterable[str], sink_id: str = "") -> bytes:

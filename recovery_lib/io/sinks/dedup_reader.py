@@ -22,9 +22,9 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from recovery_lib.io.sinks.fences import FenceFilter
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, EPOCH_HEADER, ID_HEADER
-from recovery_lib.io.tail_probe import TailProbe
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import BULK_READS, client_config
+from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
 
 

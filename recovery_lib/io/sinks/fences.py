@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-FENCE_HEADER = "rl.fence"
+from recovery_lib.kafka.headers import FENCE_HEADER
+
+__all__ = ["FENCE_HEADER", "FenceFilter"]
 
 
 class FenceFilter:

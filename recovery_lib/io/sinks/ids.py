@@ -9,15 +9,13 @@ standby that replays a batch in a new epoch must produce the same ids.
 
 from __future__ import annotations
 
-ID_HEADER = "rl.id"
-EPOCH_HEADER = "rl.epoch"
+from recovery_lib.kafka.headers import CONTROL_HEADER, DET_HEADER, EPOCH_HEADER, ID_HEADER
+
+__all__ = ["CONTROL_HEADER", "DET_COLUMN", "DET_HEADER", "EPOCH_HEADER", "ID_HEADER"]
+
 # Causal logging with piggybacked determinants: the causal operator adds a binary column that
 # the sink turns into this header of the first record depending on them (see causal/log.py).
 DET_COLUMN = "rl_determinants"
-DET_HEADER = "rl.det"
-# A record that carries a mechanism's state rather than an output (CEC's window footprints):
-# readers skip it unless asked for control records.
-CONTROL_HEADER = "rl.control"
 
 
 def output_id(batch_id: int, partition: int, seq: int, prefix: str = "") -> str:

@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from recovery_lib.io.sinks.fences import FENCE_HEADER
 from recovery_lib.io.sinks.ids import ID_HEADER, parse_output_id
-from recovery_lib.io.tail_probe import TailProbe
+from recovery_lib.kafka.tail_probe import TailProbe
 
 # Records read back per step when looking for the last id (another writer's records, fences).
 SCAN_STEP = 64
