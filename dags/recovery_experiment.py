@@ -9,7 +9,8 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param, task
 
-from recovery_lib.experiment.runner import FAILURE_KINDS, MODES, SINKS
+from recovery_lib.experiment.runner import FAILURE_KINDS, SINKS
+from recovery_lib.modes import mode_names
 
 with DAG(
     dag_id="recovery_experiment",
@@ -25,7 +26,7 @@ with DAG(
             description="The job: module:attr of a JobSpec on the workers' PYTHONPATH, or a job "
             "of this repository's jobs/ (q1 ... q12, prices, lastbids)",
         ),
-        "mode": Param("native", enum=list(MODES), description="Recovery mode"),
+        "mode": Param("native", enum=list(mode_names()), description="Recovery mode"),
         "fail": Param("driver-kill", enum=[*FAILURE_KINDS, "none"], description="Failure kind"),
         "fail_at_s": Param(20, type="number", minimum=0, description="Seconds into the run"),
         "repeat": Param(1, type="integer", minimum=1, description="Number of failures"),

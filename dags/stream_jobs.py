@@ -23,8 +23,8 @@ from recovery_lib.ops.config import load_jobs
 for job in load_jobs().values():
     with DAG(
         dag_id=f"stream_{job.name}",
-        description=f"Launch and supervise {job.query} ({job.mode}, {job.placement}"
-        + (f", replicated: {job.replication})" if job.replication != "none" else ")"),
+        description=f"Launch and supervise {job.query} ({job.mode.value}, {job.placement}"
+        + (f", replicated: {job.replication})" if job.recovery_mode.replicated else ")"),
         schedule=timedelta(minutes=job.watch_minutes),
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
@@ -37,8 +37,8 @@ for job in load_jobs().values():
             ),
             "watch_minutes": Param(job.watch_minutes, type="number", minimum=0),
         },
-        tags=["streaming", job.query, job.mode]
-        + ([job.replication] if job.replication != "none" else []),
+        tags=["streaming", job.query, job.mode.value]
+        + ([job.recovery_mode.name] if job.recovery_mode.replicated else []),
         doc_md=__doc__,
     ) as dag:
 
@@ -52,7 +52,7 @@ for job in load_jobs().values():
             watch_s="{{ params.watch_minutes * 60 }}",
         )
         ensure() >> watch
-        if job.replication != "none":
+        if job.recovery_mode.replicated:
 
             @task(task_id="replica_health")
             def replicas(name: str = job.name) -> dict:

@@ -21,6 +21,7 @@ import pandas as pd
 import streamlit as st
 
 from recovery_lib.metrics import views
+from recovery_lib.modes import get_mode
 from recovery_lib.settings import get_settings
 
 st.set_page_config(page_title="Spark recovery operations", layout="wide")
@@ -414,11 +415,10 @@ def replicas(path: Path) -> None:
         leader = [r for r, rep in state["replicas"].items() if rep.get("role") == "leader"]
         a, b, c, d = st.columns(4)
         a.metric("live replicas", f"{len(live)} of {len(state['replicas'])}")
+        leaderless = get_mode(state["mode"]).leaderless
         b.metric(
-            "leader" if state["mode"] == "kazoo" else "heartbeats",
-            ", ".join(leader) or "none"
-            if state["mode"] == "kazoo"
-            else f"{state['heartbeats'] or 0:,}",
+            "heartbeats" if leaderless else "leader",
+            f"{state['heartbeats'] or 0:,}" if leaderless else ", ".join(leader) or "none",
         )
         lag = state["lag_batches"]
         c.metric("lag between replicas", "n/a" if lag is None else f"{lag} batches")

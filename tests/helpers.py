@@ -127,24 +127,19 @@ def prices_job(
 ):  # noqa: ANN201 - a Supervisor
     """The nondeterministic prices pipeline, supervised, fault hooks armed from tmp_path/arm."""
     from recovery_lib.runtime.faults import ARM_DIR_ENV
+    from recovery_lib.runtime.launch import JobLaunch
     from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
 
-    args = [
-        "--param",
-        f"price_url={price_url}",
-        "--prefix",
-        prefix,
-        "--checkpoints",
-        str(tmp_path / "ck"),
-        "--output-topic",
-        out,
-        "--sink-mode",
-        sink_mode,
-        "--max-records",
-        "1000",
-        "--mode",
-        mode,
-    ]
+    launch = JobLaunch(
+        job="jobs.prices:JOB",
+        name="prices",
+        params={"price_url": price_url},
+        prefix=prefix,
+        checkpoints=str(tmp_path / "ck"),
+        output_topic=out,
+        sink_mode=sink_mode,
+        max_records=1000,
+    ).with_process_mode(mode)
     env = {ARM_DIR_ENV: str(tmp_path / "arm"), **(env or {})}
-    spec = ProcessSpec.for_job("jobs.prices:JOB", "prices", args, env=env)
+    spec = ProcessSpec.for_job(launch, env=env)
     return Supervisor(spec, tmp_path / "sup")

@@ -16,9 +16,9 @@ import uuid
 import pytest
 
 from recovery_lib.ha.replication.gate import REPLICA_HEADER, raw_topic
-from recovery_lib.ha.replication.replica_set import ReplicaSet
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.ids import parse_output_id
+from recovery_lib.modes.replication import replica_set_for_job
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.nexmark.reference import compare, load_events, reference_rows
@@ -87,7 +87,7 @@ def run_replicated(mode: str, tmp_path, victim: str, heartbeat_period_s: float =
     ensure_topics(config)
     out = f"{config.topic_prefix}.q1out"
     feeder = TrancheFeeder(config)
-    replicas = ReplicaSet.for_job(
+    replicas = replica_set_for_job(
         "q1",
         mode,
         tmp_path / "home",

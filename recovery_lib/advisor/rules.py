@@ -31,17 +31,13 @@ from pathlib import Path
 
 from recovery_lib.advisor.facts import SKEW_HOT_SHARE, Facts, Load
 from recovery_lib.bench.compare_bench import comparison_reports
+from recovery_lib.modes import REFERENCE_MODE, get_mode, mode_names, outage_ladder
 from recovery_lib.reproduce.measured import Measured, load_report
 
-# Single-job modes from cheapest to dearest, and the masking run that measures each one's gap.
-OUTAGE_LADDER = (
-    ("native", "native", "one Spark application, restarted from its checkpoint"),
-    ("standby", "standby", "a warm standby application that takes over"),
-    ("kazoo", "kazoo-leader", "two live replicas (2x compute), leader-based"),
-    ("liverobin", "liverobin", "two live replicas (2x compute), leaderless"),
-)
-
-REPLICATED = ("kazoo", "liverobin")
+# Single-job modes from cheapest to dearest (the registry's outage ladder), and the masking
+# run that measures each one's gap.
+OUTAGE_LADDER = tuple((m.name, m.kill_run, m.compute) for m in outage_ladder())
+REPLICATED = mode_names(replicated=True)
 # Two replicas on one host each get half its cores: replicated q3 at 5,000 ev/s and q8 at
 # 2,000 (0.04 and 0.11 of their MST) kept up, q8 at 5,000 (0.28) gave no output in its first
 # 50 s (bench_replication).
@@ -61,9 +57,8 @@ class Advice:
                 "reasons": self.reasons, "evidence": self.evidence}  # fmt: skip
 
 
-# ``recovery bench compare`` names its variants by mode; its kazoo run kills the leader.
-COMPARE_RUN = {"native": "native", "standby": "standby", "kazoo": "kazoo-leader",
-               "liverobin": "liverobin"}  # fmt: skip
+# ``recovery bench compare`` names its variants by mode; a leader-based run kills the leader.
+COMPARE_RUN = {name: run for name, run, _ in OUTAGE_LADDER}
 
 
 def measured_gaps(reports_dir: Path) -> dict[str, tuple[float, str]]:
@@ -176,7 +171,7 @@ def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
     evidence = gap_reports(reports_dir) if gaps else []
     if facts.max_outage_s is None:
         return Advice(
-            "causal" if causal else "native",
+            REFERENCE_MODE.with_causal_logging(causal),
             sink,
             causal,
             [
@@ -196,7 +191,7 @@ def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
         if mode in REPLICATED and fraction is not None and fraction > REPLICATION_MAX_LOAD:
             skipped.append(mode)
             continue
-        chosen = "causal" if mode == "native" and causal else mode
+        chosen = get_mode(mode).with_causal_logging(causal)
         reason = (
             f"outage at most {facts.max_outage_s:g} s: {mode} ({what}) showed output gaps up "
             f"to {gap:.1f} s when killed ({jobs}); every cheaper mode showed more"
@@ -209,7 +204,10 @@ def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
             f"below {REPLICATION_MAX_LOAD:.0%} here. Give each replica its own host, or accept "
             "a standby takeover's gap"
         )
-        fallback = "standby" if "standby" in gaps else ("causal" if causal else "native")
+        standby = get_mode("standby")
+        fallback = (
+            standby.name if standby.kill_run in gaps else REFERENCE_MODE.with_causal_logging(causal)
+        )
         return Advice(fallback, sink, causal, [reason], evidence)
     best = min(gaps.items(), key=lambda kv: kv[1][0]) if gaps else None
     reason = (

@@ -36,6 +36,7 @@ from rich.console import Console
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.store import MetricsStore, read_frame
+from recovery_lib.modes import get_mode
 from recovery_lib.settings import get_settings
 
 PARTITIONS = 4
@@ -173,8 +174,9 @@ def _run_job(
     steady_rows, steady_ms = sum(rows[1:]), sum(ms[1:])
     recovery = None
     for line in log.read_text().splitlines():
-        if line.startswith('{"cec_recovery"'):
-            recovery = json.loads(line)["cec_recovery"]
+        at = line.find('{"cec_recovery"')  # a log line: the JSON after its prefix
+        if at >= 0:
+            recovery = json.loads(line[at:])["cec_recovery"]
     state = ck / "avgprice" / "state"
     state_bytes = (
         sum(f.stat().st_size for f in state.rglob("*") if f.is_file()) if state.exists() else 0
@@ -331,7 +333,7 @@ def run_cec_bench(
             # What the restart read: the state store's files, or CEC's extent and replay.
             "bytes_read_at_recovery": (
                 first.state_bytes
-                if variant.mode == "native"
+                if not get_mode(variant.mode).keeps_own_log
                 else (rec.get("scanned_bytes") or 0) + (rec.get("replayed_bytes") or 0)
             ),
             "ec_load_s": rec.get("ec_load_s"),

@@ -34,9 +34,10 @@ from typing import Any
 
 from rich.console import Console
 
-from recovery_lib.experiment.recovery_metrics import output_gap_s, p99_around, recovery_time_s
+from recovery_lib.metrics.recovery import output_gap_s, p99_around, recovery_time_s
 from recovery_lib.metrics.resources import ResourceSampler, during_run
 from recovery_lib.metrics.stats import percentile
+from recovery_lib.modes import get_mode
 
 PROTOCOLS = ("coor", "unc", "cic")
 
@@ -82,7 +83,7 @@ class CompareConfig:
 
 def failure_figures(samples: list[tuple[int, int]], failure_ms: int | None) -> dict[str, Any]:
     """The failure's figures on (visible ms, latency ms) samples, the same definitions for every
-    variant (recovery_lib/experiment/recovery_metrics.py), and the p50 / p99 of the 30 s before
+    variant (recovery_lib/metrics/recovery.py), and the p50 / p99 of the 30 s before
     it: the variant's latency without a failure."""
     if failure_ms is None or not samples:
         return {"recovery_time_s": None, "output_gap_s": None, "p50_before_ms": None}
@@ -169,7 +170,8 @@ class CompareBench:
         from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 
         cfg = self.cfg
-        if variant.mode == "cec" and builds_cec_aggregate(cfg.job) is False:
+        mode = get_mode(variant.mode)
+        if mode.keeps_own_log and builds_cec_aggregate(cfg.job) is False:
             return {
                 "not_applicable": f"job {cfg.job}'s build returns a DataFrame: mode cec needs a "
                 "build that returns recovery_lib.cec.cec_aggregate(...)"
@@ -184,7 +186,7 @@ class CompareBench:
             fail="driver-kill",
             fail_at_s=cfg.fail_at_s,
             seed=cfg.seed,
-            heartbeat_period_s=cfg.liverobin_period_s if variant.mode == "liverobin" else None,
+            heartbeat_period_s=cfg.liverobin_period_s if mode.leaderless else None,
         )
         try:
             exp = Experiment(

@@ -41,6 +41,7 @@ from typing import Any
 from rich.console import Console
 
 from recovery_lib.kafka.headers import CIC_HEADER
+from recovery_lib.metrics.recovery import DISTURBANCE_KEY, disturbance_s
 from recovery_lib.metrics.stats import percentile
 
 REFERENCE = {"q1p": "q1", "q1p3": "q1", "q3p": "q3", "q8p": "q8"}
@@ -359,49 +360,22 @@ def _latency(samples: list[tuple[int, int]], killed_ms: int | None) -> dict:
     return out
 
 
-# A silence in the output shorter than this (or than twice the longest one in the 30 s before
-# the kill) is the stages' batching, not the failure.
-NORMAL_SILENCE_MS = 3_000
-
-
 def recovery_figures(samples: list[tuple[int, int]], killed_ms: int) -> dict[str, Any]:
-    """p99 of the 30 s before and after the kill, and the recovery time: from the kill to the
-    end of the last bad stretch after it, a second whose p50 exceeds twice the p50 before the
-    kill or a silence longer than the output's normal pauses (a stage that dies after its
-    downstream read its last batch shows as output going on for a few seconds, then none)."""
-    before = [(vis, lat) for vis, lat in samples if killed_ms - 30_000 <= vis < killed_ms]
+    """p99 of the 30 s before and after the kill, and CheckMate's measure of a pipeline's
+    recovery, ``disturbance_s`` (metrics/recovery.py: not the recovery time of DESIGN 4)."""
+    before = [lat for vis, lat in samples if killed_ms - 30_000 <= vis < killed_ms]
     after = [lat for vis, lat in samples if killed_ms <= vis < killed_ms + 30_000]
-    out: dict[str, Any] = {
-        "p99_30s_before_ms": percentile([lat for _, lat in before], 99) if before else None,
+    return {
+        "p99_30s_before_ms": percentile(before, 99) if before else None,
         "p99_30s_after_ms": percentile(after, 99) if after else None,
-        "recovery_time_s": None,
+        DISTURBANCE_KEY: disturbance_s(samples, killed_ms),
     }
-    later = sorted(vis for vis, _ in samples if vis >= killed_ms)
-    if not before or not later:  # nothing to compare with, or not recovered within the run
-        return out
-    bound = 2 * percentile([lat for _, lat in before], 50)
-    shown = sorted(vis for vis, _ in before)
-    pauses = [b - a for a, b in zip(shown, shown[1:], strict=False)]
-    normal = max(NORMAL_SILENCE_MS, 2 * max(pauses, default=0))
-    last_bad = 0
-    for a, b in zip([shown[-1], *later], later, strict=False):
-        if b - a > normal:
-            last_bad = max(last_bad, b - killed_ms)
-    seconds: dict[int, list[int]] = {}
-    for vis, lat in samples:
-        if vis >= killed_ms:
-            seconds.setdefault((vis - killed_ms) // 1000, []).append(lat)
-    for second, lats in seconds.items():
-        if percentile(lats, 50) > bound:
-            last_bad = max(last_bad, (second + 1) * 1000)
-    out["recovery_time_s"] = round(last_bad / 1000, 1)
-    return out
 
 
 def rederive_report(out_prefix: str, console: Console) -> dict[str, Any]:
     """Recompute each killed trial's recovery time from its per-second p50s (a second's p50
     standing for its n outputs, visible mid-second) with the current ``recovery_figures``;
-    the value measured on the raw samples stays as ``recovery_time_s_measured``."""
+    the value measured on the raw samples stays as ``disturbance_s_measured``."""
     path = Path(f"{out_prefix}.json")
     report = json.loads(path.read_text())
     for suite in SUITES:
@@ -414,10 +388,12 @@ def rederive_report(out_prefix: str, console: Console) -> dict[str, Any]:
                 for p in trial["latency_per_s"]
                 for _ in range(p["n"])
             ]
-            trial.setdefault("recovery_time_s_measured", trial.get("recovery_time_s"))
-            again = recovery_figures(samples, trial["killed_ms"])["recovery_time_s"]
-            trial["recovery_time_s"] = again
-            trial["recovery_time_basis"] = "per-second p50s (rederived)"
+            if "recovery_time_s" in trial:  # written before the measure had its own name
+                trial.setdefault(DISTURBANCE_KEY, trial.pop("recovery_time_s"))
+            trial.setdefault(f"{DISTURBANCE_KEY}_measured", trial.get(DISTURBANCE_KEY))
+            again = recovery_figures(samples, trial["killed_ms"])[DISTURBANCE_KEY]
+            trial[DISTURBANCE_KEY] = again
+            trial[f"{DISTURBANCE_KEY}_basis"] = "per-second p50s (rederived)"
             console.print(f"{trial['trial']}: recovery {again} s")
     _write(report, Path(out_prefix))
     chart(report, Path(f"{out_prefix}.png"))

@@ -31,11 +31,11 @@ from typing import Any
 
 from rich.console import Console
 
-from recovery_lib.experiment.modes import REPLICATION
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.ha.replication.gate import late_copies, raw_topic
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.metrics.resources import ResourceSampler, during_run
+from recovery_lib.modes import get_mode
 
 PARTS = ("masking", "cost", "heartbeat", "slow", "kills", "zombie")
 # The masking runs of one job: (name, mode, victim).
@@ -51,7 +51,7 @@ GUARD_REFUSAL = re.compile(r"kazoo guard: .* refused: not the published batch")
 
 def sink_for(mode: str) -> str:
     """Replicas write through the release sink and the gate; the single-process modes dedup."""
-    return "release" if mode in REPLICATION else "dedup"
+    return "release" if get_mode(mode).replicated else "dedup"
 
 
 class ReplicationBench:
@@ -172,7 +172,8 @@ class ReplicationBench:
         return entry
 
     def _config(self, query: str, mode: str, rate: float, **kw: Any) -> ExperimentConfig:
-        if mode == "liverobin" and self.liverobin_period_s and "heartbeat_period_s" not in kw:
+        leaderless = get_mode(mode).leaderless
+        if leaderless and self.liverobin_period_s and "heartbeat_period_s" not in kw:
             kw["heartbeat_period_s"] = self.liverobin_period_s
         return ExperimentConfig(query=query, mode=mode, sink=sink_for(mode), rate=rate, **kw)
 

@@ -26,7 +26,7 @@ without a wrapper (``current``, ``pandas_udf``, ``foreach_batch``) need storage 
 from __future__ import annotations
 
 import contextlib
-import sys
+import logging
 import typing
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -35,6 +35,8 @@ from recovery_lib.causal.determinants import DeterminantError, StreamKey
 from recovery_lib.causal.log import CausalConfig, DeterminantLog, OutputCarriedLog, open_log
 from recovery_lib.causal.services import CausalContext
 from recovery_lib.io.sinks.ids import DET_COLUMN
+
+log = logging.getLogger(__name__)
 
 
 def _needs_log_topic(config: CausalConfig, what: str) -> None:
@@ -90,7 +92,7 @@ def open_context(scope: str, config: CausalConfig, auto_flush: bool = False) -> 
                     "log, or set on_missing='recompute' to run live (outputs of this batch may "
                     "then differ from ones already released: at-least-once, not exactly-once)"
                 ) from exc
-            print(f"causal: {exc}; recomputing {key} live (on_missing=recompute)", file=sys.stderr)
+            log.warning("causal: %s; recomputing %s live (on_missing=recompute)", exc, key)
     return CausalContext(
         key,
         log,

@@ -21,6 +21,7 @@ Per micro-batch (``CECBatchWriter.__call__``):
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from recovery_lib.cec.operator import InputTuple
 from recovery_lib.cec.policy import CheckpointPolicy
 from recovery_lib.cec.windows import TimeWindows
 from recovery_lib.verify.contract import ConsistencyContract, UniqueOutputs
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -157,7 +160,7 @@ class CECBatchWriter:
                 "replayed_bytes": self.replayed_bytes,
                 "replay_s": round(time.monotonic() - t0, 3),
             }
-            print(json.dumps({"cec_recovery": detail}), flush=True)
+            log.info("%s", json.dumps({"cec_recovery": detail}))
             if self.events is not None:
                 self.events("cec_recovery", detail)
         table = df.select(*ROW_COLUMNS).toArrow()  # Step 2.

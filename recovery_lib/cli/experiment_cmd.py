@@ -100,9 +100,8 @@ def experiment_run(
     from rich.live import Live
     from rich.text import Text
 
-    from recovery_lib.experiment.modes import REPLICATION
     from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
-    from recovery_lib.job.options import parse_pairs
+    from recovery_lib.runtime.launch import parse_pairs
 
     try:
         replay_map = parse_pairs(replay or [], "--replay", require_value=True)
@@ -128,7 +127,7 @@ def experiment_run(
         rate=rate,
         duration_s=duration,
         seed=seed,
-        sink=sink or ("release" if mode in REPLICATION else "dedup"),
+        sink=sink or _default_sink(mode),
         victim=victim,
         heartbeat_period_s=heartbeat_period,
         replace_after_s=replace_after,
@@ -194,3 +193,11 @@ def experiment_run(
         raise typer.Exit(code=EXIT_INCONCLUSIVE)
     if c["verdict"] != "consistent":
         raise typer.Exit(code=2)
+
+
+def _default_sink(mode: str) -> str:
+    """Replicas write through the release sink and the replica gate; the rest dedup."""
+    from recovery_lib.modes import MODES
+
+    replicated = mode in MODES and MODES[mode].replicated
+    return "release" if replicated else "dedup"

@@ -56,6 +56,9 @@ def _main() -> None:
     # Airflow and process managers stop a command with SIGTERM: unwind like Ctrl-C, so every
     # `finally` runs and the jobs, clusters and brokers a command started are stopped.
     signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
+    from recovery_lib.runtime.logs import configure_logging
+
+    configure_logging()
 
 
 if __name__ == "__main__":

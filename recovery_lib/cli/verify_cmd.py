@@ -96,8 +96,8 @@ def input_view(
     input_topic: list[str] | None, events: int | None, seed: int, rate: float, skew: float
 ) -> InputView | None:
     """The judged run's input from the command line (None: not given). Raises ValueError."""
-    from recovery_lib.job.options import parse_pairs
     from recovery_lib.nexmark.config import GeneratorConfig
+    from recovery_lib.runtime.launch import parse_pairs
     from recovery_lib.verify.inputs import InputView
 
     topics = parse_pairs(input_topic or [], "--input", require_value=True)

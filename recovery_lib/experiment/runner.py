@@ -27,8 +27,6 @@ from confluent_kafka import Producer
 from rich.console import Console
 
 from recovery_lib.experiment.inputs import ExperimentInput, GeneratedInput, RecordedInput
-from recovery_lib.experiment.modes import MODES, REFERENCE_MODE, REPLICATION, ModeOptions
-from recovery_lib.experiment.recovery_metrics import output_gap_s, p99_around, recovery_time_s
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.modes import (
     consumer_dedups,
@@ -36,14 +34,21 @@ from recovery_lib.io.sinks.modes import (
     output_partitions,
     visibility_gate,
 )
-from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.latency import LatencyCollector
+from recovery_lib.metrics.recovery import output_gap_s, p99_around, recovery_time_s
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.modes import (
+    REFERENCE_MODE,
+    ModeOptions,
+    ModeRequest,
+    RecoveryMode,
+    get_mode,
+)
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.runtime import cluster as cluster_mod
 from recovery_lib.runtime.checkpoint import committed_offsets
@@ -59,6 +64,7 @@ from recovery_lib.runtime.faults import (
     arm,
     resume_when_paused,
 )
+from recovery_lib.runtime.launch import JobLaunch
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec
 from recovery_lib.settings import get_settings
@@ -151,8 +157,7 @@ class ExperimentConfig:
             unknown = sorted(set(self.replay) - set(job.inputs))
             if unknown:
                 raise ValueError(f"--replay {unknown}: job {job.name} has inputs {job.inputs}")
-        if self.mode not in MODES:
-            raise ValueError(f"unknown mode {self.mode!r}; available: {', '.join(MODES)}")
+        recovery = self.recovery_mode  # raises naming the modes there are
         for kind in self.kinds:
             if kind not in FAILURE_KINDS:
                 raise ValueError(
@@ -175,65 +180,22 @@ class ExperimentConfig:
             )
         if self.sink not in SINKS:
             raise ValueError(f"--sink must be one of {', '.join(SINKS)}, got {self.sink!r}")
-        if self.mode in REPLICATION:
-            self._validate_replication(job)
-        check_sink_mode(
-            job,
-            SINKS[self.sink],
-            MODES[self.mode].job_mode(job.contract) == "causal",
-            fix="Use --mode causal (or standby), or --sink two-phase or dedup",
+        recovery.validate(self.request)
+
+    @property
+    def recovery_mode(self) -> RecoveryMode:
+        return get_mode(self.mode)
+
+    @property
+    def request(self) -> ModeRequest:
+        """What the experiment's faulty run asks of its mode."""
+        return ModeRequest(
+            job=self.job,
+            sink_mode=SINKS[self.sink],
+            failures=self.kinds,
+            cluster=self.cluster,
+            options=self.mode_options,
         )
-        if "torn-write" in self.kinds and self.mode != "cec":
-            raise ValueError("torn-write damages a CEC window footprint: it needs --mode cec")
-        if self.mode == "cec" and "write-retry" in self.kinds:
-            raise ValueError(
-                "write-retry fails a sink task; a CEC aggregate writes its log in the driver. "
-                "Use driver-kill, mid-write (a kill between the log's records), torn-write, "
-                "task-retry or executor-kill"
-            )
-        if "pause-mid-write" in self.kinds and self.cluster:
-            raise ValueError(
-                "pause-mid-write stops the job's process group, which on a cluster does not "
-                "hold its executors: leave out --cluster"
-            )
-        if "executor-kill" in self.kinds and not self.cluster:
-            raise ValueError("executor-kill needs separate executor processes: add --cluster")
-        if self.mode == "standby" and "executor-kill" in self.kinds:
-            raise ValueError(
-                "executor-kill is not a standby experiment: the primary and its standby share "
-                "the cluster's workers, and Spark recovers lost executors itself. Use "
-                "driver-kill, mid-write or pause (a paused primary is fenced)"
-            )
-
-    def _validate_replication(self, job: JobSpec) -> None:
-        from recovery_lib.ha.replication.replica_set import REPLICAS, VICTIMS
-
-        if self.sink != "release":
-            raise ValueError(
-                f"--mode {self.mode} writes both replicas through the release sink and the "
-                "replica gate, whose output a plain consumer reads once: use --sink release"
-            )
-        other = sorted(set(self.kinds) & {"executor-kill", "torn-write"})
-        if other:
-            raise ValueError(
-                f"--mode {self.mode} fails one replica: driver-kill, mid-write, task-retry, "
-                f"write-retry, pause or pause-mid-write (--victim says which), not "
-                f"{', '.join(other)}"
-            )
-        if self.cluster:
-            raise ValueError(
-                f"--mode {self.mode} runs both replicas in local mode: the one-host cluster "
-                "cannot run two applications' executors at once. Leave out --cluster"
-            )
-        allowed = VICTIMS if self.mode == "kazoo" else REPLICAS
-        if self.victim is not None and self.victim not in allowed:
-            raise ValueError(f"--victim {self.victim!r}: choose one of {', '.join(allowed)}")
-        if self.heartbeat_period_s is not None and self.heartbeat_period_s <= 0:
-            raise ValueError("--heartbeat-period must be positive")
-        if self.slow_delay_s and self.mode != "liverobin":
-            raise ValueError(
-                "a slow partition's late heartbeats are LiveRobin's (--mode liverobin)"
-            )
 
     @property
     def mode_options(self) -> ModeOptions:
@@ -409,44 +371,32 @@ class Experiment:
         out_topic = f"{self.gen.topic_prefix}.out.{name}"
         sink = SINKS[cfg.sink] if name == "faulty" else "dedup"
         self.admin.create(out_topic, output_partitions(sink, self.gen.partitions))
-        mode = MODES[cfg.mode] if name == "faulty" else REFERENCE_MODE
+        mode = cfg.recovery_mode if name == "faulty" else REFERENCE_MODE
         run_id = self.store.start_run(
             self.job.name,
             cfg.mode if name == "faulty" else "reference",
             {**asdict(cfg), "run": name, "experiment": self.id},
         )
         arm_dir = self.workdir / name / "arm"
-        args = [
-            *[
-                a
-                for n, t in self.input.topics.items()
-                if n in self.job.inputs
-                for a in ("--input", f"{n}={t}")
-            ],
-            "--prefix",  # the output and dead-letter topics are the experiment's
-            self.gen.topic_prefix,
-            "--partitions",
-            str(self.gen.partitions),
-            "--checkpoints",
-            str(self.workdir / name / "ck"),
-            "--output-topic",
-            out_topic,
-            "--sink-mode",  # the reference run is read deduplicated, whatever the sink
-            SINKS[cfg.sink] if name == "faulty" else "dedup",
-            "--metrics",
-            str(self.store.path),
-            "--run-id",
-            run_id,
-            "--mode",
-            MODES[cfg.mode].job_mode(self.job.contract),
-        ]
-        if inject is not None and {"task-retry", "write-retry"} & set(cfg.kinds):
-            args += ["--task-retries", "4"]
-        args += [a for k, v in self.params.items() for a in ("--param", f"{k}={v}")]
+        request = cfg.request if name == "faulty" else ModeRequest(self.job)
+        base = JobLaunch(
+            job=self.job.ref,
+            name=self.job.name,
+            inputs={n: t for n, t in self.input.topics.items() if n in self.job.inputs},
+            prefix=self.gen.topic_prefix,  # the output and dead-letter topics are the experiment's
+            partitions=self.gen.partitions,
+            checkpoints=str(self.workdir / name / "ck"),
+            output_topic=out_topic,
+            sink_mode=sink,  # the reference run is read deduplicated, whatever the sink
+            metrics=str(self.store.path),
+            run_id=run_id,
+            params=dict(self.params),
+            task_retries=4
+            if inject is not None and {"task-retry", "write-retry"} & set(cfg.kinds)
+            else 1,
+        )
         spec = ProcessSpec.for_job(
-            self.job.ref,
-            self.job.name,
-            args,
+            mode.launch(base, request),
             cluster_url=self._cluster_url,
             env={ARM_DIR_ENV: str(arm_dir)},
             spark_conf=self._spark_conf(cfg),
@@ -454,8 +404,7 @@ class Experiment:
             # Every injected failure may cost a restart; the default budget covers the rest.
             max_restarts=ProcessSpec.max_restarts + (cfg.repeat if inject is not None else 0),
         )
-        options = cfg.mode_options if name == "faulty" else ModeOptions()
-        sup = mode.supervisor(spec, self.workdir / name, self.store, run_id, options)
+        sup = mode.supervisor(spec, request, self.workdir / name, self.store, run_id)
         self._supervisors.append(sup)
         self.progress(
             f"[{name}] starting the {self.job.name} job "
@@ -755,7 +704,7 @@ def timeline_chart(report: dict[str, Any], timeline: dict[str, Any], path: Path)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from recovery_lib.experiment.recovery_metrics import per_second_p50
+    from recovery_lib.metrics.recovery import per_second_p50
 
     t0 = timeline["t0_ms"]
     samples = timeline["samples"]

@@ -7,10 +7,12 @@ workers across tasks, so caching per process makes that a one-time cost.
 from __future__ import annotations
 
 import atexit
-import sys
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _clients: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
@@ -61,5 +63,5 @@ def close_all() -> list[str]:
                 problems.append(f"{kind}: closing at exit failed: {exc!r}")
         _clients.clear()
     for problem in problems:
-        print(f"recovery_lib client cache: {problem}", file=sys.stderr, flush=True)
+        log.warning("client cache: %s", problem)
     return problems

@@ -23,8 +23,8 @@ Options (as in Spark's own Kafka connector where one exists):
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -54,6 +54,8 @@ from recovery_lib.io.source_options import (
     source_schema,
 )
 from recovery_lib.io.task import task_info
+
+log = logging.getLogger(__name__)
 
 SOURCE_NAME = "rlkafka"
 
@@ -182,7 +184,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self._available()
         except Exception as exc:  # noqa: BLE001 - a status probe must not fail the query
             # (an exception here ends Spark's source runner); latestOffset raises a real outage.
-            print(f"{SOURCE_NAME}: latest offset unknown: {exc}", file=sys.stderr, flush=True)
+            log.warning("%s: latest offset unknown: %s", SOURCE_NAME, exc)
             return None
 
     def partitions(self, start: dict, end: dict) -> list[KafkaRange]:

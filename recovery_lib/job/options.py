@@ -9,18 +9,9 @@ from dataclasses import dataclass, field
 
 from recovery_lib.causal.log import CausalConfig
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.runtime.launch import parse_pairs
 
-
-def parse_pairs(items: list[str], option: str, require_value: bool = False) -> dict[str, str]:
-    """``name=value`` arguments (``--param``, ``--input``, ``--replay``) as a dict; raises
-    ``ValueError`` naming ``option`` for one without a name (or a value, if required)."""
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name or (require_value and not value):
-            raise ValueError(f"{option} takes name=value, got {item!r}")
-        out[name] = value
-    return out
+__all__ = ["JobOptions", "input_topic", "parse_pairs"]
 
 
 def input_topic(name: str, prefix: str, inputs: Mapping[str, str]) -> str:

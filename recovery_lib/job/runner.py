@@ -6,176 +6,80 @@ Every job process runs ``run(spec, argv)``: ``python -m recovery_lib.job --job m
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import logging
 import os
+import sys
 from typing import Any
 
-from recovery_lib.io.sinks.modes import SINK_MODES, output_partitions, sink_mode
-from recovery_lib.job.options import JobOptions, parse_pairs
+from recovery_lib.io.sinks.modes import output_partitions
+from recovery_lib.job.options import JobOptions
 from recovery_lib.job.spec import JobSpec, StartsItsQuery
+from recovery_lib.runtime.launch import JobLaunch
 
-JOB_MODES = ("native", "causal", "cec")
+log = logging.getLogger(__name__)
 
 
-def parse_options(
-    spec: JobSpec, argv: list[str] | None = None
-) -> tuple[JobOptions, argparse.Namespace]:
-    parser = argparse.ArgumentParser(
-        description=spec.description or f"job {spec.name} on Spark Structured Streaming"
+def parse_options(spec: JobSpec, argv: list[str] | None = None) -> tuple[JobOptions, JobLaunch]:
+    """The job process's argv, parsed once: its launch, and the options its build sees.
+    Exits with the usage and what to fix when the launch does not suit the job."""
+    launch = JobLaunch.from_argv(
+        list(sys.argv[1:] if argv is None else argv),
+        description=spec.description or f"job {spec.name} on Spark Structured Streaming",
+        prefix_help=f"topic prefix: input x is read from <prefix>.x (inputs: "
+        f"{', '.join(spec.inputs)}; default {spec.default_prefix!r})",
+        param_help=f"name=value for the job ({', '.join(spec.params) or 'none needed'})",
     )
-    parser.add_argument("--job", default=None, help="module:attr of the job (the launcher's)")
-    parser.add_argument(
-        "--prefix",
-        default=spec.default_prefix,
-        help=f"topic prefix: input x is read from <prefix>.x (inputs: {', '.join(spec.inputs)})",
-    )
-    parser.add_argument(
-        "--input", action="append", default=[], help="input=topic: read an input from a topic"
-    )
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        help=f"name=value for the job ({', '.join(spec.params) or 'none needed'})",
-    )
-    parser.add_argument("--partitions", type=int, default=None, help="output topic partitions")
-    parser.add_argument("--checkpoints", default=".recovery/jobs/checkpoints")
-    parser.add_argument("--output-topic", default=None)
-    parser.add_argument(
-        "--sink-mode",
-        default="dedup",
-        type=sink_mode,
-        help=f"how outputs reach consumers: {', '.join(SINK_MODES)} (io/sinks/modes.py)",
-    )
-    parser.add_argument("--max-records", type=int, default=None)
-    parser.add_argument(
-        "--trigger-interval",
-        default="0 seconds",
-        help="processing-time trigger, e.g. '2 seconds' (default: as soon as the last ended)",
-    )
-    parser.add_argument(
-        "--source-option",
-        action="append",
-        default=[],
-        help="name=value passed to every input's source (a mechanism's cut policy and options)",
-    )
-    parser.add_argument(
-        "--sink-option",
-        action="append",
-        default=[],
-        help="name=value passed to the sink (a mechanism's commit hook, record headers)",
-    )
-    parser.add_argument(
-        "--causal-option",
-        action="append",
-        default=[],
-        help="name=value for causal logging (mode causal): streamSource=module:attr shares "
-        "streams between processes that compute them together (active replication), the rest "
-        "goes to that source",
-    )
-    parser.add_argument(
-        "--follow-log",
-        default=None,
-        help="re-run batches with the boundaries of this offset log, then cut freely (the "
-        "tail `recovery checkpoint rewind` moved aside: <moved_to>/offsets)",
-    )
-    parser.add_argument(
-        "--available-now", action="store_true", help="process what is there, then stop"
-    )
-    parser.add_argument(
-        "--ending-offsets",
-        default=None,
-        help='read no further than these offsets, JSON {"topic": {"0": 42}} (a bounded run)',
-    )
-    parser.add_argument("--metrics", default=None, help="DuckDB metrics store to write to")
-    parser.add_argument(
-        "--mode",
-        default="native",
-        choices=JOB_MODES,
-        help="native | causal (log nondeterminism, replay it) | cec (a CEC aggregate's windows "
-        "checkpointed into its output log, recovery_lib/cec)",
-    )
-    parser.add_argument("--run-id", default=None, help="metrics run id (the supervisor's)")
-    parser.add_argument("--heartbeat", default=None, help="file the driver rewrites every second")
-    parser.add_argument(
-        "--task-retries",
-        type=int,
-        default=1,
-        help="attempts per task in local mode (Spark's maxFailures)",
-    )
-    standby = parser.add_argument_group("standby jobs (recovery_lib/ha/standby)")
-    standby.add_argument("--role", default="primary", choices=["primary", "standby"])
-    standby.add_argument(
-        "--epoch-store", default=None, help="fencing epoch directory (shared storage)"
-    )
-    standby.add_argument("--primary-checkpoint", default=None, help="standby: what to ship")
-    standby.add_argument("--primary-heartbeat", default=None, help="standby: the lease to watch")
-    standby.add_argument("--standby-dir", default=None, help="standby: its own storage")
-    args = parser.parse_args(argv)
-    if args.role == "standby" and not (
-        args.primary_checkpoint and args.primary_heartbeat and args.standby_dir and args.epoch_store
-    ):
-        parser.error(
-            "--role standby needs --primary-checkpoint, --primary-heartbeat, --standby-dir "
-            "and --epoch-store"
-        )
     try:
-        inputs = parse_pairs(args.input, "--input")
-        params = parse_pairs(args.param, "--param")
-        source_options = parse_pairs(args.source_option, "--source-option")
-        sink_options = parse_pairs(args.sink_option, "--sink-option")
-        causal_options = parse_pairs(args.causal_option, "--causal-option")
+        return job_options(spec, launch), launch
     except ValueError as exc:
-        raise SystemExit(str(exc)) from None
-    unknown = sorted(set(inputs) - set(spec.inputs))
+        raise SystemExit(f"job {spec.name}: {exc}") from None
+
+
+def job_options(spec: JobSpec, launch: JobLaunch) -> JobOptions:
+    """What the job's build is told of its launch; ``ValueError`` says what does not suit."""
+    unknown = sorted(set(launch.inputs) - set(spec.inputs))
     if unknown:
-        parser.error(f"--input {unknown}: job {spec.name} has inputs {list(spec.inputs)}")
-    missing = [p for p in spec.params if p not in params]
+        raise ValueError(f"--input {unknown}: job {spec.name} has inputs {list(spec.inputs)}")
+    missing = [p for p in spec.params if p not in launch.params]
     if missing:
-        parser.error(f"job {spec.name} needs --param {'=... --param '.join(missing)}=...")
-    opts = JobOptions(
-        query=spec.name,
-        prefix=args.prefix,
-        partitions=args.partitions or JobOptions.partitions,
-        inputs=inputs,
-        params=params,
-        checkpoint_dir=args.checkpoints,
-        output_topic=args.output_topic,
-        sink_mode=args.sink_mode,
-        available_now=args.available_now,
-        max_records_per_batch=args.max_records,
-        trigger_interval=args.trigger_interval,
-        ending_offsets=args.ending_offsets,
-        follow_log=args.follow_log,
-        source_options=source_options,
-        sink_options=sink_options,
-    )
-    if args.mode == "cec" and args.sink_mode != "dedup":
-        parser.error(
-            f"--sink-mode {args.sink_mode} with --mode cec: a CEC aggregate writes its output "
+        raise ValueError(f"job {spec.name} needs --param {'=... --param '.join(missing)}=...")
+    if launch.own_log and launch.sink_mode != "dedup":
+        raise ValueError(
+            f"--sink-mode {launch.sink_mode} with --mode cec: a CEC aggregate writes its output "
             "log itself, and a plain consumer already reads each result once; leave the sink "
             "mode at its default"
         )
-    if args.mode == "causal":
+    opts = JobOptions(
+        query=spec.name,
+        prefix=spec.default_prefix if launch.prefix is None else launch.prefix,
+        partitions=launch.partitions or JobOptions.partitions,
+        inputs=dict(launch.inputs),
+        params=dict(launch.params),
+        checkpoint_dir=launch.checkpoints,
+        output_topic=launch.output_topic,
+        sink_mode=launch.sink_mode,
+        available_now=launch.available_now,
+        max_records_per_batch=launch.max_records,
+        trigger_interval=launch.trigger_interval,
+        ending_offsets=launch.ending_offsets,
+        follow_log=launch.follow_log,
+        source_options=dict(launch.source_options),
+        sink_options=dict(launch.sink_options),
+    )
+    if launch.causal:
         from recovery_lib.settings import get_settings
 
         settings = get_settings()
         causal = opts.enable_causal(settings.causal_on_missing, settings.causal_storage)
-        if causal_options:
-            source = causal_options.pop("streamSource", "")
-            if not source:
-                parser.error("--causal-option needs streamSource=module:attr")
+        if launch.causal_options:
+            shared = dict(launch.causal_options)
+            source = shared.pop("streamSource")
             opts.causal = dataclasses.replace(
-                causal, source=source, source_options=causal_options, storage="kafka"
+                causal, source=source, source_options=shared, storage="kafka"
             )
-    elif causal_options:
-        parser.error("--causal-option is for --mode causal")
-    try:
-        check_sink_mode(spec, opts.sink_mode, opts.causal is not None)
-    except ValueError as exc:
-        parser.error(str(exc))
-    return opts, args
+    check_sink_mode(spec, opts.sink_mode, opts.causal is not None)
+    return opts
 
 
 def check_sink_mode(
@@ -220,64 +124,66 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
     from recovery_lib.metrics.store import MetricsStore
     from recovery_lib.runtime.faults import mark_driver_process_group
     from recovery_lib.runtime.heartbeat import HeartbeatWriter
+    from recovery_lib.runtime.logs import configure_logging
     from recovery_lib.settings import get_settings
     from recovery_lib.spark.session import build_session
 
-    opts, args = parse_options(spec, argv)
+    configure_logging()
+    opts, launch = parse_options(spec, argv)
     query = spec.name
     build = spec.build
     mark_driver_process_group()
     heartbeat = (
         HeartbeatWriter(
-            args.heartbeat, get_settings().standby_heartbeat_interval_s, role=args.role
+            launch.heartbeat, get_settings().standby_heartbeat_interval_s, role=launch.role.value
         ).start()
-        if args.heartbeat
+        if launch.heartbeat
         else None
     )
     admin = TopicAdmin(opts.kafka)
     admin.create(opts.out_topic, output_partitions(opts.sink_mode, opts.partitions))
     admin.create(opts.dlq_topic, 1)
     master = None
-    if args.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):
-        master = f"local[2,{args.task_retries}]"
+    if launch.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        master = f"local[2,{launch.task_retries}]"
     spark = build_session(f"job_{query}", master=master)
     if heartbeat is not None:
         spark.streams.addListener(heartbeat)
     store: Any = None
-    run_id = args.run_id
-    if args.metrics:
-        store = MetricsStore(args.metrics).start_background_flush()
+    run_id = launch.run_id
+    if launch.metrics:
+        store = MetricsStore(launch.metrics).start_background_flush()
         if run_id is None:
-            run_id = store.start_run(query, args.mode, {"argv": argv})
+            run_id = store.start_run(query, launch.process_mode.value, {"argv": launch.to_argv()})
         metrics_listener = MetricsListener(store, run_id)
         spark.streams.addListener(metrics_listener)
     status = "failed"
     standby = None
-    if args.role == "standby":
+    if launch.standby is not None:
         from recovery_lib.ha.standby.process import StandbyConfig, StandbyJob
 
         standby = StandbyJob(
             spark,
             opts,
             StandbyConfig.from_settings(
-                primary_checkpoint=args.primary_checkpoint,
-                primary_heartbeat=args.primary_heartbeat,
-                standby_dir=args.standby_dir,
-                epoch_store=args.epoch_store,
+                primary_checkpoint=launch.standby.primary_checkpoint,
+                primary_heartbeat=launch.standby.primary_heartbeat,
+                standby_dir=launch.standby.standby_dir,
+                epoch_store=str(launch.epoch_store),
             ),
             heartbeat,
             build=build,
         )
-    elif args.epoch_store:  # a primary under fencing: a new incarnation takes a new epoch
+    elif launch.epoch_store:  # a primary under fencing: a new incarnation takes a new epoch
         from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore
 
-        opts.epoch = EpochStore(args.epoch_store).advance(f"primary {args.checkpoints}")
-        opts.epoch_store = args.epoch_store
+        opts.epoch = EpochStore(launch.epoch_store).advance(f"primary {launch.checkpoints}")
+        opts.epoch_store = launch.epoch_store
         if opts.causal is not None:
             opts.causal = dataclasses.replace(
                 opts.causal,
                 epoch=opts.epoch,
-                epoch_store=args.epoch_store,
+                epoch_store=launch.epoch_store,
                 write_guard=EPOCH_GUARD_HOOK,
             )
         if heartbeat is not None:
@@ -293,7 +199,9 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
 
         settings = get_settings()
         replay = enable(spark, opts.causal, opts.checkpoint_path)
-        print(f"causal logging on: determinants in {opts.causal.topic}; replaying batch {replay}")
+        log.info(
+            "causal logging on: determinants in %s; replaying batch %s", opts.causal.topic, replay
+        )
         spark.streams.addListener(
             TruncatingListener(
                 opts.causal, settings.causal_keep_batches, settings.causal_truncate_every
@@ -306,7 +214,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             def events(kind: str, detail: dict[str, Any]) -> None:
                 store.event(run_id, kind, detail)
 
-        streaming = _start(df, opts, args.mode == "cec", events)
+        streaming = _start(df, opts, launch.own_log, events)
         streaming.awaitTermination()
         status = "finished"
         if store is not None:  # the last batches' progress events may still be on their way
@@ -315,6 +223,6 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
         if heartbeat is not None:
             heartbeat.stop()
         if store is not None:
-            if args.run_id is None:  # a supervised run is finished by its supervisor
+            if launch.run_id is None:  # a supervised run is finished by its supervisor
                 store.finish_run(run_id, status)
             store.close()

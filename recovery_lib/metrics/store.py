@@ -10,7 +10,7 @@ own thread never waits on the file.
 from __future__ import annotations
 
 import json
-import sys
+import logging
 import threading
 import time
 import uuid
@@ -22,6 +22,8 @@ import duckdb
 import pandas as pd
 
 from recovery_lib.metrics.schema import DDL, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -304,11 +306,11 @@ class MetricsStore:
         self.background_errors += 1
         message = f"{type(exc).__name__}: {exc}"
         if message != self.last_background_error:
-            print(
-                f"metrics store {self.path}: background flush failed, rows kept and retried "
-                f"every {self._flush_interval_s:g} s: {message}",
-                file=sys.stderr,
-                flush=True,
+            log.warning(
+                "metrics store %s: background flush failed, rows kept and retried every %g s: %s",
+                self.path,
+                self._flush_interval_s,
+                message,
             )
         self.last_background_error = message
 

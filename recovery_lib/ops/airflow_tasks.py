@@ -143,7 +143,6 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
     """Snapshot of the live job and the arguments of its bounded reference run."""
     import json
 
-    from recovery_lib.job.options import input_topic
     from recovery_lib.kafka.admin import TopicAdmin
     from recovery_lib.ops.config import get_job
     from recovery_lib.ops.reports import snapshot
@@ -153,23 +152,17 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
     reference_topic = f"{job.out_topic}.reference.{run_tag}"
     TopicAdmin().create(reference_topic, 2)
     ref_dir = job.workdir / "reference" / run_tag
-    args = [
-        "--job",
-        job.job_ref,
-        *job.job_args(),
-        "--available-now",
-        "--ending-offsets",
-        json.dumps(snap["offsets"]),
-    ]
-    # The reference writes its own topic and checkpoint; the rest of the job's args stay.
-    from recovery_lib.runtime.supervisor import with_arg
-
-    args = with_arg(args, "--output-topic", reference_topic)
-    args = with_arg(args, "--checkpoints", str(ref_dir))
-    args = with_arg(args, "--mode", "native")  # failure-free: nothing to replay
-    args = with_arg(args, "--sink-mode", "dedup")  # read deduplicated, whatever the job's sink
-    inputs = {n: input_topic(n, job.input_prefix, job.inputs) for n in job.spec.inputs}
-    return {"snapshot": snap, "reference_topic": reference_topic, "inputs": inputs, "args": args}
+    # The reference writes its own topic and checkpoint, failure-free and read deduplicated
+    # whatever the job's sink; the rest of the job's launch stays.
+    reference = job.launch().as_reference(str(ref_dir), reference_topic)
+    args = reference.replace(available_now=True, ending_offsets=json.dumps(snap["offsets"]))
+    args = args.to_argv()
+    return {
+        "snapshot": snap,
+        "reference_topic": reference_topic,
+        "inputs": job.input_topics,
+        "args": args,
+    }
 
 
 def stage_reference_submit_args(pipeline: str, stage_name: str, run_tag: str) -> dict[str, Any]:
@@ -183,6 +176,7 @@ def stage_reference_submit_args(pipeline: str, stage_name: str, run_tag: str) ->
     from recovery_lib.ops.reports import snapshot
     from recovery_lib.pipeline.runner import stage_checkpoint
     from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
+    from recovery_lib.runtime.launch import JobLaunch
 
     spec = get_pipeline(pipeline)
     stage = spec.stage(stage_name)
@@ -191,21 +185,17 @@ def stage_reference_submit_args(pipeline: str, stage_name: str, run_tag: str) ->
     run_topic = spec.output_topic(stage)
     reference_topic = f"{run_topic}.reference.{run_tag}"
     TopicAdmin().create(reference_topic, stage.partitions)
-    args = [
-        "--job", stage.spec().ref,
-        "--prefix", spec.name,
-        "--checkpoints", str(home / "reference" / run_tag / stage.name),
-        "--output-topic", reference_topic,
-        "--partitions", str(stage.partitions),
-        "--sink-mode", "dedup",  # read deduplicated, whatever the stage's sink
-        "--mode", "native",  # failure-free: nothing to replay
-        "--available-now",
-        "--ending-offsets", json.dumps(snap["offsets"]),
-    ]  # fmt: skip
-    for name, topic in spec.input_topics(stage).items():
-        args += ["--input", f"{name}={topic}"]
-    for name, value in stage.params.items():
-        args += ["--param", f"{name}={value}"]
+    launch = JobLaunch(
+        job=stage.spec().ref,
+        name=stage.name,
+        prefix=spec.name,
+        inputs=spec.input_topics(stage),
+        params=dict(stage.params),
+        partitions=stage.partitions,
+        available_now=True,
+        ending_offsets=json.dumps(snap["offsets"]),
+    ).as_reference(str(home / "reference" / run_tag / stage.name), reference_topic)
+    args = launch.to_argv()
     return {
         "snapshot": snap,
         "reference_topic": reference_topic,

@@ -10,10 +10,14 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from recovery_lib.ha.replication.replica_set import replica_checkpoint_roots
-from recovery_lib.job.runner import check_sink_mode
+from recovery_lib.io.sinks.modes import sink_mode
+from recovery_lib.job.options import input_topic
 from recovery_lib.job.spec import JobSpec, resolve_job
+from recovery_lib.modes import JobPlace, ModeRequest, RecoveryMode, get_mode, job_entry, mode_names
+from recovery_lib.runtime.launch import JobLaunch, ProcessMode
 from recovery_lib.settings import get_settings
+
+NO_REPLICATION = "none"
 
 
 class StreamJob(BaseModel):
@@ -23,19 +27,20 @@ class StreamJob(BaseModel):
     job: str
     input_prefix: str = "nexmark"
     placement: Literal["local", "cluster"] = "local"
-    # native | causal (recovery_lib/causal) | cec (a job whose build returns a CEC aggregate,
-    # recovery_lib/cec)
-    mode: Literal["native", "causal", "cec"] = "native"
+    # What the job's process runs (runtime/launch.py ProcessMode): native | causal
+    # (recovery_lib/causal) | cec (a job whose build returns a CEC aggregate, recovery_lib/cec)
+    mode: ProcessMode = ProcessMode.NATIVE
     # A warm standby fed by shipped checkpoints takes over when the job's lease expires
     # (recovery_lib/ha/standby); the checkpoint then lives in the new primary's directory.
     standby: bool = False
     # Two live replicas on identical micro-batches (recovery_lib/ha/replication): kazoo (a
     # leader publishes its cuts) or liverobin (heartbeats cut both); needs sink_mode release.
-    replication: Literal["none", "kazoo", "liverobin"] = "none"
+    # (The replicated modes of the registry, recovery_lib/modes.)
+    replication: str = NO_REPLICATION
     heartbeat_period_s: float | None = Field(default=None, gt=0)  # liverobin's batch interval
     # How outputs reach consumers (recovery_lib/io/sinks/modes.py); release needs a
     # deterministic job or mode causal.
-    sink_mode: Literal["at_least_once", "dedup", "release", "two_phase"] = "dedup"
+    sink_mode: str = "dedup"
     output_topic: str | None = None
     heartbeat_timeout_s: float = Field(default=10.0, gt=0)
     max_restarts: int = Field(default=3, ge=0)
@@ -54,44 +59,47 @@ class StreamJob(BaseModel):
         resolve_job(value)  # raises saying how to name a job
         return value
 
+    @field_validator("sink_mode")
+    @classmethod
+    def _known_sink_mode(cls, value: str) -> str:
+        return sink_mode(value)  # raises naming the sink modes
+
+    @field_validator("replication")
+    @classmethod
+    def _replicated_mode(cls, value: str) -> str:
+        choices = (NO_REPLICATION, *mode_names(replicated=True))
+        if value not in choices:
+            raise ValueError(f"replication {value!r}: choose one of {', '.join(choices)}")
+        return value
+
     @model_validator(mode="after")
-    def _cec_writes_its_own_log(self) -> StreamJob:
-        if self.mode == "cec" and (self.standby or self.sink_mode != "dedup"):
+    def _its_recovery_mode_accepts_it(self) -> StreamJob:
+        if self.standby and self.replication != NO_REPLICATION:
             raise ValueError(
-                f"job {self.name}: mode cec writes its output log itself and recovers from it; "
-                "leave sink_mode at dedup and standby off"
+                f"job {self.name}: a standby or replication {self.replication}, not both: "
+                "leave standby off (replication recovers)"
             )
+        self.recovery_mode.validate(self.mode_request)
         return self
 
-    @model_validator(mode="after")
-    def _replicas_compute_the_same(self) -> StreamJob:
-        if self.replication == "none":
-            return self
-        problem = None
-        if self.sink_mode != "release":
-            problem = "set sink_mode: release (both replicas write through the replica gate)"
-        elif self.standby or self.mode == "cec":
-            problem = "leave standby off and mode at native or causal (replication recovers)"
-        elif self.placement != "local":
-            problem = "use placement: local (the one-host cluster runs one application at once)"
-        elif self.spec.contract.replay_needs_causal and self.mode != "causal":
-            problem = (
-                "set mode: causal: this job declares nondeterminism or an order-sensitive "
-                "operator, and its replicas agree on its values through shared determinants"
-            )
-        if problem:
-            raise ValueError(f"job {self.name}: replication {self.replication}: {problem}")
-        return self
+    @property
+    def recovery_mode(self) -> RecoveryMode:
+        """The registry's mode (recovery_lib/modes) this entry's keys choose."""
+        if self.standby:
+            return get_mode("standby")
+        if self.replication != NO_REPLICATION:
+            return get_mode(self.replication)
+        return get_mode(self.mode.value)
 
-    @model_validator(mode="after")
-    def _release_needs_a_replayable_job(self) -> StreamJob:
-        check_sink_mode(
-            self.spec,
-            self.sink_mode,
-            self.mode == "causal",
-            fix=f"In job {self.name}, set mode: causal, or sink_mode: two_phase or dedup",
+    @property
+    def mode_request(self) -> ModeRequest:
+        return ModeRequest(
+            job=self.spec,
+            sink_mode=self.sink_mode,
+            cluster=self.placement == "cluster",
+            process=self.mode,
+            surface=job_entry(self.name),
         )
-        return self
 
     @property
     def spec(self) -> JobSpec:
@@ -112,24 +120,33 @@ class StreamJob(BaseModel):
 
     @property
     def checkpoint_dir(self) -> Path:
-        if self.standby:  # the current primary's (the pair keeps the link up to date)
-            return self.workdir / "supervisor" / "primary" / "ck"
-        if self.replication != "none":  # replica a's (each replica has its own)
-            return self.replica_checkpoint_dirs[0]
-        return self.workdir / "checkpoints"
+        """The checkpoint root that stands for the job (a standby pair's current primary's,
+        replica a's)."""
+        return self.recovery_mode.checkpoint_roots(self.workdir)[0]
 
     @property
     def replica_checkpoint_dirs(self) -> list[Path]:
-        """Each replica's checkpoint root (empty: the job is not replicated); the layout is
-        ReplicaSet's under ``<workdir>/supervisor``."""
-        if self.replication == "none":
-            return []
-        return replica_checkpoint_roots(self.workdir / "supervisor")
+        """Each replica's checkpoint root (empty: the job is not replicated)."""
+        mode = self.recovery_mode
+        return mode.checkpoint_roots(self.workdir) if mode.replicated else []
 
     @property
     def standby_dir(self) -> Path | None:
         """Where the standby's shipped copies are (None: the job has no standby)."""
-        return self.workdir / "supervisor" / "standby" / "ship" if self.standby else None
+        return self.recovery_mode.standby_dir(self.workdir)
+
+    @property
+    def supervisor_home(self) -> Path:
+        return self.recovery_mode.supervisor_home(self.workdir)
+
+    @property
+    def input_topics(self) -> dict[str, str]:
+        """Each input of the job and the topic it is read from."""
+        return {n: input_topic(n, self.input_prefix, self.inputs) for n in self.spec.inputs}
+
+    @property
+    def place(self) -> JobPlace:
+        return JobPlace(self.workdir, self.query, self.out_topic, self.input_topics)
 
     @property
     def checkpoint(self) -> Path:
@@ -154,25 +171,25 @@ class StreamJob(BaseModel):
             output_topic=self.out_topic,
         )
 
-    def job_args(self) -> list[str]:
-        args = [
-            "--prefix",
-            self.input_prefix,
-            "--checkpoints",
-            str(self.checkpoint_dir),
-            "--output-topic",
-            self.out_topic,
-            "--sink-mode",
-            self.sink_mode,
-            "--mode",
-            self.mode,
-        ]
+    def launch(self) -> JobLaunch:
+        """The job's launch as its recovery mode runs it (its supervisor derives each
+        process's: a standby's, a replica's)."""
         missing = [p for p in self.spec.params if p not in self.params]
         if missing:
             raise ValueError(f"job {self.name} ({self.job}) needs params: {missing}")
-        args += [arg for k, v in self.params.items() for arg in ("--param", f"{k}={v}")]
-        args += [arg for k, v in self.inputs.items() for arg in ("--input", f"{k}={v}")]
-        return [*args, *self.extra_args]
+        base = JobLaunch(
+            job=self.job_ref,
+            name=self.query,
+            prefix=self.input_prefix,
+            inputs=dict(self.inputs),
+            params=dict(self.params),
+            checkpoints=str(self.workdir / "checkpoints"),
+            output_topic=self.out_topic,
+            sink_mode=self.sink_mode,
+        )
+        if self.extra_args:  # the launcher's own flags, as a user would type them
+            base = JobLaunch.from_argv([*base.to_argv(), *self.extra_args]).replace(name=self.query)
+        return self.recovery_mode.launch(base, self.mode_request)
 
 
 class JobsFile(BaseModel):

@@ -115,16 +115,20 @@ def stop(name: str, timeout_s: float = 150.0) -> DaemonStatus | None:
 
 
 def run_daemon(name: str) -> int:
+    from recovery_lib.ha.replication.replica_set import ReplicaSet
+    from recovery_lib.ha.standby.pair import StandbyPair
     from recovery_lib.runtime import cluster as cluster_mod
     from recovery_lib.runtime.checkpoint import last_committed
     from recovery_lib.runtime.supervision import JobSupervisor
-    from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
+    from recovery_lib.runtime.supervisor import ProcessSpec
 
     job = get_job(name)
     settings = get_settings()
     store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
     me = os.getpid()
-    run_id = store.start_run(job.query, job.mode, {"job": job.name, **job.model_dump()})
+    run_id = store.start_run(
+        job.query, job.mode.value, {"job": job.name, **job.model_dump(mode="json")}
+    )
     status = DaemonStatus(job.name, "starting", me, now_ms(), run_id=run_id)
     _write_status(job, status, store)
 
@@ -149,31 +153,14 @@ def run_daemon(name: str) -> int:
             return 1
         cluster_url = state.url if state is not None else external
     spec = ProcessSpec.for_job(
-        job.job_ref,
-        job.query,
-        [*job.job_args(), "--metrics", str(store.path), "--run-id", run_id],
+        job.launch().replace(metrics=str(store.path), run_id=run_id),
         cluster_url=cluster_url,
         heartbeat_timeout_s=job.heartbeat_timeout_s,
         max_restarts=job.max_restarts,
     )
-    replicas = None
-    if job.standby:
-        from recovery_lib.ha.standby.pair import StandbyPair
-
-        sup: JobSupervisor = StandbyPair(spec, job.workdir / "supervisor", store, run_id)
-    elif job.replication != "none":
-        from recovery_lib.ha.replication.replica_set import ReplicaSet
-
-        sup = replicas = ReplicaSet(
-            spec,
-            job.replication,
-            job.workdir / "supervisor",
-            store,
-            run_id,
-            heartbeat_period_s=job.heartbeat_period_s,
-        )
-    else:
-        sup = Supervisor(spec, job.workdir / "supervisor", store, run_id)
+    mode = job.recovery_mode
+    sup: JobSupervisor = mode.supervisor(spec, job.mode_request, job.supervisor_home, store, run_id)
+    replicas = sup if isinstance(sup, ReplicaSet) else None
     code = 0
     last_report = 0.0
     try:
@@ -196,7 +183,7 @@ def run_daemon(name: str) -> int:
                     "running" if sup.serving() else ("restarting" if sup.restarts else "starting")
                 )
                 status.message = sup.restarts[-1].cause if sup.restarts else ""
-                if job.standby:
+                if isinstance(sup, StandbyPair):
                     if not sup.standby_ready():  # the job serves; its next failure would not
                         status.message = "; ".join(
                             m for m in (status.message, "no warm standby yet") if m
@@ -233,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         raise SystemExit("usage: python -m recovery_lib.ops.daemon <job name>")
+    from recovery_lib.runtime.logs import configure_logging
+
+    configure_logging()
     raise SystemExit(run_daemon(args[0]))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from recovery_lib.runtime.checkpoint_gc import GcResult, common_input_floor, run_gc, shipped_batch
+from recovery_lib.runtime.checkpoint_gc import GcResult, run_gc
 
 
 def record(store: Any, job: str, result: GcResult) -> None:
@@ -45,7 +45,7 @@ def gc_job(
     from recovery_lib.settings import get_settings
 
     job = get_job(name)
-    causal = job.causal_config() if job.mode == "causal" else None
+    causal = job.causal_config() if job.mode.causal else None
     truncate = None
     if causal is not None:
         from recovery_lib.causal.driver import truncate as truncate_log
@@ -53,35 +53,21 @@ def gc_job(
         def truncate(batch: int) -> int | None:
             return truncate_log(causal, batch)
 
-    floor = None
-    if job.mode == "cec" and delete_input_records:
-        from recovery_lib.cec.aggregate import replay_floor
-        from recovery_lib.cec.log import OutputLog
-        from recovery_lib.job.options import input_topic
-        from recovery_lib.kafka.clients import client_config
-
-        # The CEC job's single input: below T nothing is replayed again.
-        (input_name,) = job.spec.inputs
-        topic = input_topic(input_name, job.input_prefix, job.inputs)
-        floor = {topic: replay_floor(OutputLog(job.out_topic, client_config()))}
-    # A replicated job: each replica's checkpoint alone, and input records only below what
-    # both replicas' oldest kept batches start at (a replacement restarts from either).
-    checkpoints = [root / job.query for root in job.replica_checkpoint_dirs] or [job.checkpoint]
     keep = keep_batches or job.keep_batches
-    if delete_input_records and len(checkpoints) > 1:
-        floor = common_input_floor(checkpoints, keep)
-        delete_input_records = floor is not None
+    # What the job's recovery mode keeps: a standby's shipped copies, a replica's checkpoint
+    # each on its own, a CEC job's replay start (recovery_lib/modes).
+    needs = job.recovery_mode.gc_needs(job.place, keep, delete_input_records)
     results = [
         run_gc(
             checkpoint,
             keep,
             dry_run=dry_run,
-            shipped=shipped_batch(job.standby_dir),
+            shipped=needs.shipped,
             truncate_determinants=truncate,
-            delete_input_records=delete_input_records,
-            input_floor=floor,
+            delete_input_records=delete_input_records and needs.input_deletable,
+            input_floor=needs.input_floor,
         )
-        for checkpoint in checkpoints
+        for checkpoint in needs.checkpoints
     ]
     with MetricsStore(get_settings().home / "metrics.duckdb") as store:
         for result in results:

@@ -14,6 +14,7 @@ and whether the recovery stayed local).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -31,6 +32,8 @@ from recovery_lib.runtime.daemon import (
     stop_daemon,
 )
 from recovery_lib.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 
 def status_path(name: str) -> Path:
@@ -132,7 +135,7 @@ def run_daemon(name: str) -> int:
                 try:  # the dashboard's view of stages, checkpoints and the recovery line
                     store.event(run_id, "pipeline_state", snapshot(run))
                 except (OSError, ValueError, RuntimeError) as exc:
-                    print(f"pipeline state not recorded: {exc}", file=sys.stderr, flush=True)
+                    log.warning("pipeline state not recorded: %s", exc)
             time.sleep(0.5)
         if not code:
             status.status, status.message = "stopped", "stopped on request"
@@ -150,6 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         raise SystemExit("usage: python -m recovery_lib.pipeline.daemon <pipeline name>")
+    from recovery_lib.runtime.logs import configure_logging
+
+    configure_logging()
     raise SystemExit(run_daemon(args[0]))
 
 

@@ -29,7 +29,8 @@ from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.pipeline.spec import PipelineSpec, StageSpec
 from recovery_lib.protocols.base import PipelineView, RecoveryPlan, protocol
 from recovery_lib.protocols.checkpoints import INITIAL, Stage
-from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor, with_arg
+from recovery_lib.runtime.launch import JobLaunch
+from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
 
 
 @dataclass
@@ -109,42 +110,36 @@ class PipelineRun:
             unaligned=frozenset(self.spec.unaligned),
         )
 
-    def _args(self, stage: StageSpec) -> list[str]:
+    def launch(self, stage: StageSpec) -> JobLaunch:
+        """A stage's job: its checkpoint, its topics, the release sink, the protocol's cut
+        policy and commit hook; a nondeterministic or order-sensitive job runs causal (a
+        rollback re-executes its batches)."""
         job = stage.spec()
-        mode = "causal" if job.contract.replay_needs_causal else "native"
-        args = [
-            "--prefix",
-            self.spec.name,
-            "--checkpoints",
-            str(self.home / "checkpoints" / stage.name),
-            "--output-topic",
-            self.spec.output_topic(stage),
-            "--partitions",
-            str(stage.partitions),
-            "--sink-mode",
-            "release",
-            "--mode",
-            mode,
-            "--trigger-interval",
-            stage.trigger_interval,
-        ]
-        for name, topic in self.spec.input_topics(stage, self.input_prefix).items():
-            args += ["--input", f"{name}={topic}"]
-        for name, value in stage.params.items():
-            args += ["--param", f"{name}={value}"]
+        launch = JobLaunch(
+            job=job.ref,
+            name=stage.name,
+            prefix=self.spec.name,
+            inputs=self.spec.input_topics(stage, self.input_prefix),
+            params=dict(stage.params),
+            partitions=stage.partitions,
+            checkpoints=str(self.home / "checkpoints" / stage.name),
+            output_topic=self.spec.output_topic(stage),
+            sink_mode="release",
+            trigger_interval=stage.trigger_interval,
+            causal=job.contract.replay_needs_causal,
+            source_options=self.protocol.source_options(self.view, stage.name),
+            sink_options=self.protocol.sink_options(self.view, stage.name),
+        )
         if self.metrics_path is not None:  # each stage's micro-batches under <run>-<stage>
-            args += ["--metrics", str(self.metrics_path)]
-            args += ["--run-id", f"{self.run_id or self.spec.name}-{stage.name}"]
-        for k, v in self.protocol.source_options(self.view, stage.name).items():
-            args += ["--source-option", f"{k}={v}"]
-        for k, v in self.protocol.sink_options(self.view, stage.name).items():
-            args += ["--sink-option", f"{k}={v}"]
-        return args
+            launch = launch.replace(
+                metrics=str(self.metrics_path),
+                run_id=f"{self.run_id or self.spec.name}-{stage.name}",
+            )
+        return launch
 
     def _supervisor(self, stage: StageSpec) -> Supervisor:
-        process = ProcessSpec.for_job(stage.spec().ref, stage.name, self._args(stage))
         return Supervisor(
-            process,
+            ProcessSpec.for_job(self.launch(stage)),
             self.home / "stages" / stage.name,
             self.store,
             self.run_id,
@@ -272,8 +267,9 @@ class PipelineRun:
         for name, batch in sorted(plan.rewind.items()):
             tail = self._rewind(name, batch)
             sup = self.supervisors[name]
-            if tail is not None:
-                sup.spec.args = with_arg(sup.spec.args, "--follow-log", str(tail))
+            if tail is not None:  # re-run the rewound batches as they were cut
+                assert sup.spec.launch is not None
+                sup.spec = sup.spec.with_launch(sup.spec.launch.replace(follow_log=str(tail)))
         for name in sorted(plan.restart):
             self.supervisors[name].start()
         return recovery

@@ -13,7 +13,8 @@ Everything comes from ``docs/benchmarks/bench_protocols.json`` (docs/protocols.m
 * ``ckpt_time.coor_vs_unc_cic``: ``summary.<pipeline>.<protocol>.checkpoint_time_ms``;
 * ``latency.q3.coor_spikes`` (its Q1 statement only): ``recovery[].latency_per_s``,
   ``.first_output_ms``, ``.killed_ms`` (the p50 of the 30 s before the kill);
-* ``recovery_time.q1.w10``: ``recovery[].recovery_time_s``;
+* ``recovery_time.q1.w10``: ``recovery[].disturbance_s`` (CheckMate's measure, metrics/recovery.py;
+  ``recovery_time_s`` in reports written before it had its own name);
   ``restart_time_ratio.unc_cic_vs_coor.w100``: ``recovery[].recoveries[0].restart_time_s`` and
   ``.restarted``;
 * ``skew.coor.*_growth_per_step.load50``, ``skew.restart_time``, ``skew.load80``: ``skew[]``
@@ -40,6 +41,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.metrics.recovery import DISTURBANCE_KEY
 from recovery_lib.reproduce.measured import Measured
 from recovery_lib.reproduce.papers import paper_rows
 
@@ -442,7 +444,8 @@ def _recovery_rows(report: Mapping[str, Any]) -> Iterator[Measured]:
 
 
 def _recovery_time(trial: Mapping[str, Any], mst: float | None) -> Iterator[Measured]:
-    value = _need(trial, "recovery_time_s", "recovery[]")
+    key = DISTURBANCE_KEY if DISTURBANCE_KEY in trial else "recovery_time_s"  # older reports
+    value = _need(trial, key, "recovery[]")
     recovery = _restart(trial, "recovery")
     if value is None or recovery is None:
         return

@@ -24,7 +24,7 @@ Rows no report answers are in ``UNANSWERED``, each with its reason.
 
 Our recovery time is the paper's definition: failure -> the first second from which the
 per-second p50 latency stays within 10 % of the pre-failure p50
-(``recovery_lib/experiment/recovery_metrics.py``).
+(``recovery_lib/metrics/recovery.py``).
 """
 
 from __future__ import annotations

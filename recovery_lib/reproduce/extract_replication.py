@@ -39,6 +39,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.modes import MODES, REFERENCE_MODE, mode_names
 from recovery_lib.reproduce.measured import Measured, report_path
 
 REPORT = "bench_replication.json"
@@ -59,7 +60,7 @@ ROW_WINDOW = "activerep.default.measurement_window"
 
 PASSIVE_RUNS = ("native", "standby")
 ACTIVE_RUNS = ("kazoo-leader", "kazoo-follower", "liverobin")
-REPLICATED_MODES = ("kazoo", "liverobin")
+REPLICATED_MODES = mode_names(replicated=True)
 # A masking run -> what was killed, and the kills[] runs (mode, victims) it stands for.
 DESCRIBED = {
     "native": "a native restart (the job's driver SIGKILLed, restarted from its checkpoint)",
@@ -220,7 +221,7 @@ def _passive_outage(
             ("recovery_time_s", "recovery time (per-second p50 back within 10 % of before)"),
         ):
             value, bound = run.get(metric), ""
-            if metric == "recovery_time_s" and name == "native" and value is None:
+            if metric == "recovery_time_s" and name == REFERENCE_MODE.name and value is None:
                 if not row.get("native_recovery_is_lower_bound"):
                     continue
                 value, bound = row.get("native_recovery_s"), "at least (not within the run) "
@@ -411,8 +412,9 @@ def _defaults(report: dict[str, Any], src: str) -> list[Measured]:
         for rate in sorted({e["rate"] for e in entries if _ok(e)}):
             how = f"the {part} runs' input rate, {rate:,.0f} events/s of NexMark; a setting"
             out.append(Measured(ROW_RATE, rate, "events/s", src, how, None))
+    leaderless = set(mode_names(replicated=True)) - {m for m in MODES if not MODES[m].leaderless}
     liverobin = [
-        r for r in _runs(report, "masking", "cost", "kills") if r.get("mode") == "liverobin"
+        r for r in _runs(report, "masking", "cost", "kills") if r.get("mode") in leaderless
     ]
     for period in sorted({r["heartbeat_period_s"] for r in liverobin if _ok(r)} - {None}):
         how = (

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 MIDWRITE_ENV = "RECOVERY_FAULT_MIDWRITE"
 FAULT_DIR_ENV = "RECOVERY_FAULT_DIR"
@@ -185,11 +187,12 @@ class _ArmedMidWritePause(_ArmedMidWrite):
             (self.directory / MIDPAUSE_PGID).write_text(" ".join(map(str, groups)))
             stopped = time.monotonic()
             signal_groups(groups, signal.SIGSTOP)  # the last one stops this process too
-            print(
-                f"mid-write pause: resumed after {time.monotonic() - stopped:.1f} s in {where}, "
-                f"after {self.rows} rows; writing the rest of the task",
-                file=sys.stderr,
-                flush=True,
+            log.warning(
+                "mid-write pause: resumed after %.1f s in %s, after %d rows; writing the rest "
+                "of the task",
+                time.monotonic() - stopped,
+                where,
+                self.rows,
             )
 
 

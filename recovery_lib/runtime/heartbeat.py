@@ -9,6 +9,7 @@ Written to a temp name and renamed, so a reader never sees half a file.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -16,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pyspark.sql.streaming import StreamingQueryListener
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -97,7 +100,7 @@ class HeartbeatWriter(StreamingQueryListener):
             try:
                 self.beat()
             except Exception as exc:  # noqa: BLE001 - a lost beat must not end the lease
-                print(f"heartbeat: {exc}", flush=True)
+                log.warning("heartbeat: %s", exc)
 
     def stop(self) -> None:
         self._stop.set()

@@ -9,6 +9,8 @@ ready (the new driver's query is active again), stop. Restart time = failure det
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import os
 import signal
 import subprocess
@@ -22,15 +24,21 @@ from typing import Any
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.faults import signal_groups
 from recovery_lib.runtime.heartbeat import Heartbeat, read_heartbeat
+from recovery_lib.runtime.launch import JobLaunch
+
+log = logging.getLogger(__name__)
+
+LAUNCHER = "recovery_lib.job.__main__"  # python -m: reads a JobLaunch's argv
 
 
 @dataclass
 class ProcessSpec:
-    """How to run one job process (``python -m <module> <args>``, or spark-submit of the
+    """How to run one job process: a job through the generic launcher (``launch``, turned
+    into argv here and nowhere else), or ``python -m <module> <args>`` (spark-submit of the
     module's file on a cluster). ``name`` is the job's name: its checkpoint subdirectory."""
 
-    module: str  # e.g. "recovery_lib.job.__main__" (with --job in args) or "jobs.nexmark.q3"
-    args: list[str] = field(default_factory=list)
+    module: str  # e.g. "recovery_lib.job.__main__" (with a launch) or "jobs.nexmark.q3"
+    args: list[str] = field(default_factory=list)  # after the launch's, if any
     name: str = ""
     cluster_url: str | None = None  # spark-submit --master <url> when set, else local mode
     env: dict[str, str] = field(default_factory=dict)
@@ -38,11 +46,24 @@ class ProcessSpec:
     heartbeat_timeout_s: float = 10.0
     startup_timeout_s: float = 180.0  # until the first heartbeat of a new driver
     max_restarts: int = 3
+    launch: JobLaunch | None = None
 
     @classmethod
-    def for_job(cls, job_ref: str, name: str, args: list[str], **kw: Any) -> ProcessSpec:
-        """A process of the job ``job_ref`` (module:attr) through the generic launcher."""
-        return cls("recovery_lib.job.__main__", ["--job", job_ref, *args], name=name, **kw)
+    def for_job(cls, launch: JobLaunch, **kw: Any) -> ProcessSpec:
+        """A process of the job ``launch.job`` (module:attr) through the generic launcher."""
+        if not launch.name:
+            raise ValueError(f"the launch of {launch.job} has no job name")
+        return cls(LAUNCHER, name=launch.name, launch=launch, **kw)
+
+    def with_launch(self, launch: JobLaunch, **changes: Any) -> ProcessSpec:
+        """The same process with a derived launch (a standby, a replica, a rewound stage)."""
+        return dataclasses.replace(self, launch=launch, **changes)
+
+    def argv(self, heartbeat: str) -> list[str]:
+        """The process's arguments, its lease file ``heartbeat`` among them."""
+        if self.launch is not None:
+            return [*self.launch.replace(heartbeat=heartbeat).to_argv(), *self.args]
+        return [*self.args, "--heartbeat", heartbeat]
 
 
 @dataclass
@@ -83,7 +104,7 @@ class Supervisor:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def command(self) -> list[str]:
-        extra = ["--heartbeat", str(self.heartbeat_path)]
+        argv = self.spec.argv(str(self.heartbeat_path))
         if self.spec.cluster_url:
             import pyspark
 
@@ -105,10 +126,9 @@ class Supervisor:
                 f"spark.pyspark.python={sys.executable}",
                 *[arg for k, v in self.spec.spark_conf.items() for arg in ("--conf", f"{k}={v}")],
                 str(script),
-                *self.spec.args,
-                *extra,
+                *argv,
             ]
-        return [sys.executable, "-m", self.spec.module, *self.spec.args, *extra]
+        return [sys.executable, "-m", self.spec.module, *argv]
 
     def start(self) -> None:
         self._stopped = False
@@ -295,23 +315,13 @@ class Supervisor:
                 try:
                     self.kill_group(signal.SIGKILL)
                 except RuntimeError as exc:  # said, not raised: callers stop in `finally`
-                    print(f"supervisor: {exc}", file=sys.stderr)
+                    log.error("supervisor: %s", exc)
                     self.event("stop_failed", {"error": str(exc)})
         if self.proc is not None:
             self.event("stop", {"exit": self.proc.returncode})
         if self._log is not None:
             self._log.close()
             self._log = None
-
-
-def with_arg(args: list[str], flag: str, value: str) -> list[str]:
-    """``args`` with ``flag value`` set: replaced where the flag is, appended otherwise."""
-    out = list(args)
-    if flag in out:
-        out[out.index(flag) + 1] = value
-    else:
-        out += [flag, value]
-    return out
 
 
 def _module_path(module: str) -> str:

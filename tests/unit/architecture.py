@@ -129,16 +129,27 @@ def mode_comparisons(root: Path = ROOT) -> list[str]:
 
 
 def prints(root: Path = ROOT) -> list[str]:
-    """``print()`` calls in library code (the CLI prints; everything else logs)."""
-    return [
-        f"{module}:{node.lineno}"
-        for module, tree in modules(root)
-        if package_of(module) != "cli"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "print"
-    ]
+    """``print()`` calls in library code (the CLI prints, and a module run as a program may
+    print under ``if __name__ == "__main__"``; everything else logs)."""
+    found = []
+    for module, tree in modules(root):
+        if package_of(module) == "cli":
+            continue
+        mains = [
+            node
+            for node in tree.body
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+        ]
+        program = {id(n) for main in mains for n in ast.walk(main)}
+        found += [
+            f"{module}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "print"
+            and id(node) not in program
+        ]
+    return found
 
 
 def measure(root: Path = ROOT) -> dict[str, object]:

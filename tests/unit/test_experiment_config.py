@@ -48,12 +48,14 @@ def test_replication_experiments_refuse_what_two_replicas_cannot_do(changes, mes
 
 
 def test_a_nondeterministic_job_is_replicated_causally():
-    from recovery_lib.experiment.modes import MODES
     from recovery_lib.job.spec import resolve_job
+    from recovery_lib.modes import ModeRequest, get_mode
+    from recovery_lib.runtime.launch import ProcessMode
 
     ExperimentConfig(query="prices", mode="liverobin", sink="release").validate()
-    assert MODES["kazoo"].job_mode(resolve_job("prices").contract) == "causal"
-    assert MODES["kazoo"].job_mode(resolve_job("q3").contract) == "native"
+    kazoo = get_mode("kazoo")
+    assert kazoo.process_mode(ModeRequest(resolve_job("prices"))) is ProcessMode.CAUSAL
+    assert kazoo.process_mode(ModeRequest(resolve_job("q3"))) is ProcessMode.NATIVE
 
 
 def test_a_replication_experiment_hands_its_options_to_the_replica_set():

@@ -1,5 +1,7 @@
-"""The package tree is the architecture: lower layers know nothing of the mechanisms built on
-them, and mechanisms reach io through its hooks (io/hooks.py)."""
+"""The package tree is the architecture: each floor imports only the floors below it
+(tests/unit/architecture.py FLOORS), no module file imports itself through others, no module
+but the registry's compares recovery mode names, library code logs instead of printing, and
+mechanisms reach io through its hooks (io/hooks.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 from recovery_lib.io.cut_policies import make_cut_policy
 from recovery_lib.io.exceptions import InvalidSinkOption, InvalidSourceOption, WriterFenced
 from recovery_lib.io.sinks.kafka_sink import SinkOptions
+from tests.unit import architecture
 
 ROOT = Path(__file__).resolve().parents[2] / "recovery_lib"
 MECHANISMS = ("ha", "causal", "runtime", "job", "experiment", "ops", "bench", "cli", "verify")
@@ -39,6 +42,46 @@ def test_io_imports_no_mechanism():
         if set(packages) & set(MECHANISMS)
     }
     assert imported_packages("io") and offenders == {}
+
+
+def test_every_package_sits_on_a_floor():
+    packages = {architecture.package_of(m) for m, _ in architecture.modules()} - {"__init__"}
+    placed = {p for floor in architecture.FLOORS for p in floor}
+    assert packages - placed == set(), "add the new package to architecture.FLOORS"
+
+
+def test_no_import_runs_up_the_floors():
+    assert architecture.up_imports() == []
+
+
+def test_no_module_files_import_each_other_in_a_circle():
+    assert architecture.file_circles() == []
+
+
+def test_only_the_registry_compares_recovery_mode_names():
+    assert architecture.mode_comparisons() == []
+
+
+def test_library_code_logs_and_only_the_cli_prints():
+    assert architecture.prints() == []
+
+
+def test_the_measures_can_fail(tmp_path):
+    """Each measure finds what it looks for in a made-up tree."""
+    pkg = tmp_path / "recovery_lib"
+    for name, text in {
+        "kafka/a.py": "from recovery_lib.io.b import x\n",  # kafka is below io
+        "io/b.py": "x = 1\nimport recovery_lib.io.c\n",
+        "io/c.py": "import recovery_lib.io.b\n",  # b <-> c
+        "ops/d.py": "def f(m):\n    print(m)\n    return m == 'kazoo'\n",
+        "ops/e.py": "if __name__ == '__main__':\n    print('a program may')\n",
+    }.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    assert architecture.up_imports(pkg) == ["kafka/a.py:1 -> recovery_lib.io.b"]
+    assert architecture.file_circles(pkg) == [("recovery_lib.io.b", "recovery_lib.io.c")]
+    assert architecture.mode_comparisons(pkg) == ["ops/d.py:3"]
+    assert architecture.prints(pkg) == ["ops/d.py:2"]
 
 
 def test_a_mechanisms_cut_policy_plugs_in_by_name(tmp_path):

@@ -94,7 +94,7 @@ def test_a_cycle_is_found_and_coor_runs_it_only_unaligned(tmp_path):
 def test_each_protocol_names_its_hooks_in_the_stage_command(tmp_path, protocol):
     spec = load_pipelines(write(tmp_path, Q1.format(protocol=protocol)))["q1p"]
     run = PipelineRun(spec, tmp_path / "home", kafka={"bootstrap.servers": "127.0.0.1:9"})
-    args = run.supervisors["convert"].spec.args
+    args = run.supervisors["convert"].spec.argv("heartbeat.json")  # the process's command line
     options = [args[i + 1] for i, a in enumerate(args) if a in ("--source-option", "--sink-option")]
     assert "commitHook=recovery_lib.protocols.hooks:StageCommitHook" in options
     assert f"protocol={protocol}" in options

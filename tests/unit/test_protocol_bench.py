@@ -63,22 +63,22 @@ def test_recovery_time_ends_when_latency_stays_under_twice_the_p50_before_the_ki
     slow = {0, 1, 2, 4}
     after = [(kill + i * 100, 1_000 if (i // 10) in slow else 250) for i in range(100)]
     figures = recovery_figures(before + after, kill)
-    assert figures["recovery_time_s"] == 5  # the last slow second is second 4
+    assert figures["disturbance_s"] == 5  # the last slow second is second 4
     assert figures["p99_30s_before_ms"] == 200 and figures["p99_30s_after_ms"] == 1_000
-    assert recovery_figures(before, kill)["recovery_time_s"] is None  # no output after it
+    assert recovery_figures(before, kill)["disturbance_s"] is None  # no output after it
     # a restart: 12.5 s without output, then latency as before: recovered at the first output
     restart = [(kill + 12_500 + i * 100, 200) for i in range(50)]
-    assert recovery_figures(before + restart, kill)["recovery_time_s"] == 12.5
-    assert recovery_figures(after, kill)["recovery_time_s"] is None  # nothing before the kill
+    assert recovery_figures(before + restart, kill)["disturbance_s"] == 12.5
+    assert recovery_figures(after, kill)["disturbance_s"] is None  # nothing before the kill
     # the killed stage's downstream still had input: output for 3 s, then 40 s of silence,
     # then latency as before: recovered at the end of the silence, not at the first output
     lingering = [(kill + i * 100, 200) for i in range(30)]
     back = [(kill + 43_000 + i * 100, 200) for i in range(50)]
-    assert recovery_figures(before + lingering + back, kill)["recovery_time_s"] == 43.0
+    assert recovery_figures(before + lingering + back, kill)["disturbance_s"] == 43.0
     # pauses as long as the ones before the kill (batching) are not a failure
     batched = [(kill - 20_000 + i * 2_000, 200) for i in range(10)]
     steady = [(kill + 1_000 + i * 2_000, 200) for i in range(10)]
-    assert recovery_figures(batched + steady, kill)["recovery_time_s"] == 0.0
+    assert recovery_figures(batched + steady, kill)["disturbance_s"] == 0.0
 
 
 def per_second(p50s: list[float]) -> list[dict]:
@@ -141,7 +141,8 @@ def test_rederive_recomputes_recovery_from_the_per_second_series(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps({"recovery": [trial]}))
     report = rederive_report(str(tmp_path / "r"), Console(quiet=True))
     again = report["recovery"][0]
-    assert again["recovery_time_s"] == 20.5 and again["recovery_time_s_measured"] == 1.5
+    assert again["disturbance_s"] == 20.5 and again["disturbance_s_measured"] == 1.5
+    assert "recovery_time_s" not in again  # a report written before: the key renamed
     assert (tmp_path / "r.png").exists()
 
 

@@ -1,4 +1,4 @@
-from recovery_lib.experiment.recovery_metrics import output_gap_s, recovery_time_s
+from recovery_lib.metrics.recovery import output_gap_s, recovery_time_s
 
 
 def steady(start_s, end_s, latency):

@@ -13,12 +13,14 @@ from recovery_lib.ha.replication.kazoo import KAZOO_GUARD, KAZOO_POLICY, role_pa
 from recovery_lib.ha.replication.liverobin import LIVEROBIN_POLICY
 from recovery_lib.ha.replication.replica_set import (
     Replacement,
-    ReplicaSet,
+    ReplacementOutOfOrder,
+    ReplacementStatus,
     ReplicaState,
     ReplicationState,
 )
 from recovery_lib.ha.replication.shared_determinants import SHARED_SOURCE
-from recovery_lib.job.options import parse_pairs
+from recovery_lib.modes.replication import replica_set_for_job
+from recovery_lib.runtime.launch import JobLaunch, parse_pairs
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +39,7 @@ def _value(args: list[str], flag: str) -> str:
 
 
 def test_each_kazoo_replica_writes_the_raw_topic_from_its_own_checkpoint(tmp_path):
-    rs = ReplicaSet.for_job("q3", "kazoo", tmp_path, "px", "px.out", partitions=2)
+    rs = replica_set_for_job("q3", "kazoo", tmp_path, "px", "px.out", partitions=2)
     assert rs.output_topic == "px.out"
     assert rs.input_topics == ["px.persons", "px.auctions"]
     a, b = rs.args("a"), rs.args("b")
@@ -54,7 +56,7 @@ def test_each_kazoo_replica_writes_the_raw_topic_from_its_own_checkpoint(tmp_pat
 
 
 def test_liverobin_replicas_cut_at_the_heartbeat_index_and_have_no_guard(tmp_path):
-    rs = ReplicaSet.for_job("q1", "liverobin", tmp_path, "px", "px.out")
+    rs = replica_set_for_job("q1", "liverobin", tmp_path, "px", "px.out")
     source, sink = (
         _options(rs.args("a"), "--source-option"),
         _options(rs.args("a"), "--sink-option"),
@@ -66,14 +68,14 @@ def test_liverobin_replicas_cut_at_the_heartbeat_index_and_have_no_guard(tmp_pat
 def test_an_experiments_job_arguments_are_kept_and_its_topics_read_as_the_job_reads_them(
     tmp_path,
 ):
-    rs = ReplicaSet.for_job(
+    rs = replica_set_for_job(
         "q1",
         "kazoo",
         tmp_path,
         "px",
         "exp.out",
         inputs={"bids": "recorded.bids"},
-        job_args=["--checkpoints", "/elsewhere", "--sink-mode", "dedup", "--run-id", "r1"],
+        base=JobLaunch("q1", checkpoints="/elsewhere", sink_mode="dedup", run_id="r1"),
     )
     args = rs.args("b")
     assert _value(args, "--checkpoints") == str(tmp_path / "replicas" / "b" / "checkpoints")
@@ -88,8 +90,8 @@ def test_a_failure_hits_the_leader_or_the_follower_as_kazoo_last_decided(tmp_pat
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"role": role, "epoch": epoch}))
 
-    leader = ReplicaSet.for_job("q1", "kazoo", tmp_path, "px", "px.out")
-    follower = ReplicaSet.for_job("q1", "kazoo", tmp_path, "px", "px.out", victim="follower")
+    leader = replica_set_for_job("q1", "kazoo", tmp_path, "px", "px.out")
+    follower = replica_set_for_job("q1", "kazoo", tmp_path, "px", "px.out", victim="follower")
     assert leader.victim_replica() is None  # nobody leads yet: nothing to aim at
     decided("a", "follower", 1)
     decided("b", "leader", 1)
@@ -111,28 +113,28 @@ def test_a_failure_hits_the_leader_or_the_follower_as_kazoo_last_decided(tmp_pat
 )
 def test_bad_replica_sets_are_refused_with_the_fix(tmp_path, mode, kw, message):
     with pytest.raises(ValueError, match=message):
-        ReplicaSet.for_job("q1", mode, tmp_path, "px", "px.out", **kw)
+        replica_set_for_job("q1", mode, tmp_path, "px", "px.out", **kw)
 
 
 def test_causal_replicas_share_their_determinant_streams(tmp_path):
-    rs = ReplicaSet.for_job(
+    rs = replica_set_for_job(
         "prices",
         "liverobin",
         tmp_path,
         "px",
         "px.out",
-        job_args=["--mode", "causal", "--param", "price_url=http://127.0.0.1:9"],
+        base=JobLaunch("prices", causal=True, params={"price_url": "http://127.0.0.1:9"}),
     )
     for replica in ("a", "b"):
         causal = _options(rs.args(replica), "--causal-option")
         assert causal["streamSource"] == SHARED_SOURCE and causal["replicaId"] == replica
         assert causal["leaseDir"] == str(tmp_path / "replicas")
-    assert "--causal-option" not in ReplicaSet.for_job("q1", "kazoo", tmp_path, "p", "o").args("a")
+    assert "--causal-option" not in replica_set_for_job("q1", "kazoo", tmp_path, "p", "o").args("a")
 
 
 def test_a_job_missing_its_parameters_is_refused_before_any_process_starts(tmp_path):
-    with pytest.raises(ValueError, match="arguments of job prices are refused"):
-        ReplicaSet.for_job("prices", "kazoo", tmp_path, "px", "px.out")
+    with pytest.raises(ValueError, match="job prices needs --param price_url"):
+        replica_set_for_job("prices", "kazoo", tmp_path, "px", "px.out")
 
 
 def test_the_replication_state_a_set_reports_reads_back_as_written():
@@ -148,11 +150,38 @@ def test_the_replication_state_a_set_reports_reads_back_as_written():
         gate_forwarded=1200,
         gate_dropped={"a": 3},
         heartbeats=None,
-        replacements=(Replacement("a", "exit -9", 1000, "b", 31_000, 12, 52_000),),
+        replacements=(
+            Replacement(
+                "a",
+                "exit -9",
+                1000,
+                "b",
+                started_ms=31_000,
+                copy_batch=12,
+                joined_ms=52_000,
+                status=ReplacementStatus.JOINED,
+            ),
+        ),  # fmt: skip
     )
     encoded = json.loads(json.dumps(state.to_dict()))
     assert encoded["replacements"][0]["kind"] == "replacement"
+    assert encoded["replacements"][0]["status"] == "joined"
     assert ReplicationState.from_dict(encoded) == state
+    del encoded["replacements"][0]["status"]  # written before the status was: from the times
+    assert ReplicationState.from_dict(encoded) == state
+
+
+def test_a_replacement_takes_its_steps_in_order():
+    r = Replacement("a", "exit -9", 1000, "b")
+    assert r.pending and r.status is ReplacementStatus.WAITING
+    with pytest.raises(ReplacementOutOfOrder, match="waiting: it cannot become joined"):
+        r.join(2000)
+    r.start("b", 12, 1500)
+    assert r.pending and r.status is ReplacementStatus.CATCHING_UP
+    r.join(2000)
+    assert not r.pending and r.joined_ms == 2000
+    with pytest.raises(ReplacementOutOfOrder, match="joined: it cannot become died"):
+        r.die(3000)
 
 
 @pytest.mark.parametrize(
@@ -213,7 +242,7 @@ class FakeReplica:
 
 
 def test_a_dead_replica_is_replaced_from_the_survivors_state_and_joins(tmp_path, monkeypatch):
-    rs = ReplicaSet.for_job("q1", "liverobin", tmp_path, "px", "px.out", replace_after_s=0)
+    rs = replica_set_for_job("q1", "liverobin", tmp_path, "px", "px.out", replace_after_s=0)
     rs.join_lag_batches = 1
     made: list[FakeReplica] = []
 
@@ -268,7 +297,7 @@ def test_a_dead_replica_is_replaced_from_the_survivors_state_and_joins(tmp_path,
 
 
 def test_a_replacement_that_dies_before_joining_is_replaced_again(tmp_path, monkeypatch):
-    rs = ReplicaSet.for_job("q1", "liverobin", tmp_path, "px", "px.out", replace_after_s=0)
+    rs = replica_set_for_job("q1", "liverobin", tmp_path, "px", "px.out", replace_after_s=0)
     monkeypatch.setattr(rs, "_supervisor", lambda r: FakeReplica(rs.checkpoint(r)))
     rs.replicas = {r: type(rep)(r, rs._supervisor(r)) for r, rep in rs.replicas.items()}
     rs.replicas["b"].sup.commit(3)
@@ -287,7 +316,7 @@ def test_a_replacement_that_dies_before_joining_is_replaced_again(tmp_path, monk
 
 
 def test_when_both_replicas_are_dead_the_set_says_so(tmp_path, monkeypatch):
-    rs = ReplicaSet.for_job("q1", "liverobin", tmp_path, "px", "px.out", replace_after_s=3600)
+    rs = replica_set_for_job("q1", "liverobin", tmp_path, "px", "px.out", replace_after_s=3600)
     rs.replicas = {r: type(rep)(r, FakeReplica(rs.checkpoint(r))) for r, rep in rs.replicas.items()}
     for rep in rs.replicas.values():
         rep.sup.cause = "exit -9"

@@ -273,7 +273,7 @@ class _UnstoppableNode:
 
 
 def test_a_node_that_does_not_stop_is_reported_and_the_others_are_stopped_still(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     spec = SimpleNamespace(env={}, args=[], max_restarts=0)  # stop() reads no spec
     events: list[tuple[str, dict]] = []
@@ -298,7 +298,7 @@ def test_a_node_that_does_not_stop_is_reported_and_the_others_are_stopped_still(
     assert [(kind, d["detail"]) for kind, d in events if kind == "stop_failed"] == [
         ("stop_failed", f) for f in failures
     ]
-    assert "standby pair: node-0: pid 4242 is still running" in capsys.readouterr().err
+    assert "standby pair: node-0: pid 4242 is still running" in caplog.text
 
 
 # -- following the primary's batches -------------------------------------------------------------

@@ -39,7 +39,7 @@ class _Consumer:
 
 
 def test_records_left_undelivered_at_exit_are_reported_and_every_client_is_closed(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(client_cache, "_clients", {})
     secret = {"bootstrap.servers": "b:9092", "sasl.password": "s3cret"}
@@ -56,13 +56,13 @@ def test_records_left_undelivered_at_exit_are_reported_and_every_client_is_close
     ]
     assert last.closed  # tried after the one that failed
     assert client_cache._clients == {}
-    err = capsys.readouterr().err
+    err = caplog.text
     assert "producer:sink: 3 records not delivered" in err
     assert "s3cret" not in err  # the configuration (credentials) is never printed
 
 
 def test_a_failed_background_flush_is_reported_and_its_rows_land_on_a_later_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "m.duckdb"
     store = MetricsStore(path, flush_interval_s=0.05)
@@ -90,7 +90,7 @@ def test_a_failed_background_flush_is_reported_and_its_rows_land_on_a_later_one(
     with duckdb.connect(str(path), read_only=True) as con:
         rows = con.execute("SELECT count(*) FROM throughput").fetchone()[0]
     assert rows == 1  # kept through both failures, written by the third flush
-    err = capsys.readouterr().err
+    err = caplog.text
     assert err.count("background flush failed") == 1  # once per distinct error, not per retry
     assert "IOException: disk full" in err
 
@@ -115,7 +115,7 @@ def test_a_failed_start_raises_its_own_error_when_the_clean_up_fails_too(
 
 
 def test_a_source_that_cannot_tell_its_latest_offset_says_why_and_keeps_the_query(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from recovery_lib.io.source import KafkaStreamReader, SourceOptions, source_schema
 
@@ -127,4 +127,4 @@ def test_a_source_that_cannot_tell_its_latest_offset_says_why_and_keeps_the_quer
 
     monkeypatch.setattr(reader, "_available", unreachable)
     assert reader.reportLatestOffset() is None
-    assert "latest offset unknown: broker unreachable" in capsys.readouterr().err
+    assert "latest offset unknown: broker unreachable" in caplog.text

@@ -30,8 +30,8 @@ that finds its former self's epoch expired.
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -46,6 +46,8 @@ from recovery_lib.io.offsets import Offsets
 from recovery_lib.io.sinks.fences import FENCE_HEADER
 from recovery_lib.kafka.control_topic import ControlTopic
 from recovery_lib.runtime.checkpoint import batch_ids
+
+log = logging.getLogger(__name__)
 
 # How often a waiting follower looks at the order log; the lease is checked as often.
 FOLLOWER_POLL_S = 0.02
@@ -233,7 +235,7 @@ class KazooGuard:
                     time.sleep(FOLLOWER_POLL_S)
             fold.forget_before(batch_id - 16)
         if own is None or not entry.same_batch(own):
-            print(f"kazoo guard: {what} refused: not the published batch", file=sys.stderr)
+            log.warning("kazoo guard: %s refused: not the published batch", what)
             raise FencedError(
                 f"{what} refused: this replica's batch {batch_id} is not the one the leader "
                 f"published in epoch {entry.epoch} (a zombie leader's batch)"

@@ -12,7 +12,7 @@ The rule is a function of ``start`` and the index only, so a restarted or replac
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from collections.abc import Mapping, Sequence
 
@@ -21,6 +21,8 @@ from recovery_lib.io.cut_policies import CutPolicy
 from recovery_lib.io.exceptions import InvalidSourceOption
 from recovery_lib.io.offsets import Offsets
 from recovery_lib.kafka.control_topic import ControlTopic
+
+log = logging.getLogger(__name__)
 
 POLL_S = 0.02  # how often a waiting replica looks at the index
 WAIT_WARNING_S = 30.0
@@ -82,11 +84,11 @@ class HeartbeatCut(CutPolicy):
             if end is not None:
                 return end
             if time.monotonic() - waited_since > WAIT_WARNING_S:
-                print(
-                    f"liverobin: no heartbeat indexed in {self.index_topic.topic} for "
-                    f"{WAIT_WARNING_S:.0f} s; is the heartbeat generator running?",
-                    file=sys.stderr,
-                    flush=True,
+                log.warning(
+                    "liverobin: no heartbeat indexed in %s for %.0f s; is the heartbeat "
+                    "generator running?",
+                    self.index_topic.topic,
+                    WAIT_WARNING_S,
                 )
                 waited_since = time.monotonic()
             time.sleep(POLL_S)

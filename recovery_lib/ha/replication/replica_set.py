@@ -11,7 +11,9 @@ Everything of a replica set lives under ``<home>``:
     epochs/                   KaZoo's leadership epochs (ha/fencing.py)
 
 KaZoo's order log is the topic ``<output>.order``, LiveRobin's heartbeat index
-``<output>.heartbeats``; under LiveRobin this process also runs the heartbeat generator.
+``<output>.heartbeats``; under LiveRobin this process also runs the heartbeat generator. What
+differs between the two is a strategy object (strategies.py: ``LeaderBased``, ``Leaderless``);
+the supervision here is shared.
 
 Both replicas write the raw topic ``<output>.replicas`` with the release sink: ids (batch,
 partition, seq) in a replay-stable order, so the two copies of an output carry the same id,
@@ -32,40 +34,51 @@ determinant stream has one writer, whose values the other replica uses
 from __future__ import annotations
 
 import dataclasses
-import json
+import logging
 import signal
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from recovery_lib.ha.replication.gate import REPLICA_HEADERS_HOOK, ReplicaGate, raw_topic
-from recovery_lib.ha.replication.kazoo import KAZOO_GUARD, KAZOO_POLICY, role_path
-from recovery_lib.ha.replication.liverobin import LIVEROBIN_POLICY
 from recovery_lib.ha.replication.shared_determinants import SHARED_SOURCE
+from recovery_lib.ha.replication.strategies import (
+    REPLICAS,
+    ReplicationStrategy,
+    heartbeat_index_topic,
+    order_topic,
+    replica_roles,
+    replication_strategy,
+)
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
-from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.checkpoint import last_committed
 from recovery_lib.runtime.faults import ARM_DIR_ENV
-from recovery_lib.runtime.supervisor import ProcessSpec, Restart, Supervisor, with_arg
+from recovery_lib.runtime.launch import JobLaunch
+from recovery_lib.runtime.supervisor import Restart, Supervisor
 from recovery_lib.settings import get_settings
 
-ReplicationMode = Literal["kazoo", "liverobin"]
-REPLICATION_MODES: tuple[str, ...] = ("kazoo", "liverobin")
-REPLICAS = ("a", "b")
-# Which replica a failure hits: KaZoo's current leader or follower, or a replica by name.
-VICTIMS = ("leader", "follower", *REPLICAS)
+if TYPE_CHECKING:
+    from recovery_lib.runtime.supervisor import ProcessSpec
 
+log = logging.getLogger(__name__)
 
-def order_topic(output_topic: str) -> str:
-    return f"{output_topic}.order"
-
-
-def heartbeat_index_topic(output_topic: str) -> str:
-    return f"{output_topic}.heartbeats"
+__all__ = [
+    "REPLICAS",
+    "Replacement",
+    "ReplacementOutOfOrder",
+    "ReplacementStatus",
+    "ReplicaSet",
+    "ReplicaState",
+    "ReplicationState",
+    "heartbeat_index_topic",
+    "order_topic",
+    "replica_checkpoint_roots",
+]
 
 
 def replica_dir(home: str | Path, replica: str) -> Path:
@@ -75,6 +88,20 @@ def replica_dir(home: str | Path, replica: str) -> Path:
 def replica_checkpoint_roots(home: str | Path) -> list[Path]:
     """Each replica's ``--checkpoints`` root in the replica set at ``home``."""
     return [replica_dir(home, r) / "checkpoints" for r in REPLICAS]
+
+
+class ReplacementStatus(StrEnum):
+    """Where a dead replica's replacement stands; the transitions are ``Replacement``'s
+    methods, each refusing a step out of order."""
+
+    WAITING = "waiting"  # the replica died; its replacement has not started yet
+    CATCHING_UP = "catching_up"  # the new incarnation runs from the survivor's copy
+    JOINED = "joined"  # level with the survivor: the set is whole again
+    DIED = "died"  # the new incarnation died before it joined (a new record follows)
+
+
+class ReplacementOutOfOrder(RuntimeError):
+    """A replacement asked to take a step its status does not allow."""
 
 
 @dataclass
@@ -89,9 +116,53 @@ class Replacement:
     copy_batch: int | None = None  # the survivor's last committed batch in the copy
     joined_ms: int | None = None  # it committed up to the survivor's batch (minus one)
     died_ms: int | None = None  # the replacement itself died before it joined
+    status: ReplacementStatus = ReplacementStatus.WAITING
+
+    @property
+    def pending(self) -> bool:
+        """The set is not whole: waiting for the replacement, or it is catching up."""
+        return self.status in (ReplacementStatus.WAITING, ReplacementStatus.CATCHING_UP)
+
+    def _step(self, allowed: ReplacementStatus, to: ReplacementStatus) -> None:
+        if self.status is not allowed:
+            raise ReplacementOutOfOrder(
+                f"replica {self.replica}'s replacement is {self.status.value}: it cannot "
+                f"become {to.value} (only from {allowed.value})"
+            )
+        self.status = to
+
+    def start(self, survivor: str, copy_batch: int | None, ts_ms: int) -> None:
+        self._step(ReplacementStatus.WAITING, ReplacementStatus.CATCHING_UP)
+        self.survivor, self.copy_batch, self.started_ms = survivor, copy_batch, ts_ms
+
+    def join(self, ts_ms: int) -> None:
+        self._step(ReplacementStatus.CATCHING_UP, ReplacementStatus.JOINED)
+        self.joined_ms = ts_ms
+
+    def die(self, ts_ms: int) -> None:
+        self._step(ReplacementStatus.CATCHING_UP, ReplacementStatus.DIED)
+        self.died_ms = ts_ms
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "replacement", **dataclasses.asdict(self)}
+        return {"kind": "replacement", **dataclasses.asdict(self), "status": self.status.value}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Replacement:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        known = {k: v for k, v in data.items() if k in fields}
+        if "status" in known:
+            known["status"] = ReplacementStatus(known["status"])
+        else:  # written before the status was recorded: read it from the timestamps
+            known["status"] = (
+                ReplacementStatus.JOINED
+                if known.get("joined_ms") is not None
+                else ReplacementStatus.DIED
+                if known.get("died_ms") is not None
+                else ReplacementStatus.CATCHING_UP
+                if known.get("started_ms") is not None
+                else ReplacementStatus.WAITING
+            )
+        return cls(**known)
 
 
 @dataclass(frozen=True)
@@ -133,29 +204,28 @@ class ReplicationState:
         take, or a replacement that has not caught up in time."""
         out = []
         for r in self.replacements:
-            if r.joined_ms is not None or r.died_ms is not None:
-                continue
-            if r.started_ms is None and now - r.detected_ms > (replace_after_s + 60) * 1000:
-                out.append(f"replica {r.replica} died ({r.cause}) and was not replaced")
-            elif r.started_ms is not None and now - r.started_ms > join_timeout_s * 1000:
-                out.append(
-                    f"replica {r.replica}'s replacement has not caught up with {r.survivor} "
-                    f"{(now - r.started_ms) / 1000:.0f} s after it started"
-                )
+            if r.status is ReplacementStatus.WAITING:
+                if now - r.detected_ms > (replace_after_s + 60) * 1000:
+                    out.append(f"replica {r.replica} died ({r.cause}) and was not replaced")
+            elif r.status is ReplacementStatus.CATCHING_UP:
+                assert r.started_ms is not None
+                if now - r.started_ms > join_timeout_s * 1000:
+                    out.append(
+                        f"replica {r.replica}'s replacement has not caught up with {r.survivor} "
+                        f"{(now - r.started_ms) / 1000:.0f} s after it started"
+                    )
         if not any(rep.live for rep in self.replicas.values()):
             out.append("no replica is live")
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReplicationState:
-        fields = {f.name for f in dataclasses.fields(Replacement)}
         return cls(
             **{
                 **data,
                 "replicas": {r: ReplicaState(**v) for r, v in data["replicas"].items()},
                 "replacements": tuple(
-                    Replacement(**{k: v for k, v in r.items() if k in fields})
-                    for r in data.get("replacements", [])
+                    Replacement.from_dict(r) for r in data.get("replacements", [])
                 ),
             }
         )
@@ -173,14 +243,15 @@ class _Replica:
 
 
 class ReplicaSet:
-    """Two replicas of the job that ``spec`` runs (a job-launcher process: ``--job``, its
-    ``--prefix``/``--input``, ``--output-topic``; ``--checkpoints``, ``--output-topic`` and
-    ``--sink-mode`` are set per replica)."""
+    """Two replicas of the job that ``spec.launch`` runs (its output topic set); each replica
+    gets its own checkpoint, the raw topic through the release sink, and the strategy's cut
+    policy and write hooks. ``input_topics``: the job's input topics (LiveRobin's heartbeats
+    carry their positions)."""
 
     def __init__(
         self,
         spec: ProcessSpec,
-        mode: ReplicationMode,
+        strategy: ReplicationStrategy | str,
         home: str | Path,
         store: MetricsStore | None = None,
         run_id: str | None = None,
@@ -190,34 +261,33 @@ class ReplicaSet:
         kafka: Mapping[str, str] | None = None,
         replace_after_s: float | None = None,
         slow_delay_s: float = 0.0,
+        input_topics: list[str] | None = None,
     ) -> None:
-        from recovery_lib.job.runner import parse_options
-
-        if mode not in REPLICATION_MODES:
-            raise ValueError(f"replication mode {mode!r}: choose one of {REPLICATION_MODES}")
-        victim = victim or ("leader" if mode == "kazoo" else REPLICAS[0])
-        if victim not in VICTIMS or (mode == "liverobin" and victim in ("leader", "follower")):
+        self.strategy = replication_strategy(strategy) if isinstance(strategy, str) else strategy
+        victim = victim or self.strategy.default_victim
+        if victim not in self.strategy.victims:
             raise ValueError(
-                f"victim {victim!r}: choose {' or '.join(VICTIMS if mode == 'kazoo' else REPLICAS)}"
-                + (" (LiveRobin has no leader)" if mode == "liverobin" else "")
+                f"victim {victim!r}: choose {' or '.join(self.strategy.victims)}"
+                + (
+                    ""
+                    if "leader" in self.strategy.victims
+                    else f" ({self.strategy.title} has no leader)"
+                )
             )
-        if "--job" not in spec.args:
-            raise ValueError("a replica set runs a job-launcher process (ProcessSpec.for_job)")
-        self.job: JobSpec = resolve_job(spec.args[spec.args.index("--job") + 1])
-        try:  # the job's own reading of its arguments: topics as the replicas will use them
-            opts, _ = parse_options(self.job, list(spec.args))
-        except SystemExit:  # argparse printed what is wrong
+        if spec.launch is None or not spec.launch.output_topic:
             raise ValueError(
-                f"the arguments of job {self.job.name} are refused (the reason is printed above)"
-            ) from None
+                "a replica set runs a job through the launcher with its output topic set "
+                "(ProcessSpec.for_job(JobLaunch(..., output_topic=...)))"
+            )
         self.spec = spec
-        self.mode = mode
+        self.launch: JobLaunch = spec.launch
+        self.name = spec.name or spec.launch.name
         # Causal replicas (a nondeterministic job) share their determinant streams.
-        self.causal = opts.causal is not None
+        self.causal = self.launch.causal
         self.home = Path(home)
-        self.output_topic = opts.out_topic
-        self.input_topics = [opts.topic_for(name) for name in self.job.inputs]
-        self.partitions = opts.partitions
+        self.output_topic = self.launch.output_topic
+        self.input_topics = list(input_topics or [])
+        self.partitions = self.launch.partitions
         self._kafka = dict(kafka) if kafka else None
         self.store, self.run_id, self.on_event = store, run_id, on_event
         settings = get_settings()
@@ -228,14 +298,10 @@ class ReplicaSet:
         self.victim = victim
         self.slow_delay_s = slow_delay_s  # LiveRobin: the first input's partition 0 is late
         self.replicas = {r: _Replica(r, self._supervisor(r)) for r in REPLICAS}
-        self.generator: Any = None
-        self.beats_written = 0  # heartbeats of generators already stopped
         self.gate: ReplicaGate | None = None
         self.generator_errors: list[str] = []
         self.restarts: list[Restart] = []  # the job never restarts: a replica is replaced
-        self.leader_takeovers: list[dict[str, Any]] = []
         self.replacements: list[Replacement] = []
-        self._leader_takeovers_seen: set[tuple[str, int]] = set()
         self._retired: list[Supervisor] = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -244,33 +310,9 @@ class ReplicaSet:
         self.state_every_s = settings.job_status_every_s
         self.join_lag_batches = settings.replication_join_lag_batches
 
-    @classmethod
-    def for_job(
-        cls,
-        job_ref: str,
-        mode: ReplicationMode,
-        home: str | Path,
-        prefix: str,
-        output_topic: str,
-        inputs: Mapping[str, str] | None = None,
-        job_args: list[str] | None = None,
-        partitions: int | None = None,
-        **kw: Any,
-    ) -> ReplicaSet:
-        """A replica set of job ``job_ref`` (module:attr or a name of jobs/) on topics
-        ``<prefix>.<input>`` (or ``inputs``), writing ``output_topic``."""
-        job = resolve_job(job_ref)
-        args = [
-            *(job_args or []),
-            "--prefix",
-            prefix,
-            *[a for name, topic in (inputs or {}).items() for a in ("--input", f"{name}={topic}")],
-            "--output-topic",
-            output_topic,
-        ]
-        if partitions:
-            args += ["--partitions", str(partitions)]
-        return cls(ProcessSpec.for_job(job.ref, job.name, args), mode, home, **kw)
+    @property
+    def mode(self) -> str:
+        return self.strategy.name
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -292,58 +334,38 @@ class ReplicaSet:
         return {
             r: rep.replacement
             for r, rep in self.replicas.items()
-            if rep.replacement is not None and rep.replacement.joined_ms is None
+            if rep.replacement is not None and rep.replacement.pending
         }
 
     def replica_dir(self, replica: str) -> Path:
         return replica_dir(self.home, replica)
 
     def checkpoint(self, replica: str) -> Path:
-        """The replica's query checkpoint (the job's subdirectory of its --checkpoints)."""
-        return self.replica_dir(replica) / "checkpoints" / self.job.name
+        """The replica's query checkpoint (the job's subdirectory of its checkpoints)."""
+        return self.replica_dir(replica) / "checkpoints" / self.name
 
-    def source_options(self, replica: str) -> dict[str, str]:
-        if self.mode == "kazoo":
-            return {
-                "cutPolicy": KAZOO_POLICY,
-                "replicaId": replica,
-                "epochStore": str(self.home / "epochs"),
-                "leaseDir": str(self.home / "replicas"),
-                "replicaCheckpoint": str(self.checkpoint(replica)),
-                "orderTopic": order_topic(self.output_topic),
-            }
-        return {
-            "cutPolicy": LIVEROBIN_POLICY,
-            "heartbeatIndex": heartbeat_index_topic(self.output_topic),
+    def replica_launch(self, replica: str) -> JobLaunch:
+        sink = {
+            "recordHeaders": REPLICA_HEADERS_HOOK,
+            "replicaId": replica,
+            **self.strategy.sink_options(self, replica),
         }
+        causal = {  # one writer per determinant stream, the other replica follows it
+            "streamSource": SHARED_SOURCE,
+            "replicaId": replica,
+            "leaseDir": str(self.home / "replicas"),
+        }
+        return self.launch.as_replica(
+            checkpoints=str(self.replica_dir(replica) / "checkpoints"),
+            output_topic=raw_topic(self.output_topic),
+            source_options=self.strategy.source_options(self, replica),
+            sink_options=sink,
+            causal_options=causal,
+        )
 
     def args(self, replica: str) -> list[str]:
-        args = with_arg(
-            self.spec.args, "--checkpoints", str(self.replica_dir(replica) / "checkpoints")
-        )
-        args = with_arg(args, "--output-topic", raw_topic(self.output_topic))
-        args = with_arg(args, "--sink-mode", "release")
-        sink = {"recordHeaders": REPLICA_HEADERS_HOOK, "replicaId": replica}
-        if self.mode == "kazoo":  # a replica writes batch b only as the leader published it
-            options = self.source_options(replica)
-            sink |= {
-                "writeGuard": KAZOO_GUARD,
-                "replicaCheckpoint": options["replicaCheckpoint"],
-                "orderTopic": options["orderTopic"],
-            }
-        for key, value in self.source_options(replica).items():
-            args += ["--source-option", f"{key}={value}"]
-        for key, value in sink.items():
-            args += ["--sink-option", f"{key}={value}"]
-        if self.causal:  # one writer per determinant stream, the other replica follows it
-            causal = {
-                "streamSource": SHARED_SOURCE,
-                "replicaId": replica,
-                "leaseDir": str(self.home / "replicas"),
-            }
-            for key, value in causal.items():
-                args += ["--causal-option", f"{key}={value}"]
-        return args
+        """The replica's process arguments (its launch on argv)."""
+        return self.replica_launch(replica).to_argv()
 
     def _supervisor(self, replica: str) -> Supervisor:
         # A replica is never restarted in place (max_restarts 0): it is replaced. Its fault
@@ -351,7 +373,7 @@ class ReplicaSet:
         env = dict(self.spec.env)
         if ARM_DIR_ENV in env:
             env[ARM_DIR_ENV] = str(Path(env[ARM_DIR_ENV]) / replica)
-        spec = dataclasses.replace(self.spec, args=self.args(replica), env=env, max_restarts=0)
+        spec = self.spec.with_launch(self.replica_launch(replica), env=env, max_restarts=0)
         return Supervisor(spec, self.replica_dir(replica), self.store, self.run_id, self.on_event)
 
     def event(self, kind: str, detail: dict[str, Any], ts_ms: int | None = None) -> None:
@@ -374,46 +396,21 @@ class ReplicaSet:
         )
         for topic in (raw_topic(self.output_topic), self.output_topic):
             admin.create(topic, count)
-        control = (
-            order_topic(self.output_topic)
-            if self.mode == "kazoo"
-            else heartbeat_index_topic(self.output_topic)
-        )
-        ControlTopic(control, self.kafka).create()
+        ControlTopic(self.strategy.control_topic(self.output_topic), self.kafka).create()
 
     def start(self) -> None:
         self.create_topics()
         self.gate = ReplicaGate(self.output_topic, self.kafka)
-        self._thread(self.gate.run, "gate")
-        if self.mode == "liverobin":
-            self._start_heartbeats()
+        self.thread(self.gate.run, "gate")
+        self.strategy.start(self)
         for rep in self.replicas.values():
             rep.sup.start()
 
-    def _thread(self, target: Any, name: str, *args: Any) -> None:
+    def thread(self, target: Callable[..., Any], name: str, *args: Any) -> None:
+        """Run ``target(stop_event, *args)`` beside the replicas until the set stops."""
         thread = threading.Thread(target=target, args=(self._stop, *args), name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
-
-    def _start_heartbeats(self) -> None:
-        from recovery_lib.ha.replication.heartbeats import HeartbeatGenerator
-
-        self.generator = HeartbeatGenerator(
-            self.input_topics,
-            heartbeat_index_topic(self.output_topic),
-            self.heartbeat_period_s,
-            self.kafka,
-            slow=(self.input_topics[0], 0) if self.slow_delay_s else None,
-            slow_delay_s=self.slow_delay_s,
-        )
-
-        def failed(exc: Exception) -> None:
-            self.generator_errors.append(str(exc))
-
-        def cold() -> bool:  # a replica that never committed a batch: its first is slow
-            return any(last_committed(self.checkpoint(r)) is None for r in self.live())
-
-        self._thread(self.generator.run, "heartbeats", failed, cold)
 
     def wait_ready(self, timeout_s: float = 240.0) -> None:
         for rep in self.replicas.values():
@@ -436,38 +433,39 @@ class ReplicaSet:
                 self._failed(rep, cause)
         for rep in self.replicas.values():
             pending = rep.replacement
-            if pending is None or pending.joined_ms is not None:
+            if pending is None or not pending.pending:
                 continue
-            if pending.started_ms is None:
+            if pending.status is ReplacementStatus.WAITING:
                 if now_ms() - pending.detected_ms >= self.replace_after_s * 1000:
                     survivors = self.live()
                     if survivors:
                         self._replace(rep, survivors[0])
             elif self._caught_up(rep):
-                pending.joined_ms = now_ms()
+                pending.join(now_ms())
                 self.event("replica_joined", pending.to_dict(), pending.joined_ms)
-                print(f"replica set {self.output_topic}: replica {rep.name} joined again")
+                log.info("replica set %s: replica %s joined again", self.output_topic, rep.name)
                 self._said_single = False
-        if self.mode == "kazoo":
-            self._record_leader_takeovers()
+        self.strategy.tick(self)
         if now_ms() - self._state_reported_ms >= self.state_every_s * 1000:
             self._state_reported_ms = now_ms()
             self.event("replication_state", self.status().to_dict(), self._state_reported_ms)
         live = self.live()
         if len(live) < len(self.replicas) and not self._said_single:
             self._said_single = True
-            print(f"replica set {self.output_topic}: running on one replica ({live})")
+            log.warning("replica set %s: running on one replica (%s)", self.output_topic, live)
         if not live:
             raise RuntimeError(
-                f"both replicas of {self.job.name} died; see {self.home / 'replicas'}/*/job.log"
+                f"both replicas of {self.name} died; see {self.home / 'replicas'}/*/job.log"
             )
         return live
 
     def _failed(self, rep: _Replica, cause: str) -> None:
         rep.sup.kill_group(signal.SIGKILL)
         rep.dead = True
-        if rep.replacement is not None and rep.replacement.joined_ms is None:
-            rep.replacement.died_ms = now_ms()  # it never joined: a new record follows
+        if rep.replacement is not None and rep.replacement.pending:
+            # It never joined: a new record follows. (Dead again while still waiting cannot
+            # happen: a waiting replica runs no process.)
+            rep.replacement.die(now_ms())
         survivors = self.live()
         record = Replacement(rep.name, cause, now_ms(), survivors[0] if survivors else "")
         rep.replacement = record
@@ -500,21 +498,24 @@ class ReplicaSet:
         # Step 2.
         ship_dir = old / "ship"
         copy = Shipper(self.checkpoint(survivor), ship_dir).ship()
+        copy_batch = None
         if copy is not None:
             manifest = latest_complete(ship_dir)
             if manifest is not None:
                 restore(ship_dir, manifest, old / "checkpoints")
-                pending.copy_batch = manifest.batch
+                copy_batch = manifest.batch
         # Step 3.
         rep.sup = self._supervisor(rep.name)
         rep.sup.start()
         rep.dead = False
-        pending.survivor = survivor
-        pending.started_ms = now_ms()
+        pending.start(survivor, copy_batch, now_ms())
         self.event("replica_replacing", pending.to_dict(), pending.started_ms)
-        print(
-            f"replica set {self.output_topic}: replacing {rep.name} from {survivor}'s state "
-            f"(batch {pending.copy_batch})"
+        log.info(
+            "replica set %s: replacing %s from %s's state (batch %s)",
+            self.output_topic,
+            rep.name,
+            survivor,
+            pending.copy_batch,
         )
 
     def _caught_up(self, rep: _Replica) -> bool:
@@ -541,36 +542,22 @@ class ReplicaSet:
         ran_its_own = mine > (-1 if copied is None else copied)
         return mine >= others or (ran_its_own and mine >= others - self.join_lag_batches)
 
-    def _record_leader_takeovers(self) -> None:
-        for replica, role in self.roles().items():
-            for taken in role.get("takeovers", []):
-                key = (replica, int(taken.get("epoch", 0)))
-                if key in self._leader_takeovers_seen:
-                    continue
-                self._leader_takeovers_seen.add(key)
-                if taken.get("cause") == "no leader yet":
-                    continue  # the first election, not a fail-over
-                record = {"kind": "leader", "replica": replica, **taken}
-                self.leader_takeovers.append(record)
-                self.event("leader_takeover", record, taken.get("ts_ms"))
-
     def roles(self) -> dict[str, dict[str, Any]]:
         """Each replica's last decision (KaZoo: role, epoch, batch); {} before the first."""
-        out: dict[str, dict[str, Any]] = {}
-        for replica in REPLICAS:
-            try:
-                out[replica] = json.loads(role_path(self.home / "replicas", replica).read_text())
-            except (OSError, ValueError):
-                out[replica] = {}
-        return out
+        return replica_roles(self.home)
 
     def leader(self) -> str | None:
-        """KaZoo's current leader among the live replicas (None before the first election)."""
-        roles = self.roles()
-        leaders = [r for r in self.live() if roles.get(r, {}).get("role") == "leader"]
-        if not leaders:
-            return None
-        return max(leaders, key=lambda r: int(roles[r].get("epoch", 0)))
+        """The current leader among the live replicas (None: leaderless, or no election yet)."""
+        return self.strategy.leader(self)
+
+    @property
+    def leader_takeovers(self) -> list[dict[str, Any]]:
+        return self.strategy.leader_takeovers
+
+    @property
+    def beats_written(self) -> int:
+        """LiveRobin: heartbeats its stopped generators wrote (0 under KaZoo)."""
+        return getattr(self.strategy, "beats_written", 0)
 
     def victim_replica(self) -> str | None:
         """The replica a failure hits now (``victim``), among the live ones."""
@@ -596,9 +583,7 @@ class ReplicaSet:
         """The replica that stands for the set (status, pid, heartbeat, checkpoints for GC and
         shipping): the leader (KaZoo), else the live replica that committed most (not a
         replacement still catching up)."""
-        return (self.leader() if self.mode == "kazoo" else None) or max(
-            self.live(), key=lambda r: last_committed(self.checkpoint(r)) or -1
-        )
+        return self.strategy.front(self)
 
     @property
     def live_checkpoints(self) -> Path:
@@ -652,10 +637,7 @@ class ReplicaSet:
         for thread in self._threads:
             thread.join(timeout=30)
         self._threads.clear()
-        if self.generator is not None:
-            self.generator.close()
-            self.beats_written += self.generator.beats  # what the stopped generator wrote
-            self.generator = None
+        self.strategy.stop()
 
     def status(self) -> ReplicationState:
         """Replicas, roles, lag between them, gate and heartbeats, as of now."""
@@ -663,7 +645,7 @@ class ReplicaSet:
         known = [b for r, b in committed.items() if b is not None and r in self.live()]
         roles = self.roles()
         return ReplicationState(
-            job=self.job.name,
+            job=self.name,
             output_topic=self.output_topic,
             mode=self.mode,
             replicas={
@@ -672,15 +654,15 @@ class ReplicaSet:
                     incarnation=rep.incarnation,
                     pid=rep.sup.pid,
                     committed_batch=committed[r],
-                    role=roles[r].get("role") if self.mode == "kazoo" else None,
-                    epoch=roles[r].get("epoch") if self.mode == "kazoo" else None,
+                    role=self.strategy.role(roles[r])[0],
+                    epoch=self.strategy.role(roles[r])[1],
                 )
                 for r, rep in self.replicas.items()
             },
             lag_batches=(max(known) - min(known)) if len(known) == len(self.replicas) else None,
             gate_forwarded=self.gate.forwarded if self.gate is not None else 0,
             gate_dropped=dict(self.gate.dropped) if self.gate is not None else {},
-            heartbeats=self.generator.beats if self.generator is not None else None,
+            heartbeats=self.strategy.heartbeats,
             replacements=tuple(self.replacements),
         )
 

@@ -15,10 +15,9 @@ shipped copies, ``ck/`` its live checkpoint root once it is primary).
 
 from __future__ import annotations
 
-import dataclasses
+import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,8 +25,11 @@ from typing import Any
 
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.heartbeat import Heartbeat
-from recovery_lib.runtime.supervisor import ProcessSpec, Restart, Supervisor, with_arg
+from recovery_lib.runtime.launch import Role, StandbyRole
+from recovery_lib.runtime.supervisor import ProcessSpec, Restart, Supervisor
 from recovery_lib.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 
 class StandbyPair:
@@ -65,23 +67,28 @@ class StandbyPair:
 
     # -- nodes -------------------------------------------------------------------------------
 
-    def _node(self, role: str, primary: Supervisor | None) -> Supervisor:
+    def _node(self, role: Role, primary: Supervisor | None) -> Supervisor:
         node = self.workdir / f"node-{self._nodes}"
         self._nodes += 1
-        args = with_arg(self.spec.args, "--checkpoints", str(node / "ck"))
-        args = with_arg(args, "--epoch-store", str(self.epochs))
-        args = with_arg(args, "--role", role)
-        if role == "standby":
+        launch = self.spec.launch
+        if launch is None:
+            raise ValueError("a standby pair runs a job through the launcher (ProcessSpec.for_job)")
+        if role is Role.STANDBY:
             assert primary is not None
-            args = with_arg(args, "--primary-checkpoint", str(self.checkpoint_of(primary)))
-            args = with_arg(args, "--primary-heartbeat", str(primary.heartbeat_path))
-            args = with_arg(args, "--standby-dir", str(node / "ship"))
+            watch = StandbyRole(
+                primary_checkpoint=str(self.checkpoint_of(primary)),
+                primary_heartbeat=str(primary.heartbeat_path),
+                standby_dir=str(node / "ship"),
+            )
+            launch = launch.as_standby(str(node / "ck"), str(self.epochs), watch)
+        else:
+            launch = launch.as_primary(str(node / "ck"), str(self.epochs))
         # Standby jobs ship RocksDB changelog checkpoints (one small file per batch and
         # partition) unless the state store was chosen explicitly.
         env = {**self.spec.env}
         if "RECOVERY_STATE_STORE" not in os.environ:
             env.setdefault("RECOVERY_STATE_STORE", "rocksdb")
-        spec = dataclasses.replace(self.spec, args=args, env=env, max_restarts=0)
+        spec = self.spec.with_launch(launch, env=env, max_restarts=0)
         return Supervisor(spec, node, self.store, self.run_id, self.on_event)
 
     def checkpoint_of(self, sup: Supervisor) -> Path:
@@ -102,9 +109,9 @@ class StandbyPair:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.primary = self._node("primary", None)
+        self.primary = self._node(Role.PRIMARY, None)
         self.primary.start()
-        self.standby = self._node("standby", self.primary)
+        self.standby = self._node(Role.STANDBY, self.primary)
         self.standby.start()
         self._link()
 
@@ -154,7 +161,7 @@ class StandbyPair:
         beat = self.standby_beat()
         return bool(
             beat is not None
-            and beat.role == "standby"
+            and beat.role == Role.STANDBY
             and beat.info
             and beat.info.get("ready", beat.info.get("warm"))
             and beat.info.get("shipped_batch") is not None
@@ -206,7 +213,7 @@ class StandbyPair:
         assert self.primary is not None
         beat = self.standby_beat()
         taking_over = (
-            beat is not None and beat.role == "primary" and "takeover" in (beat.info or {})
+            beat is not None and beat.role == Role.PRIMARY and "takeover" in (beat.info or {})
         )
         if taking_over and self._awaiting is None:
             self._takeover_started(beat)
@@ -300,12 +307,12 @@ class StandbyPair:
         if ready is not None and now_ms() - ready < self.restandby_after_s * 1000:
             return
         self._restandby_due = False
-        self.standby = self._node("standby", self.primary)
+        self.standby = self._node(Role.STANDBY, self.primary)
         self.standby.start()
         self._link()
 
     def _record_lag(self, beat: Heartbeat | None) -> None:
-        if beat is None or beat.role != "standby" or not beat.info:
+        if beat is None or beat.role != Role.STANDBY or not beat.info:
             return
         if time.monotonic() - self._lag_logged < 5.0:
             return
@@ -356,7 +363,7 @@ class StandbyPair:
                     f"see {sup.workdir / 'job.log'}"
                 )
         for failure in failures:
-            print(f"standby pair: {failure}", file=sys.stderr, flush=True)
+            log.error("standby pair: %s", failure)
         for failure in failures:
             self.event("stop_failed", {"detail": failure})
         return failures

@@ -5,6 +5,9 @@ recovery time: failure -> the first second from which the per-second p50 latency
 is taken over the last ``baseline_s`` seconds before the failure: steady state, not the
 warm-up of the first micro-batches (Python workers starting, JIT).
 output gap: the longest time without any output after the failure.
+disturbance (CheckMate's measure for pipelines, ``disturbance_s``): failure -> the end of the
+last second whose p50 exceeds twice the pre-failure p50, or of the last unusual silence. Each
+measure has its own name and JSON key; only the first is "recovery time".
 p99 around a failure: of the outputs visible in the 30 s before it and in the 30 s after it.
 """
 
@@ -66,3 +69,37 @@ def p99_around(samples: list[tuple[int, int]], failure_ms: int) -> dict[str, flo
         "p99_30s_after_ms": p_after,
         "p99_after_over_before": round(p_after / p_before, 3) if p_before and p_after else None,
     }
+
+
+DISTURBANCE_KEY = "disturbance_s"
+# A silence in the output shorter than this (or than twice the longest one in the 30 s before
+# the kill) is the stages' batching, not the failure.
+NORMAL_SILENCE_MS = 3_000
+
+
+def disturbance_s(samples: list[tuple[int, int]], killed_ms: int) -> float | None:
+    """CheckMate's recovery measure of a pipeline, named apart from ``recovery_time_s``: from
+    the kill to the end of the last bad stretch after it, a second whose p50 exceeds twice the
+    p50 of the 30 s before the kill, or a silence longer than the output's normal pauses (a
+    stage that dies after its downstream read its last batch shows as output going on for a
+    few seconds, then none). None: nothing to compare with, or no output after the kill."""
+    before = [(vis, lat) for vis, lat in samples if killed_ms - 30_000 <= vis < killed_ms]
+    later = sorted(vis for vis, _ in samples if vis >= killed_ms)
+    if not before or not later:
+        return None
+    bound = 2 * percentile([lat for _, lat in before], 50)
+    shown = sorted(vis for vis, _ in before)
+    pauses = [b - a for a, b in zip(shown, shown[1:], strict=False)]
+    normal = max(NORMAL_SILENCE_MS, 2 * max(pauses, default=0))
+    last_bad = 0
+    for a, b in zip([shown[-1], *later], later, strict=False):
+        if b - a > normal:
+            last_bad = max(last_bad, b - killed_ms)
+    seconds: dict[int, list[int]] = {}
+    for vis, lat in samples:
+        if vis >= killed_ms:
+            seconds.setdefault((vis - killed_ms) // 1000, []).append(lat)
+    for second, lats in seconds.items():
+        if percentile(lats, 50) > bound:
+            last_bad = max(last_bad, (second + 1) * 1000)
+    return round(last_bad / 1000, 1)

@@ -1,0 +1,42 @@
+"""Library code reports through ``logging`` (the CLI alone prints); each process's entry point
+(a job, a daemon, the CLI) calls ``configure_logging`` once: the project's loggers at INFO,
+everyone else's at WARNING, one format, to stderr (a supervised job's stderr is its job.log).
+
+A process that never configures logging (a Spark Python worker) still shows warnings and
+errors: ``logging`` writes them to stderr by its last-resort handler."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_MARK = "_recovery_lib_handler"
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes (a test runner or a CLI
+    harness swaps it, and closes the one it swapped in)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        return None
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    root = logging.getLogger()
+    if not any(getattr(h, _MARK, False) for h in root.handlers):
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter(FORMAT))
+        setattr(handler, _MARK, True)
+        root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.WARNING:
+        root.setLevel(logging.WARNING)
+    logging.getLogger("recovery_lib").setLevel(level)
