@@ -38,8 +38,9 @@ from recovery_lib.metrics.recovery import output_gap_s, p99_around, recovery_tim
 from recovery_lib.metrics.resources import ResourceSampler, during_run
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.modes import get_mode
+from recovery_lib.protocols.base import CHECKMATE_PROTOCOLS
 
-PROTOCOLS = ("coor", "unc", "cic")
+PROTOCOLS = CHECKMATE_PROTOCOLS
 
 
 @dataclass(frozen=True)

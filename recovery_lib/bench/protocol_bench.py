@@ -43,6 +43,7 @@ from rich.console import Console
 from recovery_lib.kafka.headers import CIC_HEADER
 from recovery_lib.metrics.recovery import DISTURBANCE_KEY, disturbance_s
 from recovery_lib.metrics.stats import percentile
+from recovery_lib.protocols.base import CHECKMATE_PROTOCOLS, PROTOCOLS
 
 REFERENCE = {"q1p": "q1", "q1p3": "q1", "q3p": "q3", "q8p": "q8"}
 
@@ -468,7 +469,7 @@ def _protocol_figures(run: Any, spec: Any, metrics: Path) -> dict[str, Any]:
     return out
 
 
-UNIFORM_ORDER = ("none", "coor", "unc", "cic")
+UNIFORM_ORDER = tuple(PROTOCOLS)  # the baseline first
 
 SUITES = {
     # Uniform NexMark: capacity and overheads per protocol, normalised to "none"; each
@@ -490,7 +491,7 @@ SUITES = {
         Trial("q3p", proto, 0, kill="join", hot_ratio=hot, load=load)
         for load in (0.5, 0.8)
         for hot in (0.1, 0.2, 0.3)
-        for proto in ("coor", "unc", "cic")
+        for proto in CHECKMATE_PROTOCOLS
     ],
 }
 
@@ -711,7 +712,7 @@ def _chart_uniform(ax: Any, summary: dict[str, Any]) -> None:
 
 
 def _chart_skew(latency_ax: Any, checkpoint_ax: Any, trials: list[dict[str, Any]]) -> None:
-    for proto in ("coor", "unc", "cic"):
+    for proto in CHECKMATE_PROTOCOLS:
         for load, style in ((0.5, "-"), (0.8, "--")):
             points = sorted(
                 (t["hot_ratio"], t) for t in trials if t["protocol"] == proto and t["load"] == load

@@ -26,12 +26,16 @@ from typing import Any
 from confluent_kafka import Producer
 from rich.console import Console
 
+from recovery_lib.experiment.failures import ArmedHook, FailureStatus, InjectedFailure
 from recovery_lib.experiment.inputs import ExperimentInput, GeneratedInput, RecordedInput
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.modes import (
+    NEEDS_BROKER_TRANSACTIONS,
+    SINK_MODES,
     consumer_dedups,
     consumer_records,
     output_partitions,
+    sink_flag,
     visibility_gate,
 )
 from recovery_lib.job.spec import JobSpec, resolve_job
@@ -55,8 +59,6 @@ from recovery_lib.runtime.checkpoint import committed_offsets
 from recovery_lib.runtime.faults import (
     ARM_DIR_ENV,
     MIDPAUSE_ARM,
-    MIDPAUSE_PGID,
-    MIDPAUSE_WHERE,
     MIDWRITE_ARM,
     TASKFAIL_ARM,
     TORN_ARM,
@@ -91,14 +93,10 @@ HOOK_FAULTS = {
     "torn-write": (TORN_ARM, "torn.fired", True),
     "pause-mid-write": (MIDPAUSE_ARM, "midpause.fired", True),
 }
-# The sink modes an experiment's faulty run can use (io/sinks/modes.py); the oracle reads the
-# output as each mode's consumer does. (transactional needs a broker that hides aborted records.)
-SINKS = {
-    "at-least-once": "at_least_once",
-    "dedup": "dedup",
-    "release": "release",
-    "two-phase": "two_phase",
-}
+# The sink modes an experiment's faulty run can use (io/sinks/modes.py), by their command-line
+# spelling; the oracle reads the output as each mode's consumer does. (transactional needs a
+# broker that hides aborted records.)
+SINKS = {sink_flag(m): m for m in SINK_MODES if m not in NEEDS_BROKER_TRANSACTIONS}
 
 
 @dataclass
@@ -216,7 +214,7 @@ class _Run:
     collector: LatencyCollector
     t0: float  # start of the timed phase (monotonic, and wall clock ms)
     t0_ms: int
-    failures: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[InjectedFailure] = field(default_factory=list)
     not_injected: list[dict[str, Any]] = field(default_factory=list)
 
     def result(self) -> dict[str, Any]:
@@ -225,7 +223,7 @@ class _Run:
             "run_id": self.run_id,
             "out_topic": self.out_topic,
             "t0_ms": self.t0_ms,
-            "failures": self.failures,
+            "failures": [f.to_dict() for f in self.failures],
             "not_injected": self.not_injected,
             "samples": [s for s in self.collector.samples if s[0] >= self.t0_ms],  # no warm-up
             "restarts": [
@@ -446,7 +444,7 @@ class Experiment:
             elapsed = time.monotonic() - run.t0
             if due and elapsed >= due[0][0] and self._recovered(due[0][1], run.sup, run.arm_dir):
                 if run.failures:
-                    self._record_fired(run.failures[-1], run.arm_dir, run.t0_ms, rearm=True)
+                    run.failures[-1].settle(run.t0_ms, rearm=True)
                 run.failures.append(
                     self._inject(due[0][1], run.sup, run.arm_dir, elapsed, run.run_id)
                 )
@@ -470,11 +468,11 @@ class Experiment:
         """Phase 5: whether and when the last armed hook fired (said for every failure)."""
         if not run.failures:
             return
-        self._record_fired(run.failures[-1], run.arm_dir, run.t0_ms, rearm=False)
+        run.failures[-1].settle(run.t0_ms, rearm=False)
         for failure in run.failures:
-            if failure.get("fired") is False:
+            if failure.status is FailureStatus.NOT_FIRED:
                 self.progress(
-                    f"[{run.name}] the {failure['kind']} failure armed at {failure['at_s']} s "
+                    f"[{run.name}] the {failure.kind} failure armed at {failure.at_s} s "
                     "never fired (no batch reached the armed point): the verdict will be "
                     "inconclusive; use more input per batch or another failure kind"
                 )
@@ -494,54 +492,25 @@ class Experiment:
             return bool(state and cluster_mod.executor_pids(state))
         return True
 
-    @staticmethod
-    def _record_fired(failure: dict[str, Any], arm_dir: Path, t0_ms: int, rearm: bool) -> None:
-        """A hook fires later than it is armed: record when it fired; before the next failure,
-        disarm it (arm file and marker) so that it fires again only when armed again."""
-        name = failure.pop("_marker", None)
-        armed = failure.pop("_arm", None)
-        arm_dir = Path(failure.pop("_dir", arm_dir))
-        if name is None:
-            return
-        marker = arm_dir / name
-        if marker.exists():
-            failure["fired"] = True
-            failure["fired_ms"] = int(marker.stat().st_mtime * 1000)
-            failure["at_s"] = round((failure["fired_ms"] - t0_ms) / 1000, 2)
-            if rearm:
-                marker.unlink()
-                (arm_dir / MIDPAUSE_PGID).unlink(missing_ok=True)
-                (arm_dir / MIDPAUSE_WHERE).unlink(missing_ok=True)
-                if armed:
-                    (arm_dir / armed).unlink(missing_ok=True)
-        else:
-            failure["fired"] = False
-            failure.pop("fired_ms", None)
-
     def _inject(
         self, kind: str, sup: JobSupervisor, arm_dir: Path, elapsed: float, run_id: str
-    ) -> dict[str, Any]:
+    ) -> InjectedFailure:
         at_ms = now_ms()
         # Signals fire when sent; armed hooks (mid-write, task-retry) when a task reaches them.
-        failure: dict[str, Any] = {
-            "kind": kind,
-            "at_s": round(elapsed, 2),
-            "fired": True,
-            "fired_ms": at_ms,
-        }
+        failure = InjectedFailure(kind, round(elapsed, 2), FailureStatus.FIRED, at_ms)
         self.progress(f"injecting {kind} at {elapsed:.1f} s")
         if kind == "driver-kill":
             if not sup.is_ready():  # nothing to kill: the job is not up
-                failure["fired"] = False
+                failure.status, failure.fired_ms = FailureStatus.NOT_FIRED, None
             sup.kill_group(signal.SIGKILL)
         elif kind in HOOK_FAULTS:
             armed, fired, after_rows = HOOK_FAULTS[kind]
             target = sup.fault_dir(arm_dir)  # a replica set: the victim replica's
             arm(target, armed, f"rows={self.cfg.midwrite_rows}" if after_rows else "")
-            failure["_marker"], failure["_arm"], failure["_dir"] = fired, armed, str(target)
-            failure["fired"] = None  # known once the hook fires (or not)
+            failure.hook = ArmedHook(target, armed, fired)
+            failure.status, failure.fired_ms = FailureStatus.ARMED, None  # until it fires
             if kind == "pause-mid-write":
-                failure["pause_s"] = self.cfg.pause_s
+                failure.pause_s = self.cfg.pause_s
                 threading.Thread(
                     target=resume_when_paused,
                     args=(target, self.cfg.pause_s, self.cfg.duration_s),
@@ -556,11 +525,11 @@ class Experiment:
                 import os
 
                 os.kill(pid, signal.SIGKILL)
-            failure["pids"] = pids
+            failure.pids = pids
         elif kind == "pause":
             threading.Thread(target=sup.pause, args=(self.cfg.pause_s,), daemon=True).start()
-            failure["pause_s"] = self.cfg.pause_s
-        self.store.event(run_id, "failure_injected", failure, at_ms)
+            failure.pause_s = self.cfg.pause_s
+        self.store.event(run_id, "failure_injected", failure.to_dict(), at_ms)
         return failure
 
     def _warm_up(self, sup: JobSupervisor, name: str) -> int:
@@ -648,7 +617,7 @@ class Experiment:
         samples = faulty["samples"]
         latencies = sorted(lat for _, lat in samples)
         failures = faulty["failures"]
-        failure_ms = failures[0]["fired_ms"] if failures else None
+        failure_ms = failures[0].get("fired_ms") if failures else None
         restarts = faulty["restarts"]
         result = {
             "experiment": self.id,
@@ -660,7 +629,7 @@ class Experiment:
             "duration_s": cfg.duration_s,
             "sink": cfg.sink,
             "cluster": cfg.cluster,
-            "failures": [{k: v for k, v in f.items() if not k.startswith("_")} for f in failures],
+            "failures": failures,
             "not_injected": faulty["not_injected"],
             "events": self.events,
             "throughput_eps": round(self.events / max(faulty["elapsed_s"], 1e-9), 1),

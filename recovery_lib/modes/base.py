@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recovery_lib.io.sinks.modes import sink_flag
 from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec
 from recovery_lib.runtime.launch import JobLaunch, ProcessMode
@@ -39,13 +40,9 @@ class Surface:
     prefix: str = ""
 
 
-def _flag(mode: str) -> str:
-    return mode.replace("_", "-")
-
-
 # The experiment's command line (recovery experiment run ...).
 COMMAND_LINE = Surface(
-    sink=lambda m: f"use --sink {_flag(m)}",
+    sink=lambda m: f"use --sink {sink_flag(m)}",
     process=lambda m: f"use --mode {m}",
     local="leave out --cluster",
     release_fix="Use --mode causal (or standby), or --sink two-phase or dedup",

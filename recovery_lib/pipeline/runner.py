@@ -166,7 +166,7 @@ class PipelineRun:
         self.create_topics()
         for sup in self.supervisors.values():
             sup.start()
-        if self.spec.protocol == "coor":
+        if self.protocol.coordinated:
             self._coordinator = threading.Thread(
                 target=self._coordinate, name=f"coordinator-{self.spec.name}", daemon=True
             )
@@ -298,21 +298,7 @@ class PipelineRun:
 
 def needed_from(run: PipelineRun) -> dict[str, int]:
     """Per stage, the oldest batch a recovery can roll it back to (INITIAL: from scratch)."""
-    from recovery_lib.runtime.checkpoint import last_committed
-
-    view = run.view
-    names = [s.name for s in view.stages]
-    if run.spec.protocol == "coor":
-        from recovery_lib.protocols.coordinated import global_checkpoint
-
-        found = global_checkpoint(view.protocol_dir, view.checkpoints)
-        return dict(found[1]) if found else dict.fromkeys(names, INITIAL)
-    if run.spec.protocol == "none":
-        return {n: (last_committed(view.checkpoints[n]) or INITIAL) for n in names}
-    from recovery_lib.protocols.recovery_line import recovery_line
-
-    line = recovery_line(view.graph(), set(names), strict=view.strict)
-    return {n: p.index for n, p in line.points.items()}
+    return run.protocol.needed_from(run.view)
 
 
 def snapshot(run: PipelineRun) -> dict[str, Any]:
@@ -351,7 +337,7 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
         "invalid_strict": len(invalid_checkpoints(graph, True, current)),
         "recoveries": len(run.recoveries),
     }
-    if run.spec.protocol == "coor":
+    if run.protocol.coordinated:
         from recovery_lib.protocols.coordinated import global_checkpoint
 
         found = global_checkpoint(view.protocol_dir, view.checkpoints)

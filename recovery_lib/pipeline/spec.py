@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from recovery_lib.job.spec import JobSpec, resolve_job
+from recovery_lib.protocols.base import protocol
 
 STAGE_REF = "stage:"
 
@@ -53,8 +54,9 @@ class StageSpec(BaseModel):
 
 class PipelineSpec(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_]+$")
-    # none: each query alone, as Spark does (the baseline)
-    protocol: Literal["none", "coor", "unc", "cic"] = "unc"
+    # A checkpoint protocol of protocols/base.py PROTOCOLS; none: each query alone, as Spark
+    # does (the baseline)
+    protocol: str = "unc"
     stages: list[StageSpec] = Field(min_length=1)
     # UNC / CIC: a checkpoint per this many seconds (0: every committed batch is one).
     checkpoint_interval_s: float = Field(default=0.0, ge=0)
@@ -67,6 +69,12 @@ class PipelineSpec(BaseModel):
     rollback: Literal["local", "strict"] = "local"
     # COOR on a cycle: the feedback topics no stage aligns on (see protocols/coordinated.py).
     unaligned: list[str] = Field(default_factory=list)
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, value: str) -> str:
+        protocol(value)  # raises naming the protocols there are
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> PipelineSpec:
@@ -90,7 +98,7 @@ class PipelineSpec(BaseModel):
         outputs = [self.output_topic(s) for s in self.stages]
         if len(set(outputs)) != len(outputs):
             raise ValueError(f"pipeline {self.name}: two stages write the same topic {outputs}")
-        if self.protocol == "coor" and self.feedback_topics(skip=set(self.unaligned)):
+        if protocol(self.protocol).coordinated and self.feedback_topics(skip=set(self.unaligned)):
             raise ValueError(
                 f"pipeline {self.name} has a cycle through {sorted(self.feedback_topics())}: "
                 "aligned COOR deadlocks there (a stage would wait for a marker that only comes "

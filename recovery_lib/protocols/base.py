@@ -87,6 +87,12 @@ class RecoveryPlan:
 class CheckpointProtocol(ABC):
     name: str = ""
     cut_policy: str = "free"
+    # COOR: a coordinator writes markers into the sources and stages align on them; the
+    # pipeline's recovery point is the newest complete global checkpoint (an epoch).
+    coordinated = False
+    # CIC: the commit hook keeps the clocks the cut policy computed for each batch.
+    keeps_clocks = False
+    baseline = False  # Spark alone, no protocol: what the others are normalised to
 
     def source_options(self, view: PipelineView, stage: str) -> dict[str, str]:
         """Options every input source of ``stage`` gets."""
@@ -102,6 +108,9 @@ class CheckpointProtocol(ABC):
         return {
             "commitHook": COMMIT_HOOK,
             "protocol": self.name,
+            # What the commit hook does beside recording the checkpoint (protocols/hooks.py).
+            "checkpointOnEpochs": str(self.coordinated).lower(),
+            "keepClocks": str(self.keeps_clocks).lower(),
             "protocolDir": str(view.protocol_dir),
             "protocolStage": stage,
             "stageCheckpoint": str(view.checkpoints[stage]),
@@ -111,6 +120,13 @@ class CheckpointProtocol(ABC):
     @abstractmethod
     def plan(self, view: PipelineView, failed: set[str]) -> RecoveryPlan:
         """Which stages roll back where after ``failed`` died."""
+
+    def needed_from(self, view: PipelineView) -> dict[str, int]:
+        """Per stage, the oldest batch a recovery can roll it back to (INITIAL: from scratch):
+        the recovery line of every stage failed."""
+        names = {s.name for s in view.stages}
+        line = recovery_line(view.graph(), names, strict=view.strict)
+        return {n: p.index for n, p in line.points.items()}
 
 
 class Uncoordinated(CheckpointProtocol):
@@ -147,6 +163,7 @@ class CommunicationInduced(Uncoordinated):
 
     name = "cic"
     cut_policy = "recovery_lib.protocols.communication_induced:ForcedCut"
+    keeps_clocks = True
 
     def source_options(self, view: PipelineView, stage: str) -> dict[str, str]:
         return {
@@ -170,6 +187,15 @@ class Coordinated(CheckpointProtocol):
     epoch all of them committed (coordinated.py)."""
 
     name = "coor"
+    coordinated = True
+
+    def needed_from(self, view: PipelineView) -> dict[str, int]:
+        """The newest complete global checkpoint: every stage rolls back to it together."""
+        from recovery_lib.protocols.coordinated import global_checkpoint
+
+        found = global_checkpoint(view.protocol_dir, view.checkpoints)
+        return dict(found[1]) if found else dict.fromkeys((s.name for s in view.stages), INITIAL)
+
     cut_policy = "recovery_lib.protocols.coordinated:MarkerCut"
 
     def aligned(self, view: PipelineView, stage: str) -> list[str]:
@@ -204,6 +230,7 @@ class SparkOnly(CheckpointProtocol):
     baseline the others are normalised to (its stages run no protocol hook)."""
 
     name = "none"
+    baseline = True
 
     def source_options(self, view: PipelineView, stage: str) -> dict[str, str]:
         return {}
@@ -213,6 +240,10 @@ class SparkOnly(CheckpointProtocol):
 
     def plan(self, view: PipelineView, failed: set[str]) -> RecoveryPlan:
         return RecoveryPlan(restart=set(failed), detail={"failed": sorted(failed)})
+
+    def needed_from(self, view: PipelineView) -> dict[str, int]:
+        """Each stage's own last commit: nobody computes a recovery line."""
+        return {s.name: last_commit(view, s.name) for s in view.stages}
 
 
 def last_commit(view: PipelineView, stage: str) -> int:
@@ -225,6 +256,8 @@ def last_commit(view: PipelineView, stage: str) -> int:
 PROTOCOLS: dict[str, CheckpointProtocol] = {
     p.name: p for p in (SparkOnly(), Coordinated(), Uncoordinated(), CommunicationInduced())
 }
+# The protocols of the CheckMate paper (every one but the baseline), in its order.
+CHECKMATE_PROTOCOLS = tuple(name for name, p in PROTOCOLS.items() if not p.baseline)
 
 
 def protocol(name: str) -> CheckpointProtocol:

@@ -45,7 +45,8 @@ class StageCommitHook:
 
     def __init__(self, options: Mapping[str, str]) -> None:
         opts = {k.lower(): v for k, v in options.items()}
-        self.protocol = opts.get("protocol", "unc")
+        self.on_epochs = opts.get("checkpointonepochs", "false") == "true"  # COOR
+        self.keep_clocks = opts.get("keepclocks", "false") == "true"  # CIC
         self.log = StageLog(opts["protocoldir"], opts["protocolstage"])
         self.protocol_dir = opts["protocoldir"]
         self.checkpoint = Path(opts["stagecheckpoint"])
@@ -62,12 +63,12 @@ class StageCommitHook:
             sent={self.topic: {str(p): o for p, o in sent.items()}},
             taken_ms=int(time.time() * 1000),
         )
-        if self.protocol == "coor":
+        if self.on_epochs:
             self._forward_epochs(record)
             record.checkpoint = bool(record.epochs)
         else:
             record.checkpoint = self._interval_elapsed(record)
-        if self.protocol == "cic":
+        if self.keep_clocks:
             self._advance_clocks(record)
         self.log.write(record)
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.metrics.recovery import DISTURBANCE_KEY
+from recovery_lib.protocols.base import CHECKMATE_PROTOCOLS
 from recovery_lib.reproduce.measured import Measured
 from recovery_lib.reproduce.papers import paper_rows
 
@@ -51,7 +52,7 @@ REPORT = f"docs/benchmarks/{REPORT_FILE}"
 PIPELINES = {"q1": "q1p", "q3": "q3p", "q8": "q8p", "q12": "q12p"}
 # Stages per pipeline (dags/pipelines.yaml); each is one local[2] Spark process.
 STAGES = {"q1p": 2, "q1p3": 3, "q3p": 3, "q8p": 3, "q12p": 2, "reach": 2}
-PROTOCOLS = ("coor", "unc", "cic")
+PROTOCOLS = CHECKMATE_PROTOCOLS
 
 # Tolerances of the agreement rules (each stated in the row's ``how``).
 RATIO_TOL = 0.1  # normalised MST and message overhead: within +-0.1 of the paper's

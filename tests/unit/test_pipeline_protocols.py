@@ -162,10 +162,14 @@ def test_the_global_checkpoint_is_the_newest_epoch_every_stage_committed(tmp_pat
 
 def hook(tmp_path: Path, protocol: str, monkeypatch, ends: dict, **extra):
     from recovery_lib.protocols import hooks
+    from recovery_lib.protocols.base import protocol as protocol_named
 
     monkeypatch.setattr(hooks, "topic_ends", lambda kafka, topic: dict(ends))
+    chosen = protocol_named(protocol)
     options = {
         "protocol": protocol,
+        "checkpointOnEpochs": str(chosen.coordinated).lower(),
+        "keepClocks": str(chosen.keeps_clocks).lower(),
         "protocolDir": str(tmp_path / "protocol"),
         "protocolStage": "s",
         "stageCheckpoint": str(tmp_path / "ck"),

@@ -22,6 +22,13 @@ from recovery_lib.io.sinks.commit_gate import CommitGate, CommittedReader
 from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
 
 SINK_MODES = ("at_least_once", "dedup", "release", "two_phase", "transactional")
+# Modes whose consumer relies on the broker hiding aborted transactions (tansu does not).
+NEEDS_BROKER_TRANSACTIONS = frozenset({"transactional"})
+
+
+def sink_flag(mode: str) -> str:
+    """How the command line spells a mode (``two-phase``)."""
+    return mode.replace("_", "-")
 
 
 def sink_mode(name: str) -> str:
