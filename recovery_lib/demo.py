@@ -24,9 +24,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.io.sinks.dedup_reader import DedupReader, read_topic
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.settings import get_settings
+from recovery_lib.spark.session import build_session, stop_session
 
 
 @dataclass
@@ -78,8 +81,6 @@ def run_demo(events: int = 50_000, console: Console | None = None) -> DemoResult
     import duckdb
 
     from jobs.event_counts import EventCountsOptions, build_queries
-    from recovery_lib.io.sinks.dedup_reader import DedupReader, read_topic
-    from recovery_lib.spark.session import build_session, stop_session
 
     console = console or Console()
     settings = get_settings()
@@ -157,7 +158,6 @@ def run_recovery_demo(
     console: Console, rate: float = 1_000, duration_s: float = 30, fail_at_s: float = 8
 ) -> list[RecoveryDemoRow]:
     """The prices pipeline, native then causal, each killed mid-write once."""
-    from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 
     settings = get_settings()
     rows = []

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import statistics
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.job.spec import resolve_job
+from recovery_lib.metrics.store import read_frame
+from recovery_lib.ops.config import load_jobs
+from recovery_lib.pipeline.spec import get_pipeline
 
 # The share of records held by the hottest 1 % of keys above which input counts as skewed
 # (CheckMate's hot-item runs put 10-30 % of records on the hot items).
@@ -54,7 +62,6 @@ class Facts:
 
 
 def job_facts(name: str, **kw: object) -> Facts:
-    from recovery_lib.job.spec import resolve_job
 
     spec = resolve_job(name)
     contract = spec.contract
@@ -68,7 +75,6 @@ def job_facts(name: str, **kw: object) -> Facts:
 
 
 def pipeline_facts(name: str, **kw: object) -> Facts:
-    from recovery_lib.pipeline.spec import get_pipeline
 
     pipeline = get_pipeline(name)
     specs = [s.spec() for s in pipeline.stages]
@@ -86,7 +92,6 @@ def pipeline_facts(name: str, **kw: object) -> Facts:
 def sample_skew(topics: Iterable[str], limit: int = 20_000) -> Skew | None:
     """Key skew of up to ``limit`` records per topic, read from the start; None when the
     topics hold no record."""
-    from recovery_lib.io.sinks.dedup_reader import read_topic
 
     keys: list[bytes | str | None] = []
     for topic in topics:
@@ -133,11 +138,8 @@ _NEWEST_BATCHES = """
 def running_load(job: str, store_path: Path, batches: int = 20) -> Load | None:
     """The input rate (median over the newest run's last ``batches`` batches with input) and
     state size of the newest run of ``job``; None when the store has none."""
-    import statistics
 
     import pandas as pd
-
-    from recovery_lib.metrics.store import read_frame
 
     if not store_path.exists():
         return None
@@ -159,7 +161,6 @@ def running_load(job: str, store_path: Path, batches: int = 20) -> Load | None:
 def measured_mst(query: str, reports_dir: Path) -> tuple[float, str] | None:
     """The lowest MST any NexMark benchmark report measured for ``query`` (the conservative
     one), and the report's file name; None when no report measured it."""
-    import json
 
     found: list[tuple[float, str]] = []
     for path in sorted(reports_dir.glob("bench_nexmark*.json")):
@@ -189,7 +190,6 @@ def measured_job_facts(
 ) -> Facts:
     """A job's facts with its load: ``name`` is a job (module:attr, or a name of jobs/) or a
     job of the jobs file, whose newest run the metrics store is searched for."""
-    from recovery_lib.job.spec import resolve_job
 
     entry = jobs_file_entry(name)
     spec_name = entry.job_ref if entry is not None else name
@@ -200,7 +200,6 @@ def measured_job_facts(
 
 def jobs_file_entry(name: str):  # noqa: ANN201 - a StreamJob of the jobs file, or None
     """The jobs file's entry called ``name``, if there is a jobs file and it has one."""
-    from recovery_lib.ops.config import load_jobs
 
     try:
         return load_jobs().get(name)

@@ -33,6 +33,7 @@ from recovery_lib.advisor.facts import SKEW_HOT_SHARE, Facts, Load
 from recovery_lib.bench.compare_bench import comparison_reports
 from recovery_lib.modes import REFERENCE_MODE, get_mode, mode_names, outage_ladder
 from recovery_lib.reproduce.measured import Measured, load_report
+from recovery_lib.reproduce.report import extractor
 
 # Single-job modes from cheapest to dearest (the registry's outage ladder), and the masking
 # run that measures each one's gap.
@@ -226,7 +227,6 @@ def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
 
 
 def _checkmate(reports_dir: Path) -> dict[str, list[Measured]]:
-    from recovery_lib.reproduce.report import extractor
 
     rows: dict[str, list[Measured]] = {}
     for m in extractor("checkmate")(reports_dir):

@@ -30,12 +30,16 @@ from typing import Any
 from rich.console import Console
 
 from recovery_lib.bench.nexmark_bench import NexmarkBench, input_share
+from recovery_lib.causal.driver import enable
 from recovery_lib.job import JobOptions, write_output
+from recovery_lib.job.spec import resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
+from recovery_lib.runtime.price_service import PriceService
 from recovery_lib.settings import get_settings
+from recovery_lib.spark.session import build_session
 
 PIPELINES = ("q12", "prices")
 VARIANTS = ("off", "kafka", "output")
@@ -47,7 +51,6 @@ def variants_for(pipeline: str) -> tuple[str, ...]:
 
 
 def _builder(pipeline: str, price_url: str | None) -> Any:
-    from recovery_lib.job.spec import resolve_job
 
     build = resolve_job(pipeline).build
 
@@ -70,7 +73,6 @@ def capacity(
     tag: str,
 ) -> float:
     """Input rows per busy second over the whole backlog (available-now, fixed batch size)."""
-    from recovery_lib.causal.driver import enable
 
     opts = JobOptions(
         query=pipeline,
@@ -103,8 +105,6 @@ def run_causal_bench(
     batch_events: int = 20_000,
     latency_duration_s: float = 30.0,
 ) -> dict[str, Any]:
-    from recovery_lib.runtime.price_service import PriceService
-    from recovery_lib.spark.session import build_session
 
     pipelines = pipelines or list(PIPELINES)
     for p in pipelines:

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -33,8 +34,12 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.cec.log import OutputLog
+from recovery_lib.cec.records import LogRecord, RecordKind
+from recovery_lib.cec.recovery import eventual_checkpoint
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.store import MetricsStore, read_frame
 from recovery_lib.modes import get_mode
 from recovery_lib.settings import get_settings
@@ -352,7 +357,6 @@ def run_cec_bench(
 
 def _first_share(topic: str, share: float) -> dict[int, int]:
     """Per partition, ``share`` of its records: where the first process stops."""
-    from recovery_lib.kafka.tail_probe import TailProbe
 
     settings = get_settings()
     probe = TailProbe(
@@ -393,11 +397,6 @@ def ec_load_sweep(
     log per extent, ``open_windows`` G_open records at its oldest end and results of other
     windows after them, so the backward scan must read ``extent`` records to find every
     footprint; the median of ``repeats`` scans per extent."""
-    import statistics
-
-    from recovery_lib.cec.log import OutputLog
-    from recovery_lib.cec.records import LogRecord, RecordKind
-    from recovery_lib.cec.recovery import eventual_checkpoint
 
     admin = TopicAdmin(client_config())
     out = []

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import time
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,11 +35,17 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.protocol_bench import Trial, run_trial
+from recovery_lib.cec.spark import CECPlan
+from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.job.spec import resolve_job
 from recovery_lib.metrics.recovery import output_gap_s, p99_around, recovery_time_s
 from recovery_lib.metrics.resources import ResourceSampler, during_run
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.modes import get_mode
+from recovery_lib.pipeline.spec import get_pipeline, load_pipelines
 from recovery_lib.protocols.base import CHECKMATE_PROTOCOLS
+from recovery_lib.settings import get_settings
 
 PROTOCOLS = CHECKMATE_PROTOCOLS
 
@@ -100,10 +107,6 @@ def failure_figures(samples: list[tuple[int, int]], failure_ms: int | None) -> d
 def builds_cec_aggregate(job: str) -> bool | None:
     """Whether the job's build is annotated to return a CEC aggregate (None: not annotated, so
     only running it tells)."""
-    import typing
-
-    from recovery_lib.cec.spark import CECPlan
-    from recovery_lib.job.spec import resolve_job
 
     try:
         returns = typing.get_type_hints(resolve_job(job).build).get("return")
@@ -116,7 +119,6 @@ def builds_cec_aggregate(job: str) -> bool | None:
 
 def pipeline_of(job: str) -> str | None:
     """The first pipeline of the pipelines file whose last stage runs ``job``."""
-    from recovery_lib.pipeline.spec import load_pipelines
 
     for name, spec in load_pipelines().items():
         if spec.stages[-1].job == job:
@@ -168,7 +170,6 @@ class CompareBench:
     def _experiment(self, variant: Variant, sampler: ResourceSampler) -> dict[str, Any]:
         """The variant as an experiment; ``sampler`` measures its faulty run only (the
         reference run is native for every variant)."""
-        from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 
         cfg = self.cfg
         mode = get_mode(variant.mode)
@@ -224,8 +225,6 @@ class CompareBench:
         }
 
     def _protocol(self, variant: Variant) -> dict[str, Any]:
-        from recovery_lib.bench.protocol_bench import Trial, run_trial
-        from recovery_lib.settings import get_settings
 
         cfg = self.cfg
         pipeline = cfg.pipeline or pipeline_of(cfg.job)
@@ -234,7 +233,6 @@ class CompareBench:
                 "not_applicable": f"no pipeline of the pipelines file ends in job {cfg.job}: a "
                 "checkpoint protocol coordinates several stages (alone, a job recovers as native)"
             }
-        from recovery_lib.pipeline.spec import get_pipeline
 
         spec = get_pipeline(pipeline)
         last = spec.stages[-1].name

@@ -21,10 +21,12 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 
+from recovery_lib.io.sinks.dedup_reader import DedupReader
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.stats import percentile
+from recovery_lib.spark.session import build_session
 
 PAYLOAD = b"x" * 100
 PARTITIONS = 4
@@ -112,8 +114,6 @@ def _spark_rate(
 def _latency(spark: Any, workdir: Path, rate: float, seconds: float) -> dict:
     from pyspark.sql import functions as F
 
-    from recovery_lib.io.sinks.dedup_reader import DedupReader
-
     admin = TopicAdmin()
     src, out = f"bench.lat.{uuid.uuid4().hex[:6]}", f"bench.latout.{uuid.uuid4().hex[:6]}"
     admin.create(src, 1)
@@ -187,7 +187,6 @@ def run_io_bench(
     latency_rate: float = 10.0,
     latency_seconds: float = 30.0,
 ) -> dict:
-    from recovery_lib.spark.session import build_session
 
     console = console or Console()
     out = Path(out_prefix)

@@ -29,9 +29,17 @@ from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.listener import MetricsListener, TerminationAwareListener
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore
-from recovery_lib.nexmark.config import GeneratorConfig
+from recovery_lib.nexmark.config import (
+    AUCTION_PROPORTION,
+    BID_PROPORTION,
+    PERSON_PROPORTION,
+    TOTAL_PROPORTION,
+    GeneratorConfig,
+)
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.nexmark.queries import get_query
+from recovery_lib.settings import get_settings
+from recovery_lib.spark.session import build_session
 
 BOUNDED_SLOPE = 0.10  # lag growth per second, as a fraction of the rate
 MAX_BOUNDED_DRAIN_S = 10.0  # after the input stops, the query must catch up within this
@@ -326,12 +334,6 @@ QUERY_INPUTS = {"q3": ("persons", "auctions"), "q8": ("persons", "auctions")}
 
 def input_share(query: str) -> float:
     """Fraction of generated events the query reads (bids are 46 of every 50 events)."""
-    from recovery_lib.nexmark.config import (
-        AUCTION_PROPORTION,
-        BID_PROPORTION,
-        PERSON_PROPORTION,
-        TOTAL_PROPORTION,
-    )
 
     sizes = {"persons": PERSON_PROPORTION, "auctions": AUCTION_PROPORTION, "bids": BID_PROPORTION}
     return sum(sizes[k] for k in QUERY_INPUTS.get(query, ("bids",))) / TOTAL_PROPORTION
@@ -373,8 +375,6 @@ def run_nexmark_bench(
     metrics_path: str | None = None,
     overhead: bool = True,
 ) -> dict[str, Any]:
-    from recovery_lib.settings import get_settings
-    from recovery_lib.spark.session import build_session
 
     for q in queries:
         get_query(q)  # fail fast on an unknown name

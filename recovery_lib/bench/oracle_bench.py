@@ -29,6 +29,7 @@ from recovery_lib.io.sinks.ids import ID_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import BULK_READS, client_config
 from recovery_lib.verify.contract import ConsistencyContract, Fields, KeyTotals
+from recovery_lib.verify.oracle import judge_topics
 
 PARTITIONS = 4
 SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
@@ -154,7 +155,6 @@ def plain_read_parallel(config: dict[str, str], topics: list[str]) -> dict[str, 
 
 def judged(config: dict[str, str], agreement: str, run: str, reference: str) -> dict[str, Any]:
     """One judgement of ``run`` against ``reference`` under the named agreement."""
-    from recovery_lib.verify.oracle import judge_topics
 
     timings: dict[str, float] = {}
     started = time.perf_counter()

@@ -40,10 +40,22 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.broker import broker_for_run
+from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.headers import CIC_HEADER
+from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.recovery import DISTURBANCE_KEY, disturbance_s
 from recovery_lib.metrics.stats import percentile
+from recovery_lib.metrics.store import read_frame
+from recovery_lib.nexmark.reference import compare, load_events, reference_rows
+from recovery_lib.pipeline.runner import PipelineRun
+from recovery_lib.pipeline.spec import PipelineSpec, get_pipeline
 from recovery_lib.protocols.base import CHECKMATE_PROTOCOLS, PROTOCOLS
+from recovery_lib.protocols.recovery_line import invalid_checkpoints
+from recovery_lib.settings import get_settings
+from recovery_lib.verify.contract import Output
 
 REFERENCE = {"q1p": "q1", "q1p3": "q1", "q3p": "q3", "q8p": "q8"}
 
@@ -87,7 +99,6 @@ class Trial:
 def _fresh_spec(trial: Trial, prefix: str) -> Any:
     """The file's pipeline under ``trial.protocol``, reading ``prefix``'s topics, with a
     unique name (so its topics are fresh)."""
-    from recovery_lib.pipeline.spec import PipelineSpec, get_pipeline
 
     base = get_pipeline(trial.pipeline)
     stages = []
@@ -135,7 +146,6 @@ class _Input:
             self.config = GeneratorConfig(topic_prefix=prefix, partitions=2, **extra)
 
     def create(self) -> None:
-        from recovery_lib.kafka.admin import TopicAdmin
 
         if self.reach:
             admin = TopicAdmin()
@@ -164,12 +174,10 @@ class _Input:
         query = REFERENCE.get(self.trial.pipeline)
         if query is None:
             return None
-        from recovery_lib.nexmark.reference import load_events, reference_rows
 
         return len(reference_rows(load_events(self.config, self.trial.events), query))
 
     def verdict(self, outputs: list[Any]) -> dict[str, Any]:
-        from recovery_lib.verify.contract import Output
 
         values = [Output.decode(r.id, r.key, r.value) for r in outputs]
         if self.reach:
@@ -193,7 +201,6 @@ class _Input:
             view = InputView({"bids": self.config.bids_topic})
             result = BidsCountedOnce().check(values, view)
             return {"ok": result.ok, "violations": dict(result.violations)}
-        from recovery_lib.nexmark.reference import compare, load_events, reference_rows
 
         expected = reference_rows(load_events(self.config, self.trial.events), query)
         comparison = compare([v.value for v in values], expected)
@@ -208,9 +215,6 @@ def run_trial(
 ) -> dict[str, Any]:
     """One trial on fresh topics; with ``keep_samples`` the result carries the raw (visible ms,
     latency ms) samples as ``_samples`` (for a caller's own figures; not for a report)."""
-    from recovery_lib.io.sinks.dedup_reader import read_topic
-    from recovery_lib.metrics.latency import LatencyCollector
-    from recovery_lib.pipeline.runner import PipelineRun
 
     prefix = f"pb{uuid.uuid4().hex[:8]}"
     source = _Input(trial, prefix)
@@ -309,8 +313,6 @@ def run_trial(
 def _close_windows(run: Any, source: _Input, ticks: Any, collector: Any) -> None:
     """Send the job's closing ticks into the pipeline's source topic, then wait for quiet."""
     from confluent_kafka import Producer
-
-    from recovery_lib.kafka.clients import client_config
 
     topic = source.topic(ticks.input)
     producer = Producer(client_config())
@@ -420,9 +422,6 @@ def _recovery(run: Any) -> dict[str, Any]:
 
 
 def _protocol_figures(run: Any, spec: Any, metrics: Path) -> dict[str, Any]:
-    from recovery_lib.io.sinks.dedup_reader import read_topic
-    from recovery_lib.metrics.store import read_frame
-    from recovery_lib.protocols.recovery_line import invalid_checkpoints
 
     view = run.view
     graph = view.graph()
@@ -608,8 +607,6 @@ def run_protocol_bench(
     With ``merge`` an existing report keeps every other trial and its MST searches, which
     the paced trials run now reuse (so all of a suite's trials share one MST; delete a
     pipeline's ``mst`` entry to search again)."""
-    from recovery_lib.kafka.broker import broker_for_run
-    from recovery_lib.settings import get_settings
 
     unknown = [s for s in suites if s not in SUITES]
     if unknown:

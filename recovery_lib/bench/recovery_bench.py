@@ -24,9 +24,12 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.nexmark_bench import NexmarkBench
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.runtime import cluster as cluster_mod
 from recovery_lib.settings import get_settings
+from recovery_lib.spark.session import build_session
 
 PLACEMENTS = ("local", "cluster")
 MST_SHARE = 0.8
@@ -50,9 +53,6 @@ def search_mst(
     max_rate: float,
 ) -> dict[str, dict[str, Any]]:
     """The bounded-lag MST search of the NexMark bench, with the session on ``master``."""
-    from recovery_lib.bench.nexmark_bench import NexmarkBench
-    from recovery_lib.metrics.store import MetricsStore
-    from recovery_lib.spark.session import build_session
 
     settings = get_settings()
     workdir = settings.home / "bench" / f"mst-{uuid.uuid4().hex[:6]}"

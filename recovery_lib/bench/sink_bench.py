@@ -38,6 +38,7 @@ from recovery_lib.metrics.stats import percentile
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.settings import get_settings
+from recovery_lib.spark.session import build_session
 
 SINKS = ("at_least_once", "release", "two_phase")
 # What the paper's goal compares: release within 10 % of at-least-once at every interval.
@@ -159,7 +160,6 @@ def run_sink_bench(
     console: Console,
     warmup_s: float = 8.0,
 ) -> dict[str, Any]:
-    from recovery_lib.spark.session import build_session
 
     for job in jobs:
         spec = resolve_job(job)  # fail fast on an unknown name

@@ -19,13 +19,16 @@ bytes shipped per round against the state bytes that changed and the whole state
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.recovery_bench import MST_SHARE, search_mst
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.settings import get_settings, reload_settings
 
 PARTS = ("compare", "sizes", "takeovers")
 
@@ -142,8 +145,6 @@ class StandbyBench:
 
     def search_rates(self, queries: list[str], start: float = 8_000) -> dict[str, float]:
         """80 % of each query's MST, searched now (the state store of this run's settings)."""
-        from recovery_lib.bench.recovery_bench import MST_SHARE, search_mst
-        from recovery_lib.settings import get_settings
 
         settings = get_settings()
         found = search_mst(queries, settings.spark_master, self.console, start, 1.5, 20.0, 200_000)
@@ -207,9 +208,6 @@ class StandbyBench:
     def takeovers(
         self, queries: list[str], rate: dict[str, float], repeat: int, every_s: float
     ) -> None:
-        import os
-
-        from recovery_lib.settings import reload_settings
 
         # Consistency, not recovery time, is measured here: replace each standby soon after a
         # takeover so that the next failure finds one.

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQueryListener
 
 from recovery_lib.causal.log import CausalConfig, open_log
+from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.runtime.checkpoint import batch_ids
 
 
@@ -29,7 +30,6 @@ def uncommitted_batch(checkpoint: str | Path) -> int:
 
 def enable(spark: Any, config: CausalConfig, checkpoint: str | Path) -> int:
     """Call before ``writeStream.start()``; returns the batch that will be replayed (or -1)."""
-    from recovery_lib.kafka.admin import TopicAdmin
 
     if config.storage == "kafka":
         TopicAdmin(config.kafka).create(config.topic, 1)

@@ -40,8 +40,11 @@ from recovery_lib.causal.determinants import (
     decode_runs,
     encode_runs,
 )
+from recovery_lib.io.client_cache import cached
 from recovery_lib.io.hooks import load_hook
+from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.fences import FenceFilter
+from recovery_lib.io.sinks.ids import DET_HEADER
 from recovery_lib.kafka.control_topic import ControlTopic
 from recovery_lib.kafka.headers import EPOCH_HEADER
 
@@ -237,8 +240,6 @@ class KafkaDeterminantLog(DeterminantLog):
     def _producer(self):  # noqa: ANN202
         from confluent_kafka import Producer
 
-        from recovery_lib.io.client_cache import cached
-
         conf = {**self.config.kafka, "enable.idempotence": "true", "linger.ms": "0"}
         return cached("producer:determinants", conf, lambda c: Producer(c))
 
@@ -314,7 +315,6 @@ class KafkaDeterminantLog(DeterminantLog):
 
     def truncate(self, committed_batch: int) -> int:
         """Low-water mark = the first record of any batch after ``committed_batch``."""
-        from recovery_lib.io.sinks.dedup_reader import read_topic
 
         mark = TruncationMark.load(self.config.state_dir)
         if committed_batch <= mark.batch:
@@ -379,8 +379,6 @@ class OutputCarriedLog(DeterminantLog):
         return blob
 
     def _carriers(self, start: dict[int, int]):  # noqa: ANN202 - Iterator[(record, runs)]
-        from recovery_lib.io.sinks.dedup_reader import read_topic
-        from recovery_lib.io.sinks.ids import DET_HEADER
 
         for record in read_topic(self.config.output_topic, self.config.kafka, start=start):
             blob = dict(record.headers).get(DET_HEADER)

@@ -26,6 +26,7 @@ without a wrapper (``current``, ``pandas_udf``, ``foreach_batch``) need storage 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import typing
 from collections.abc import Callable, Iterator
@@ -35,6 +36,8 @@ from recovery_lib.causal.determinants import DeterminantError, StreamKey
 from recovery_lib.causal.log import CausalConfig, DeterminantLog, OutputCarriedLog, open_log
 from recovery_lib.causal.services import CausalContext
 from recovery_lib.io.sinks.ids import DET_COLUMN
+from recovery_lib.io.task import task_info
+from recovery_lib.runtime.faults import maybe_kill_after_log
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,6 @@ def _needs_replay(info: dict[str, Any], log: DeterminantLog, key: StreamKey) -> 
 
 def load_source(ref: str) -> Callable[[CausalConfig, StreamKey, DeterminantLog], Any]:
     """The determinant-source factory named ``module:attr``."""
-    import importlib
 
     module, _, attr = ref.partition(":")
     try:
@@ -65,7 +67,6 @@ def load_source(ref: str) -> Callable[[CausalConfig, StreamKey, DeterminantLog],
 
 
 def open_context(scope: str, config: CausalConfig, auto_flush: bool = False) -> CausalContext:
-    from recovery_lib.io.task import task_info
 
     info = task_info()
     batch = info["batch_id"] if info["batch_id"] is not None else -1
@@ -128,8 +129,6 @@ def current(scope: str, config: CausalConfig) -> CausalContext:
 
 
 def flushing(ctx: CausalContext, outputs: Iterator[Any]) -> Iterator[Any]:
-    from recovery_lib.runtime.faults import maybe_kill_after_log
-
     """``outputs`` with ``ctx``'s determinants made durable before each one leaves."""
     carrier = ctx.log if isinstance(ctx.log, OutputCarriedLog) else None
     for out in outputs:

@@ -12,6 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from recovery_lib.cec.records import KIND_HEADER, LazyRecord, LogRecord
+from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
 
@@ -41,7 +42,6 @@ class OutputLog:
     # -- recovery --------------------------------------------------------------------------
     def partitions(self) -> list[int]:
         """The log's partitions (one per shard)."""
-        from recovery_lib.kafka.admin import TopicAdmin
 
         return TopicAdmin(dict(self.config)).partitions(self.topic)
 

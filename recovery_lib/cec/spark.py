@@ -30,9 +30,16 @@ from typing import TYPE_CHECKING, Any
 from recovery_lib.cec.aggregate import AggregateSpec, CECAggregate
 from recovery_lib.cec.exceptions import InputTruncated
 from recovery_lib.cec.log import OutputLog
+from recovery_lib.cec.native import native_frame
 from recovery_lib.cec.operator import InputTuple
 from recovery_lib.cec.policy import CheckpointPolicy
 from recovery_lib.cec.windows import TimeWindows
+from recovery_lib.io.range_reader import read_range
+from recovery_lib.io.source import KafkaRange, SourceOptions, source_schema
+from recovery_lib.job.frames import read_json_input, write_output
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.runtime.checkpoint import source_offsets
+from recovery_lib.settings import get_settings
 from recovery_lib.verify.contract import ConsistencyContract, UniqueOutputs
 
 log = logging.getLogger(__name__)
@@ -70,8 +77,6 @@ class CECPlan:
         aggregate (cec/native.py) and the runtime's sink writes it."""
         if own_log:
             return start_query(self, opts, events)
-        from recovery_lib.cec.native import native_frame
-        from recovery_lib.job.frames import write_output
 
         return write_output(native_frame(self.rows, self.spec, opts), opts)
 
@@ -98,7 +103,6 @@ def json_fields(spec: AggregateSpec) -> Callable[[bytes], tuple[str, float, int]
 
 
 def policy_from_settings() -> CheckpointPolicy:
-    from recovery_lib.settings import get_settings
 
     s = get_settings()
     return CheckpointPolicy(
@@ -127,7 +131,6 @@ class CECBatchWriter:
     replayed_bytes: int = 0  # input bytes read by the last recovery's replay
 
     def _open(self) -> CECAggregate:
-        from recovery_lib.kafka.admin import TopicAdmin
 
         admin = TopicAdmin(self.opts.kafka)
         return CECAggregate(
@@ -185,7 +188,6 @@ class CECBatchWriter:
     def _batch_start(self, batch_id: int) -> dict[int, int]:
         """Where this batch starts per input partition: the previous batch's end in the
         offset log (nothing before batch 0)."""
-        from recovery_lib.runtime.checkpoint import source_offsets
 
         if batch_id == 0:
             return {}
@@ -196,9 +198,6 @@ class CECBatchWriter:
         """The input from T up to the batch's start, read with the source's range reader and
         parsed like the streaming side."""
         from pyspark.sql.types import StructType
-
-        from recovery_lib.io.range_reader import read_range
-        from recovery_lib.io.source import KafkaRange, SourceOptions, source_schema
 
         options = SourceOptions.parse({**self.opts.kafka_options(), "subscribe": self.plan_topic})
         schema = StructType.fromDDL(source_schema())
@@ -254,8 +253,6 @@ def cec_aggregate(
     """A CEC aggregate over JSON input ``input`` of ``schema`` (read through the source with
     its dead-letter path, like every job's input): what a job's ``build`` returns."""
     from pyspark.sql import functions as F
-
-    from recovery_lib.job.frames import read_json_input
 
     required = [spec.key, spec.value, *([spec.event_time] if spec.event_time else [])]
     events = read_json_input(spark, opts, input, schema, required)

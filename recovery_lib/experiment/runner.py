@@ -43,7 +43,7 @@ from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.latency import LatencyCollector
-from recovery_lib.metrics.recovery import output_gap_s, p99_around, recovery_time_s
+from recovery_lib.metrics.recovery import output_gap_s, p99_around, per_second_p50, recovery_time_s
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.modes import (
@@ -672,8 +672,6 @@ def timeline_chart(report: dict[str, Any], timeline: dict[str, Any], path: Path)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from recovery_lib.metrics.recovery import per_second_p50
 
     t0 = timeline["t0_ms"]
     samples = timeline["samples"]

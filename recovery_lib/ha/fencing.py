@@ -26,6 +26,9 @@ from typing import Any
 
 from recovery_lib.io.exceptions import WriterFenced
 from recovery_lib.io.sinks.fences import FENCE_HEADER, FenceFilter
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.clients import client_config
+from recovery_lib.settings import get_settings
 
 # Readers' side of fencing, defined by io (fence records, the filter); re-exported here.
 __all__ = ["FENCE_HEADER", "EpochStore", "FenceFilter", "FencedError", "epoch_guard"]
@@ -107,10 +110,6 @@ EPOCH_GUARD_HOOK = f"{__name__}:epoch_guard"
 def write_fences(topics: Iterable[str], epoch: int, config: Mapping[str, str] | None = None) -> int:
     """A fence record into every partition of ``topics``; returns how many were written."""
     from confluent_kafka import Producer
-
-    from recovery_lib.kafka.admin import TopicAdmin
-    from recovery_lib.kafka.clients import client_config
-    from recovery_lib.settings import get_settings
 
     config = dict(config) if config is not None else client_config()
     admin = TopicAdmin(config)

@@ -45,6 +45,7 @@ from recovery_lib.io.offsets import (
     Offsets,
 )
 from recovery_lib.io.range_reader import read_range
+from recovery_lib.io.sinks.kafka_sink import KafkaStreamWriter, SinkOptions
 from recovery_lib.io.source_options import (
     DEFAULT_DEAD_LETTER_TOPIC,
     HEADERS_TYPE,
@@ -86,7 +87,6 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(SourceOptions.parse(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):  # noqa: ANN201
-        from recovery_lib.io.sinks.kafka_sink import KafkaStreamWriter, SinkOptions
 
         return KafkaStreamWriter(SinkOptions.parse(self.options), schema)
 

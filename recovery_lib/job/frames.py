@@ -16,14 +16,17 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from recovery_lib.causal.operators import flushing, open_context, stamped
 from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK
 from recovery_lib.ha.standby.follow import FOLLOW_POLICY
-from recovery_lib.io.sinks.ids import CONTROL_HEADER, DET_COLUMN
+from recovery_lib.io.client_cache import cached
+from recovery_lib.io.sinks.ids import CONTROL_HEADER, DET_COLUMN, ID_HEADER
 from recovery_lib.io.source import SOURCE_NAME
+from recovery_lib.io.task import task_info
 from recovery_lib.job.options import JobOptions
 from recovery_lib.kafka.headers import INGEST_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
 from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
-from recovery_lib.runtime.faults import SINK_FAULT_HOOK
+from recovery_lib.runtime.faults import SINK_FAULT_HOOK, maybe_fail_task
 
 
 def _ingest_ms() -> Column:
@@ -133,7 +136,6 @@ def route_dead_letters(
         if clock_column is None:
             yield from _route(batches)
             return
-        from recovery_lib.causal.operators import flushing, open_context, stamped
 
         ctx = open_context(clock_column[1], causal)
         rows = (stamped(batch, clock_column[0], ctx) for batch in _route(batches))
@@ -141,11 +143,6 @@ def route_dead_letters(
 
     def _route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
-
-        from recovery_lib.io.client_cache import cached
-        from recovery_lib.io.sinks.ids import ID_HEADER
-        from recovery_lib.io.task import task_info
-        from recovery_lib.runtime.faults import maybe_fail_task
 
         maybe_fail_task(task_info()["attempt"])
         producer: Any = None

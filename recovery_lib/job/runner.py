@@ -13,9 +13,18 @@ import sys
 from typing import Any
 
 from recovery_lib.io.sinks.modes import output_partitions
+from recovery_lib.job.frames import write_output
 from recovery_lib.job.options import JobOptions
 from recovery_lib.job.spec import JobSpec, StartsItsQuery
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.metrics.listener import MetricsListener
+from recovery_lib.metrics.store import MetricsStore
+from recovery_lib.runtime.faults import mark_driver_process_group
+from recovery_lib.runtime.heartbeat import HeartbeatWriter
 from recovery_lib.runtime.launch import JobLaunch
+from recovery_lib.runtime.logs import configure_logging
+from recovery_lib.settings import get_settings
+from recovery_lib.spark.session import build_session
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +77,6 @@ def job_options(spec: JobSpec, launch: JobLaunch) -> JobOptions:
         sink_options=dict(launch.sink_options),
     )
     if launch.causal:
-        from recovery_lib.settings import get_settings
-
         settings = get_settings()
         causal = opts.enable_causal(settings.causal_on_missing, settings.causal_storage)
         if launch.causal_options:
@@ -104,7 +111,6 @@ def check_sink_mode(
 def _start(built: Any, opts: JobOptions, own_log: bool, events: Any = None) -> Any:
     """Start what ``build`` returned: an output DataFrame through the sink, or a plan that
     starts its own query (``StartsItsQuery``, e.g. a CEC aggregate)."""
-    from recovery_lib.job.frames import write_output
 
     if isinstance(built, StartsItsQuery):
         return built.start_own_query(opts, own_log, events)
@@ -119,14 +125,6 @@ def _start(built: Any, opts: JobOptions, own_log: bool, events: Any = None) -> A
 def run(spec: JobSpec, argv: list[str] | None = None) -> None:
     """Run ``spec.build(spark, opts)`` as a supervised streaming job: topics, metrics,
     heartbeats (works under spark-submit and python -m)."""
-    from recovery_lib.kafka.admin import TopicAdmin
-    from recovery_lib.metrics.listener import MetricsListener
-    from recovery_lib.metrics.store import MetricsStore
-    from recovery_lib.runtime.faults import mark_driver_process_group
-    from recovery_lib.runtime.heartbeat import HeartbeatWriter
-    from recovery_lib.runtime.logs import configure_logging
-    from recovery_lib.settings import get_settings
-    from recovery_lib.spark.session import build_session
 
     configure_logging()
     opts, launch = parse_options(spec, argv)
@@ -195,7 +193,6 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
         standby.take_over(cause)
     if opts.causal is not None:
         from recovery_lib.causal.driver import TruncatingListener, enable
-        from recovery_lib.settings import get_settings
 
         settings = get_settings()
         replay = enable(spark, opts.causal, opts.checkpoint_path)

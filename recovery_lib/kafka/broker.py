@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -226,7 +227,6 @@ class EmbeddedBroker:
         )
 
     def _install_signal_handlers(self) -> None:
-        import threading
 
         if threading.current_thread() is not threading.main_thread():
             return

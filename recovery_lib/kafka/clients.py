@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from recovery_lib.kafka.broker import running_state
 from recovery_lib.kafka.exceptions import BrokerUnreachable, NoBrokerConfigured
 from recovery_lib.settings import Settings, get_settings
 
@@ -23,7 +24,6 @@ def resolve_bootstrap(settings: Settings | None = None) -> str:
     settings = settings or get_settings()
     if settings.kafka_bootstrap:
         return settings.kafka_bootstrap
-    from recovery_lib.kafka.broker import running_state
 
     state = running_state(settings)
     if state is None:

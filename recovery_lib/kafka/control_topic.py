@@ -11,6 +11,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.settings import get_settings
+
 ApplyRecord = Callable[[bytes | None, dict[str, bytes]], None]
 ApplyMessage = Callable[[Any], None]  # a confluent_kafka Message (key, value, offset, headers)
 
@@ -29,15 +32,12 @@ class ControlTopic:
         self.position = 0  # next offset to fold
 
     def create(self) -> None:
-        from recovery_lib.kafka.admin import TopicAdmin
 
         TopicAdmin(self.kafka).create(self.topic, partitions=1)
 
     def append(self, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> int:
         """Write one record and wait for the broker's acknowledgement; returns its offset."""
         from confluent_kafka import KafkaException, Producer
-
-        from recovery_lib.settings import get_settings
 
         if self._producer is None:
             self._producer = Producer({**self.kafka, "enable.idempotence": "true"})
@@ -63,7 +63,6 @@ class ControlTopic:
         """The true end offset (tansu's high watermark may lag within a record batch)."""
         if self._probe is None:
             from recovery_lib.kafka.tail_probe import TailProbe
-            from recovery_lib.settings import get_settings
 
             timeout = get_settings().kafka_request_timeout_s
             self._probe = TailProbe(self.kafka, timeout, timeout)
@@ -81,8 +80,6 @@ class ControlTopic:
     def fold_messages(self, apply: ApplyMessage, until: int | None = None) -> int:
         """As ``fold``, handing ``apply`` each whole message (its key too)."""
         from confluent_kafka import TopicPartition
-
-        from recovery_lib.settings import get_settings
 
         target = self.end() if until is None else until
         if target <= self.position:

@@ -7,6 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recovery_lib.cec.aggregate import replay_floor
+from recovery_lib.cec.log import OutputLog
+from recovery_lib.kafka.clients import client_config
 from recovery_lib.modes.base import GcNeeds, JobPlace, ModeRequest, RecoveryMode
 from recovery_lib.runtime.launch import ProcessMode
 from recovery_lib.runtime.supervisor import Supervisor
@@ -84,9 +87,6 @@ class CECMode(NativeMode):
         needs = super().gc_needs(place, keep_batches, input_records)
         if not input_records:
             return needs
-        from recovery_lib.cec.aggregate import replay_floor
-        from recovery_lib.cec.log import OutputLog
-        from recovery_lib.kafka.clients import client_config
 
         (topic,) = place.input_topics.values()  # a CEC job has a single input
         floor = {topic: replay_floor(OutputLog(place.out_topic, client_config()))}

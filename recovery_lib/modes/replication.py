@@ -19,9 +19,11 @@ from recovery_lib.ha.replication.strategies import (
     ReplicationStrategy,
 )
 from recovery_lib.job.options import input_topic
+from recovery_lib.job.runner import job_options
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.modes.base import GcNeeds, JobPlace, ModeRequest, RecoveryMode
 from recovery_lib.modes.standby import replay_process_mode
+from recovery_lib.runtime.checkpoint_gc import common_input_floor
 from recovery_lib.runtime.launch import JobLaunch, ProcessMode
 from recovery_lib.runtime.supervisor import ProcessSpec
 
@@ -118,7 +120,6 @@ class ReplicationMode(RecoveryMode):
     def gc_needs(self, place: JobPlace, keep_batches: int, input_records: bool) -> GcNeeds:
         """Each replica's checkpoint alone, and input records only below what both replicas'
         oldest kept batches start at (a replacement restarts from either)."""
-        from recovery_lib.runtime.checkpoint_gc import common_input_floor
 
         needs = super().gc_needs(place, keep_batches, input_records)
         if not input_records:
@@ -150,7 +151,6 @@ def replica_set_for_job(
     ``<prefix>.<input>`` (or ``inputs``), writing ``output_topic``; ``base``: a launch whose
     other settings (params, process mode, run id ...) the replicas keep. The launch is checked
     against the job before any process starts."""
-    from recovery_lib.job.runner import job_options
 
     job = resolve_job(job_ref)
     launch = (base or JobLaunch(job.ref)).replace(

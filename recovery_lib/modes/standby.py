@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recovery_lib.ha.standby.pair import StandbyPair
 from recovery_lib.modes.base import GcNeeds, JobPlace, ModeRequest, RecoveryMode
+from recovery_lib.runtime.checkpoint_gc import shipped_batch
 from recovery_lib.runtime.launch import ProcessMode
 
 if TYPE_CHECKING:
@@ -55,7 +57,6 @@ class StandbyMode(RecoveryMode):
         store: MetricsStore | None,
         run_id: str | None,
     ) -> JobSupervisor:
-        from recovery_lib.ha.standby.pair import StandbyPair
 
         return StandbyPair(spec, workdir, store, run_id)
 
@@ -68,7 +69,6 @@ class StandbyMode(RecoveryMode):
 
     def gc_needs(self, place: JobPlace, keep_batches: int, input_records: bool) -> GcNeeds:
         """Never past the newest copy the standby holds completely: it resumes from it."""
-        from recovery_lib.runtime.checkpoint_gc import shipped_batch
 
         needs = super().gc_needs(place, keep_batches, input_records)
         return GcNeeds(needs.checkpoints, shipped=shipped_batch(self.standby_dir(place.workdir)))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 
 from recovery_lib.job.options import JobOptions
+from recovery_lib.nexmark.reference import as_multiset, load_events, reference_rows
 from recovery_lib.verify.contract import (
     ConsistencyContract,
     Flaw,
@@ -39,7 +40,6 @@ class ReferenceResults:
     def check(self, outputs: Sequence[Output], inputs: InputView | None) -> InvariantResult:
         if inputs is None or inputs.generator is None or not inputs.events:
             return InvariantResult(self.name, checked=False, details={"why": "input not generated"})
-        from recovery_lib.nexmark.reference import as_multiset, load_events, reference_rows
 
         con = load_events(inputs.generator, inputs.events)
         got = as_multiset(o.value for o in outputs)
@@ -114,7 +114,6 @@ class BidsCountedOnce:
 
 
 def _generated_bids(inputs: InputView) -> Counter[int]:
-    from recovery_lib.nexmark.reference import load_events
 
     con = load_events(inputs.generator, inputs.events)
     return Counter(

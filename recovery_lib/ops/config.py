@@ -10,9 +10,11 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from recovery_lib.causal.log import CausalConfig
 from recovery_lib.io.sinks.modes import sink_mode
 from recovery_lib.job.options import input_topic
 from recovery_lib.job.spec import JobSpec, resolve_job
+from recovery_lib.kafka.clients import client_config
 from recovery_lib.modes import JobPlace, ModeRequest, RecoveryMode, get_mode, job_entry, mode_names
 from recovery_lib.runtime.launch import JobLaunch, ProcessMode
 from recovery_lib.settings import get_settings
@@ -158,8 +160,6 @@ class StreamJob(BaseModel):
         return self.output_topic or f"{self.input_prefix}.out.{self.name}"
 
     def causal_config(self):  # noqa: ANN201 - CausalConfig, as the job itself builds it
-        from recovery_lib.causal.log import CausalConfig
-        from recovery_lib.kafka.clients import client_config
 
         settings = get_settings()
         return CausalConfig(

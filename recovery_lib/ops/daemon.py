@@ -21,8 +21,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from recovery_lib.ha.replication.replica_set import ReplicaSet
+from recovery_lib.ha.standby.pair import StandbyPair
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.ops.config import StreamJob, get_job
+from recovery_lib.runtime import cluster as cluster_mod
+from recovery_lib.runtime.checkpoint import last_committed
 from recovery_lib.runtime.daemon import (
     ACTIVE,
     DaemonStatus,
@@ -32,6 +36,9 @@ from recovery_lib.runtime.daemon import (
     start_detached,
     stop_daemon,
 )
+from recovery_lib.runtime.logs import configure_logging
+from recovery_lib.runtime.supervision import JobSupervisor
+from recovery_lib.runtime.supervisor import ProcessSpec
 from recovery_lib.settings import get_settings
 
 # What the CLI and the DAGs read of a job's daemon (the generic parts live in runtime/daemon.py).
@@ -115,12 +122,6 @@ def stop(name: str, timeout_s: float = 150.0) -> DaemonStatus | None:
 
 
 def run_daemon(name: str) -> int:
-    from recovery_lib.ha.replication.replica_set import ReplicaSet
-    from recovery_lib.ha.standby.pair import StandbyPair
-    from recovery_lib.runtime import cluster as cluster_mod
-    from recovery_lib.runtime.checkpoint import last_committed
-    from recovery_lib.runtime.supervision import JobSupervisor
-    from recovery_lib.runtime.supervisor import ProcessSpec
 
     job = get_job(name)
     settings = get_settings()
@@ -220,7 +221,6 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         raise SystemExit("usage: python -m recovery_lib.ops.daemon <job name>")
-    from recovery_lib.runtime.logs import configure_logging
 
     configure_logging()
     raise SystemExit(run_daemon(args[0]))

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.ops.config import get_job
 from recovery_lib.runtime.checkpoint_gc import GcResult, run_gc
+from recovery_lib.settings import get_settings
 
 
 def record(store: Any, job: str, result: GcResult) -> None:
-    from recovery_lib.metrics.store import now_ms
 
     store.add(
         "gc_runs",
@@ -40,9 +42,6 @@ def gc_job(
     delete_input_records: bool = False,
 ) -> dict[str, Any]:
     """GC of one configured job, reported to the metrics store; returns the result as a dict."""
-    from recovery_lib.metrics.store import MetricsStore
-    from recovery_lib.ops.config import get_job
-    from recovery_lib.settings import get_settings
 
     job = get_job(name)
     causal = job.causal_config() if job.mode.causal else None

@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.pipeline.runner import PipelineRun, snapshot
 from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
 from recovery_lib.runtime.daemon import (
     ACTIVE,
@@ -31,6 +32,7 @@ from recovery_lib.runtime.daemon import (
     start_detached,
     stop_daemon,
 )
+from recovery_lib.runtime.logs import configure_logging
 from recovery_lib.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -92,7 +94,6 @@ def stop(name: str, timeout_s: float = 180.0) -> DaemonStatus | None:
 
 
 def run_daemon(name: str) -> int:
-    from recovery_lib.pipeline.runner import PipelineRun, snapshot
 
     spec = get_pipeline(name)
     settings = get_settings()
@@ -153,7 +154,6 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         raise SystemExit("usage: python -m recovery_lib.pipeline.daemon <pipeline name>")
-    from recovery_lib.runtime.logs import configure_logging
 
     configure_logging()
     raise SystemExit(run_daemon(args[0]))

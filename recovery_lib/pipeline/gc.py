@@ -17,11 +17,17 @@ kept batch: never above what a downstream recovery line can re-read.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.kafka.admin import delete_records_below
+from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.pipeline.runner import PipelineRun, needed_from
 from recovery_lib.pipeline.spec import PipelineSpec
+from recovery_lib.runtime.checkpoint import source_offsets
+from recovery_lib.runtime.checkpoint_gc import run_gc
+from recovery_lib.settings import get_settings
 
 
 def pipeline_gc(
@@ -32,9 +38,6 @@ def pipeline_gc(
     truncate_in_flight: bool = True,
     kafka: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    from recovery_lib.kafka.admin import delete_records_below
-    from recovery_lib.runtime.checkpoint import source_offsets
-    from recovery_lib.runtime.checkpoint_gc import run_gc
 
     run = PipelineRun(spec, home, kafka=kafka)
     view = run.view
@@ -72,10 +75,6 @@ def pipeline_gc(
 
 def record(report: dict[str, Any], dry_run: bool) -> None:
     """One gc_runs row per stage, job = <pipeline>/<stage>."""
-    import json
-
-    from recovery_lib.metrics.store import MetricsStore, now_ms
-    from recovery_lib.settings import get_settings
 
     rows = []
     for stage, result in report["stages"].items():

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from recovery_lib.kafka.clients import client_config
 from recovery_lib.verify.contract import Flaw, InvariantResult, Output
 
 MIX = (("link", 0.60), ("source", 0.15), ("unlink", 0.20), ("unsource", 0.05))
@@ -94,8 +95,6 @@ def produce(
     """Write ``count`` events to the two topics (paced at ``rate`` events/s if given); the
     key decides the partition. Returns the events written."""
     from confluent_kafka import Producer
-
-    from recovery_lib.kafka.clients import client_config
 
     producer = Producer({**client_config(), "linger.ms": "5", "enable.idempotence": "true"})
     topics = {LINKS: config.links_topic, SOURCES: config.sources_topic}

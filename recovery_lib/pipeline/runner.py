@@ -24,12 +24,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.io.sinks.modes import output_partitions
+from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.pipeline.spec import PipelineSpec, StageSpec
 from recovery_lib.protocols.base import PipelineView, RecoveryPlan, protocol
 from recovery_lib.protocols.checkpoints import INITIAL, Stage
+from recovery_lib.protocols.coordinated import inject_epoch, last_epoch
+from recovery_lib.protocols.hooks import topic_ends
+from recovery_lib.protocols.recovery_line import invalid_checkpoints
+from recovery_lib.runtime.checkpoint import last_committed, source_offsets
 from recovery_lib.runtime.launch import JobLaunch
+from recovery_lib.runtime.rewind import rewind
 from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
 
 
@@ -152,8 +159,6 @@ class PipelineRun:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def create_topics(self) -> None:
-        from recovery_lib.io.sinks.modes import output_partitions
-        from recovery_lib.kafka.admin import TopicAdmin
 
         admin = TopicAdmin(self.kafka)
         for stage in self.spec.stages:  # the release sink writes output task p to partition p
@@ -179,8 +184,6 @@ class PipelineRun:
     def caught_up(self) -> bool:
         """Every stage's newest committed batch read its input topics to their ends (on a
         cycle, the loop's fixpoint: nothing left for any stage to carry)."""
-        from recovery_lib.protocols.hooks import topic_ends
-        from recovery_lib.runtime.checkpoint import last_committed, source_offsets
 
         for stage in self.spec.stages:
             checkpoint = self.view.checkpoints[stage.name]
@@ -211,8 +214,6 @@ class PipelineRun:
     # -- COOR's coordinator ------------------------------------------------------------------
 
     def _coordinate(self) -> None:
-        from recovery_lib.protocols.coordinated import inject_epoch, last_epoch
-        from recovery_lib.protocols.hooks import topic_ends
 
         epoch = last_epoch(self.view.protocol_dir)
         sources = self.view.source_topics()
@@ -277,7 +278,6 @@ class PipelineRun:
     def _rewind(self, stage: str, batch: int) -> Path | None:
         """Rewind ``stage``'s checkpoint to ``batch`` (INITIAL: move it all aside); returns the
         moved offset-log tail to follow, if any."""
-        from recovery_lib.runtime.rewind import rewind
 
         checkpoint = self.view.checkpoints[stage]
         if batch == INITIAL:
@@ -306,8 +306,6 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
     and where the recovery line (every stage failed: the oldest any recovery can need) puts
     it; invalid checkpoints under the recovery rule and the strict rule; COOR's newest
     complete epoch; the recoveries so far."""
-    from recovery_lib.protocols.recovery_line import invalid_checkpoints
-    from recovery_lib.runtime.checkpoint import last_committed
 
     view = run.view
     graph = view.graph()

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.protocols.base import protocol
+from recovery_lib.settings import get_settings
 
 STAGE_REF = "stage:"
 
@@ -162,7 +163,6 @@ class PipelinesFile(BaseModel):
 
 
 def pipelines_file() -> Path:
-    from recovery_lib.settings import get_settings
 
     configured = get_settings().pipelines_file
     if configured is not None:
@@ -199,6 +199,5 @@ def get_pipeline(name: str, path: str | Path | None = None) -> PipelineSpec:
 
 
 def pipeline_home(name: str) -> Path:
-    from recovery_lib.settings import get_settings
 
     return get_settings().home / "pipelines" / name

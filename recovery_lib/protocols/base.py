@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.protocols.checkpoints import INITIAL, CheckpointGraph, Stage, StageCheckpoint
+from recovery_lib.protocols.coordinated import global_checkpoint
 from recovery_lib.protocols.hooks import COMMIT_HOOK, RECORD_HEADERS, topic_ends
 from recovery_lib.protocols.recovery_line import invalid_checkpoints, recovery_line
 from recovery_lib.protocols.stage_log import stage_checkpoints, volatile_state
+from recovery_lib.runtime.checkpoint import last_committed
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,6 @@ class Coordinated(CheckpointProtocol):
 
     def needed_from(self, view: PipelineView) -> dict[str, int]:
         """The newest complete global checkpoint: every stage rolls back to it together."""
-        from recovery_lib.protocols.coordinated import global_checkpoint
 
         found = global_checkpoint(view.protocol_dir, view.checkpoints)
         return dict(found[1]) if found else dict.fromkeys((s.name for s in view.stages), INITIAL)
@@ -211,7 +212,6 @@ class Coordinated(CheckpointProtocol):
         return ",".join(self.aligned(view, stage))
 
     def plan(self, view: PipelineView, failed: set[str]) -> RecoveryPlan:
-        from recovery_lib.protocols.coordinated import global_checkpoint
 
         found = global_checkpoint(view.protocol_dir, view.checkpoints)
         plan = RecoveryPlan(detail={"failed": sorted(failed)})
@@ -247,7 +247,6 @@ class SparkOnly(CheckpointProtocol):
 
 
 def last_commit(view: PipelineView, stage: str) -> int:
-    from recovery_lib.runtime.checkpoint import last_committed
 
     last = last_committed(view.checkpoints[stage])
     return INITIAL if last is None else last

@@ -9,13 +9,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from recovery_lib.io.client_cache import cached, evict
+from recovery_lib.kafka.clients import RANGE_FETCHES
+from recovery_lib.kafka.tail_probe import TailProbe
+from recovery_lib.settings import get_settings
 
 log = logging.getLogger(__name__)
 
 
 def tail_probe(config: dict[str, str]) -> Any:
-    from recovery_lib.kafka.tail_probe import TailProbe
-    from recovery_lib.settings import get_settings
 
     settings = get_settings()
     return TailProbe(config, settings.kafka_request_timeout_s, settings.source_end_probe_cap_s)
@@ -23,8 +24,6 @@ def tail_probe(config: dict[str, str]) -> Any:
 
 def _consumer(config: dict[str, str]) -> Any:
     from confluent_kafka import Consumer
-
-    from recovery_lib.kafka.clients import RANGE_FETCHES
 
     return Consumer(
         {
@@ -57,7 +56,6 @@ def read_headers(
     kafka: dict[str, str], ranges: Mapping[tuple[str, int], tuple[int, int]], header: str
 ) -> dict[tuple[str, int], list[tuple[int, bytes | None]]]:
     """(offset, value of ``header`` or None) of every record in each [start, end) range."""
-    from recovery_lib.settings import get_settings
 
     if "bootstrap.servers" not in kafka:
         from recovery_lib.kafka.clients import client_config

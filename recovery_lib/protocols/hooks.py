@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from recovery_lib.io.client_cache import cached
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.protocols.communication_induced import CIC_HEADER, batch_state
+from recovery_lib.protocols.coordinated import epochs_completed
 from recovery_lib.protocols.header_ranges import tail_probe
 from recovery_lib.protocols.stage_log import CheckpointRecord, StageLog, register_epoch
 from recovery_lib.runtime.checkpoint import batch_ids, source_offsets
@@ -30,7 +33,6 @@ def _kafka(options: Mapping[str, str]) -> dict[str, str]:
 
 def topic_ends(kafka: dict[str, str], topic: str) -> dict[int, int]:
     """Exact end offset of every partition of ``topic``."""
-    from recovery_lib.kafka.admin import TopicAdmin
 
     parts = cached("admin:protocol", kafka, TopicAdmin).partitions(topic)
     ends = cached("probe:protocol", kafka, tail_probe).ends([(topic, p) for p in parts], exact=True)
@@ -89,7 +91,6 @@ class StageCommitHook:
     def _advance_clocks(self, record: CheckpointRecord) -> None:
         """CIC: the clocks after the batch's deliveries (its cut policy's file), then its
         sends, then its checkpoint if it is one."""
-        from recovery_lib.protocols.communication_induced import batch_state
 
         state = batch_state(self.protocol_dir, self.log.stage, record.batch)
         if state is None:
@@ -110,7 +111,6 @@ class StageCommitHook:
         record.clocks = clocks.to_json()
 
     def _forward_epochs(self, record: CheckpointRecord) -> None:
-        from recovery_lib.protocols.coordinated import epochs_completed
 
         # Only batches before this one count: a re-run (or rewound) batch completes its
         # epochs again.
@@ -149,7 +149,6 @@ class StageHeaders:
         self.stage = opts["protocolstage"]
 
     def for_batch(self, batch_id: int) -> list[tuple[str, bytes]]:
-        from recovery_lib.protocols.communication_induced import CIC_HEADER, batch_state
 
         state = batch_state(self.protocol_dir, self.stage, batch_id)
         if state is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import logging
 import os
 import signal
@@ -325,7 +326,6 @@ class Supervisor:
 
 
 def _module_path(module: str) -> str:
-    import importlib.util
 
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:

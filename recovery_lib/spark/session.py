@@ -7,7 +7,8 @@ import os
 import sys
 from collections.abc import Mapping
 
-from recovery_lib.settings import Settings, get_settings
+from recovery_lib.io.source import KafkaDataSource
+from recovery_lib.settings import STATE_STORES, Settings, get_settings
 
 
 def spark_env() -> None:
@@ -56,7 +57,6 @@ def build_session(
         # Executors of a standalone cluster run their Python workers on this interpreter.
         .config("spark.pyspark.python", sys.executable)
     )
-    from recovery_lib.settings import STATE_STORES
 
     for key, value in STATE_STORES[settings.state_store].items():
         builder = builder.config(key, value)
@@ -98,6 +98,5 @@ def stop_session(spark) -> None:  # noqa: ANN001
 
 
 def register_data_sources(spark) -> None:  # noqa: ANN001
-    from recovery_lib.io.source import KafkaDataSource
 
     spark.dataSource.register(KafkaDataSource)

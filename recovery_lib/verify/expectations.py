@@ -21,6 +21,8 @@ from typing import Any
 import pandas as pd
 
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
+from recovery_lib.metrics.store import now_ms, read_frame
+from recovery_lib.settings import get_settings
 from recovery_lib.verify.oracle import consumer_view
 
 GENERIC_OUTPUT_SUITE = "job_output"  # for jobs without a suite of their own
@@ -47,7 +49,6 @@ class SuiteResult:
 
 
 def suites_dir() -> Path:
-    from recovery_lib.settings import get_settings
 
     configured = get_settings().expectations_dir
     if configured is not None:
@@ -142,7 +143,6 @@ def validate_output(  # noqa: ANN201 - SuiteResult
 
 def validate_metrics(store_path: str | Path) -> list[SuiteResult]:
     """Every metrics table that has rows, against its suite."""
-    from recovery_lib.metrics.store import read_frame
 
     results = []
     for table, suite in METRICS_SUITES.items():
@@ -154,7 +154,6 @@ def validate_metrics(store_path: str | Path) -> list[SuiteResult]:
 
 
 def record(store: Any, run_id: str | None, result: SuiteResult) -> None:
-    from recovery_lib.metrics.store import now_ms
 
     store.add(
         "expectation_results",

@@ -4,9 +4,12 @@ generator's configuration when the input was generated (its events can be re-gen
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from recovery_lib.io.sinks.dedup_reader import read_topic
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,6 @@ class InputView:
 
     def decoded(self, name: str) -> list[tuple[InputRecord, Any]]:
         """Records of ``name`` with their JSON value (None where the value is not JSON)."""
-        import json
 
         out = []
         for record in self.records(name):
@@ -57,6 +59,5 @@ class InputView:
 
 
 def _read_topic_records(topic: str) -> list[InputRecord]:
-    from recovery_lib.io.sinks.dedup_reader import read_topic
 
     return [InputRecord(r.partition, r.offset, r.key, r.value) for r in read_topic(topic)]

@@ -24,7 +24,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from recovery_lib.io.sinks.ids import parse_output_id
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.headers import CONTROL_HEADER, GATE_SOURCE_HEADER, ID_HEADER, REPLICA_HEADER
+from recovery_lib.kafka.tail_probe import TailProbe
+from recovery_lib.settings import get_settings
 
 
 def raw_topic(output_topic: str) -> str:
@@ -43,7 +47,6 @@ class ReplicaGate:
     def __init__(
         self, output_topic: str, kafka: Mapping[str, str] | None = None, raw: str | None = None
     ) -> None:
-        from recovery_lib.kafka.clients import client_config
 
         self.output_topic = output_topic
         self.raw_topic = raw or raw_topic(output_topic)
@@ -58,10 +61,6 @@ class ReplicaGate:
     def resume(self) -> dict[int, int]:
         """Floors and raw positions from the output's last records; returns the positions."""
         from confluent_kafka import Consumer, TopicPartition
-
-        from recovery_lib.kafka.admin import TopicAdmin
-        from recovery_lib.kafka.tail_probe import TailProbe
-        from recovery_lib.settings import get_settings
 
         timeout = get_settings().kafka_request_timeout_s
         parts = TopicAdmin(self.kafka).partitions(self.raw_topic)

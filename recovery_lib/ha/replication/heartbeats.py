@@ -25,8 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recovery_lib.io.offsets import Offsets
+from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.control_topic import ControlTopic
 from recovery_lib.kafka.headers import CONTROL_HEADER, HEARTBEAT_HEADER
+from recovery_lib.kafka.tail_probe import TailProbe
+from recovery_lib.settings import get_settings
 
 COLD_POLL_S = 0.2  # how often a generator holding after its first heartbeat looks again
 
@@ -74,7 +77,6 @@ class HeartbeatGenerator:
         slow: tuple[str, int] | None = None,
         slow_delay_s: float = 0.0,
     ) -> None:
-        from recovery_lib.kafka.clients import client_config
 
         self.topics = topics
         self.index = ControlTopic(index_topic, kafka)
@@ -100,8 +102,6 @@ class HeartbeatGenerator:
     def beat(self) -> HeartbeatEntry:
         """One heartbeat into every partition, then its index entry."""
         from confluent_kafka import Producer
-
-        from recovery_lib.settings import get_settings
 
         if self._producer is None:
             self._producer = Producer(
@@ -147,8 +147,6 @@ class HeartbeatGenerator:
         here), and replicas whose empty batch takes longer than a period would never drain.
         A heartbeat is a record batch of its own, so the high watermark is exactly its offset
         + 1 while nothing follows it (tansu's watermark is per record batch, Kafka's exact)."""
-        from recovery_lib.kafka.tail_probe import TailProbe
-        from recovery_lib.settings import get_settings
 
         if self.last is None:
             return False

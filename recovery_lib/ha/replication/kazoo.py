@@ -46,6 +46,7 @@ from recovery_lib.io.offsets import Offsets
 from recovery_lib.io.sinks.fences import FENCE_HEADER
 from recovery_lib.kafka.control_topic import ControlTopic
 from recovery_lib.runtime.checkpoint import batch_ids
+from recovery_lib.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,6 @@ class LeaderCut(CutPolicy):
                 f"cutPolicy kazoo needs {missing} (replicaId, epochStore, leaseDir, "
                 "replicaCheckpoint and orderTopic; the replica set sets them)"
             ) from None
-        from recovery_lib.settings import get_settings
 
         self.lease_timeout_s = float(
             opts.get("leasetimeouts", get_settings().replication_lease_timeout_s)
@@ -261,7 +261,6 @@ class KazooGuard:
 
 def kazoo_guard(options: Mapping[str, str]) -> KazooGuard:
     """Sink hook ``writeGuard`` for a KaZoo replica (options replicaCheckpoint, orderTopic)."""
-    from recovery_lib.settings import get_settings
 
     opts = {k.lower(): v for k, v in options.items()}
     try:

@@ -54,7 +54,10 @@ from recovery_lib.ha.replication.strategies import (
     replication_strategy,
 )
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
+from recovery_lib.io.sinks.modes import output_partitions
+from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.control_topic import ControlTopic
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.checkpoint import last_committed
 from recovery_lib.runtime.faults import ARM_DIR_ENV
@@ -385,9 +388,6 @@ class ReplicaSet:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def create_topics(self) -> None:
-        from recovery_lib.io.sinks.modes import output_partitions
-        from recovery_lib.kafka.admin import TopicAdmin
-        from recovery_lib.kafka.control_topic import ControlTopic
 
         admin = TopicAdmin(self.kafka)
         # The release sink writes task p to partition p; the gate keeps partitions apart.

@@ -41,6 +41,7 @@ from recovery_lib.causal.determinants import (
 from recovery_lib.causal.log import CausalConfig, DeterminantLog
 from recovery_lib.ha.fencing import FencedError
 from recovery_lib.ha.replication.leases import incarnation, lease_expired
+from recovery_lib.settings import get_settings
 
 POLL_S = 0.05
 
@@ -187,7 +188,6 @@ SHARED_SOURCE = f"{__name__}:claimed_stream"
 def claimed_stream(config: CausalConfig, key: StreamKey, log: DeterminantLog) -> ClaimedStream:
     """Causal determinant-source factory (``CausalConfig.source``) for replicas; options
     ``replicaId`` and ``leaseDir`` (the replica set sets them)."""
-    from recovery_lib.settings import get_settings
 
     opts: Mapping[str, str] = {k.lower(): v for k, v in config.source_options.items()}
     try:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from recovery_lib.ha.replication.heartbeats import HeartbeatGenerator
 from recovery_lib.ha.replication.kazoo import KAZOO_GUARD, KAZOO_POLICY, role_path
 from recovery_lib.ha.replication.liverobin import LIVEROBIN_POLICY
 from recovery_lib.runtime.checkpoint import last_committed
@@ -195,7 +196,6 @@ class Leaderless:
         return {}
 
     def start(self, view: ReplicaView) -> None:
-        from recovery_lib.ha.replication.heartbeats import HeartbeatGenerator
 
         if not view.input_topics:
             raise ValueError("LiveRobin's heartbeats need the job's input topics")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore, write_fences
+from recovery_lib.ha.standby.rehearsal import rehearse
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
 from recovery_lib.metrics.store import now_ms
 from recovery_lib.runtime.heartbeat import HeartbeatWriter, read_heartbeat
@@ -141,7 +142,6 @@ class StandbyJob:
 
     def _rehearse_when_shipped(self) -> None:
         """Once a copy exists, run the query once on a scratch copy (rehearsal.py)."""
-        from recovery_lib.ha.standby.rehearsal import rehearse
 
         while not self._stop.is_set() and latest_complete(self.dir, verify=False) is None:
             self._stop.wait(0.5)
