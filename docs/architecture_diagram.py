@@ -18,7 +18,7 @@ BOXES = {
     "sink": (6.2, 2.4, 2.8, 1.3, "io/sinks/kafka_sink.py\nids from lineage, epoch\nhooks: write guard (ha/fencing)\nwrite fault (runtime/faults)", "#dbe9f6"),
     "topic_out": (3.4, 2.5, 2.2, 1.1, "output topic\n(+ fence records)", "#eeeeee"),
     "oracle": (0.2, 2.5, 2.6, 1.1, "verify/oracle.py\njob's contract -> guarantee\n(exactly-once ...)", "#d9f0d3"),
-    "runtime": (9.6, 4.3, 2.7, 1.4, "runtime/ supervisor\nheartbeats, restarts\nha/standby takeover\nexperiment/modes", "#f6d5d5"),
+    "runtime": (9.6, 4.3, 2.7, 1.4, "modes/ registry ->\nruntime/ supervisor,\nha/ standby, replicas\n(JobLaunch -> argv)", "#f6d5d5"),
     "metrics": (3.4, 0.4, 2.2, 1.1, "metrics/ DuckDB store\n(latency collector,\nlistener, reports)", "#eeeeee"),
     "ops": (6.2, 0.4, 2.8, 1.1, "ops/ daemon, GC, reports\ndags/ (Airflow)", "#f6d5d5"),
     "dash": (0.2, 0.4, 2.6, 1.1, "dashboard/ (Streamlit)\nexpectations/ (GX)", "#d9f0d3"),
