@@ -5,7 +5,6 @@ against the same aggregate computed on Spark's state store (an independent imple
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from recovery_lib.cec.aggregate import replay_floor
 from recovery_lib.cec.log import OutputLog
 from recovery_lib.cec.records import KIND_HEADER
+from recovery_lib.cec.spark import recoveries_logged
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.kafka.clients import client_config
@@ -24,11 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.broker]
 
 def _recoveries(experiment: str) -> list[dict]:
     log = get_settings().home / "experiments" / experiment / "faulty" / "job.log"
-    return [
-        json.loads(line)["cec_recovery"]
-        for line in log.read_text().splitlines()
-        if line.startswith('{"cec_recovery"')
-    ]
+    return recoveries_logged(log.read_text())
 
 
 def test_cec_aggregate_exactly_once_through_a_torn_footprint_and_a_kill(kafka_bootstrap):

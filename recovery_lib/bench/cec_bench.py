@@ -37,6 +37,7 @@ from rich.console import Console
 from recovery_lib.cec.log import OutputLog
 from recovery_lib.cec.records import LogRecord, RecordKind
 from recovery_lib.cec.recovery import eventual_checkpoint
+from recovery_lib.cec.spark import recoveries_logged
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
@@ -177,11 +178,8 @@ def _run_job(
     rows = batches["input_rows"].tolist()
     ms = batches["trigger_ms"].tolist()
     steady_rows, steady_ms = sum(rows[1:]), sum(ms[1:])
-    recovery = None
-    for line in log.read_text().splitlines():
-        at = line.find('{"cec_recovery"')  # a log line: the JSON after its prefix
-        if at >= 0:
-            recovery = json.loads(line[at:])["cec_recovery"]
+    logged = recoveries_logged(log.read_text())
+    recovery = logged[-1] if logged else None
     state = ck / "avgprice" / "state"
     state_bytes = (
         sum(f.stat().st_size for f in state.rglob("*") if f.is_file()) if state.exists() else 0

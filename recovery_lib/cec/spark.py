@@ -43,6 +43,19 @@ from recovery_lib.settings import get_settings
 from recovery_lib.verify.contract import ConsistencyContract, UniqueOutputs
 
 log = logging.getLogger(__name__)
+# How a CEC recovery's detail appears in the job's log (one line per process start).
+RECOVERY_LOG_MARK = "cec_recovery "
+
+
+def recoveries_logged(text: str) -> list[dict[str, Any]]:
+    """The CEC recoveries a job's log reports, in order (each process start says one)."""
+    out = []
+    for line in text.splitlines():
+        at = line.find(RECOVERY_LOG_MARK)
+        if at >= 0:
+            out.append(json.loads(line[at + len(RECOVERY_LOG_MARK) :]))
+    return out
+
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -163,7 +176,7 @@ class CECBatchWriter:
                 "replayed_bytes": self.replayed_bytes,
                 "replay_s": round(time.monotonic() - t0, 3),
             }
-            log.info("%s", json.dumps({"cec_recovery": detail}))
+            log.info("%s%s", RECOVERY_LOG_MARK, json.dumps(detail))
             if self.events is not None:
                 self.events("cec_recovery", detail)
         table = df.select(*ROW_COLUMNS).toArrow()  # Step 2.

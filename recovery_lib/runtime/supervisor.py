@@ -161,7 +161,10 @@ class Supervisor:
 
     @property
     def live_checkpoints(self) -> Path:
-        """The job's checkpoint root (its ``--checkpoints`` argument)."""
+        """The job's checkpoint root (its launch's ``checkpoints``; a job module run as a
+        program: its ``--checkpoints`` argument)."""
+        if self.spec.launch is not None:
+            return Path(self.spec.launch.checkpoints)
         args = self.spec.args
         if "--checkpoints" not in args:
             raise ValueError(f"job {self.spec.module} runs without --checkpoints")
