@@ -47,6 +47,7 @@ with DAG(
         from airflow.sdk.exceptions import AirflowFailException
 
         from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+        from recovery_lib.runtime.logs import ProgressThrottle
         from recovery_lib.settings import get_settings
 
         p = params or {}
@@ -65,7 +66,8 @@ with DAG(
             cfg.validate()
         except ValueError as exc:
             raise AirflowFailException(f"invalid experiment: {exc}") from exc
-        result = Experiment(cfg, progress=print).run()
+        # One progress line per phase and at most one per 10 s in the task log.
+        result = Experiment(cfg, progress=ProgressThrottle(print)).run()
         reports = get_settings().home / "reports"
         path = write_report(result, reports / f"{result['experiment']}.json")
         summary = {
@@ -76,6 +78,8 @@ with DAG(
             "recovery_time_s": result["recovery_time_s"],
             "output_gap_s": result["output_gap_s"],
         }
+        # The task log's last line: the verdict and where the report is.
+        print(f"verdict: {summary['verdict']} ({summary['guarantee']}); report: {path}")
         if p.get("fail_on_inconsistent") and summary["verdict"] != "consistent":
             raise AirflowFailException(f"oracle: {summary['verdict']} ({result['consistency']})")
         return summary

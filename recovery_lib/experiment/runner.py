@@ -67,6 +67,7 @@ from recovery_lib.runtime.faults import (
     resume_when_paused,
 )
 from recovery_lib.runtime.launch import JobLaunch
+from recovery_lib.runtime.logs import ProgressThrottle
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec
 from recovery_lib.settings import get_settings
@@ -248,7 +249,7 @@ class Experiment:
         self.cfg = cfg
         self.job = cfg.job
         self.console = console or Console()
-        self.progress = progress or (lambda msg: self.console.log(msg))
+        self.progress = progress or ProgressThrottle(self.console.log)
         self.on_run = on_run or (lambda _name, _phase: None)
         settings = get_settings()
         self.id = f"{self.job.name}-{cfg.mode}-{uuid.uuid4().hex[:6]}"

@@ -8,6 +8,7 @@ installed package) so that the triggerer and the workers import them by class pa
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+log = logging.getLogger(__name__)
 
 
 def _daemon(kind: str) -> Any:
@@ -220,7 +223,8 @@ def judge_output(
     from recovery_lib.ops.reports import consistency_report
     from recovery_lib.settings import get_settings
 
-    with MetricsStore(get_settings().home / "metrics.duckdb") as store:
+    metrics = get_settings().home / "metrics.duckdb"
+    with MetricsStore(metrics) as store:
         report = consistency_report(
             job,
             run_topic,
@@ -230,6 +234,14 @@ def judge_output(
             store=store,
             inputs=info.get("inputs"),
         )
+    # The task log's last line of our own: the verdict and where the report is kept.
+    log.info(
+        "%s: verdict %s (%s); report: %s, table consistency_reports",
+        label,
+        report["verdict"],
+        report.get("guarantee"),
+        metrics,
+    )
     gx_ok = report.get("expectations", {}).get("success", True)
     if report["verdict"] == "inconclusive" and gx_ok:
         raise AirflowSkipException(f"{label}: inconclusive: {report['inconclusive_because']}")

@@ -8,9 +8,14 @@ errors: ``logging`` writes them to stderr by its last-resort handler."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import time
+from collections.abc import Callable
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+PROGRESS_EVERY_S = 10.0  # a long command's progress: at most a line this often per phase
+_NUMBERS = re.compile(r"\d[\d.,]*")
 _MARK = "_recovery_lib_handler"
 
 
@@ -40,3 +45,26 @@ def configure_logging(level: int = logging.INFO) -> None:
     if root.level == logging.NOTSET or root.level > logging.WARNING:
         root.setLevel(logging.WARNING)
     logging.getLogger("recovery_lib").setLevel(level)
+
+
+class ProgressThrottle:
+    """Passes a progress line on when its phase changed (the line with its numbers blanked
+    differs from the last one passed) or ``every_s`` passed since the last one; drops the rest.
+    A task log then reads one line per phase and one per ``every_s``, not one per poll."""
+
+    def __init__(
+        self,
+        emit: Callable[[str], object],
+        every_s: float = PROGRESS_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.emit, self.every_s, self.clock = emit, every_s, clock
+        self._phase: str | None = None
+        self._at = float("-inf")
+
+    def __call__(self, line: str) -> None:
+        phase = _NUMBERS.sub("#", line)
+        now = self.clock()
+        if phase != self._phase or now - self._at >= self.every_s:
+            self._phase, self._at = phase, now
+            self.emit(line)
