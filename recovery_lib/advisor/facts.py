@@ -62,7 +62,6 @@ class Facts:
 
 
 def job_facts(name: str, **kw: object) -> Facts:
-
     spec = resolve_job(name)
     contract = spec.contract
     return Facts(
@@ -75,7 +74,6 @@ def job_facts(name: str, **kw: object) -> Facts:
 
 
 def pipeline_facts(name: str, **kw: object) -> Facts:
-
     pipeline = get_pipeline(name)
     specs = [s.spec() for s in pipeline.stages]
     return Facts(

@@ -227,7 +227,6 @@ def _job(facts: Facts, reports_dir: Path, sink: str, causal: bool) -> Advice:
 
 
 def _checkmate(reports_dir: Path) -> dict[str, list[Measured]]:
-
     rows: dict[str, list[Measured]] = {}
     for m in extractor("checkmate")(reports_dir):
         rows.setdefault(m.row_id, []).append(m)

@@ -51,7 +51,6 @@ def variants_for(pipeline: str) -> tuple[str, ...]:
 
 
 def _builder(pipeline: str, price_url: str | None) -> Any:
-
     build = resolve_job(pipeline).build
 
     def with_params(spark: Any, opts: JobOptions) -> Any:
@@ -105,7 +104,6 @@ def run_causal_bench(
     batch_events: int = 20_000,
     latency_duration_s: float = 30.0,
 ) -> dict[str, Any]:
-
     pipelines = pipelines or list(PIPELINES)
     for p in pipelines:
         if p not in PIPELINES:

@@ -225,7 +225,6 @@ class CompareBench:
         }
 
     def _protocol(self, variant: Variant) -> dict[str, Any]:
-
         cfg = self.cfg
         pipeline = cfg.pipeline or pipeline_of(cfg.job)
         if pipeline is None:

@@ -187,7 +187,6 @@ def run_io_bench(
     latency_rate: float = 10.0,
     latency_seconds: float = 30.0,
 ) -> dict:
-
     console = console or Console()
     out = Path(out_prefix)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -375,7 +375,6 @@ def run_nexmark_bench(
     metrics_path: str | None = None,
     overhead: bool = True,
 ) -> dict[str, Any]:
-
     for q in queries:
         get_query(q)  # fail fast on an unknown name
     if rate is not None and rate <= 0:

@@ -146,7 +146,6 @@ class _Input:
             self.config = GeneratorConfig(topic_prefix=prefix, partitions=2, **extra)
 
     def create(self) -> None:
-
         if self.reach:
             admin = TopicAdmin()
             for topic in (self.config.links_topic, self.config.sources_topic):
@@ -178,7 +177,6 @@ class _Input:
         return len(reference_rows(load_events(self.config, self.trial.events), query))
 
     def verdict(self, outputs: list[Any]) -> dict[str, Any]:
-
         values = [Output.decode(r.id, r.key, r.value) for r in outputs]
         if self.reach:
             from recovery_lib.pipeline.reachability import ReachablePaths, generate
@@ -422,7 +420,6 @@ def _recovery(run: Any) -> dict[str, Any]:
 
 
 def _protocol_figures(run: Any, spec: Any, metrics: Path) -> dict[str, Any]:
-
     view = run.view
     graph = view.graph()
     live = {s.name for s in view.stages}

@@ -160,7 +160,6 @@ def run_sink_bench(
     console: Console,
     warmup_s: float = 8.0,
 ) -> dict[str, Any]:
-
     for job in jobs:
         spec = resolve_job(job)  # fail fast on an unknown name
         check_sink_mode(

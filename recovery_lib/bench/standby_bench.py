@@ -208,7 +208,6 @@ class StandbyBench:
     def takeovers(
         self, queries: list[str], rate: dict[str, float], repeat: int, every_s: float
     ) -> None:
-
         # Consistency, not recovery time, is measured here: replace each standby soon after a
         # takeover so that the next failure finds one.
         os.environ["RECOVERY_STANDBY_REPLACE_AFTER_S"] = "10"

@@ -67,7 +67,6 @@ def load_source(ref: str) -> Callable[[CausalConfig, StreamKey, DeterminantLog],
 
 
 def open_context(scope: str, config: CausalConfig, auto_flush: bool = False) -> CausalContext:
-
     info = task_info()
     batch = info["batch_id"] if info["batch_id"] is not None else -1
     partition = info["partition"] if info["partition"] is not None else -1

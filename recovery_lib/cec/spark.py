@@ -116,7 +116,6 @@ def json_fields(spec: AggregateSpec) -> Callable[[bytes], tuple[str, float, int]
 
 
 def policy_from_settings() -> CheckpointPolicy:
-
     s = get_settings()
     return CheckpointPolicy(
         extent_target=s.cec_extent_target,
@@ -144,7 +143,6 @@ class CECBatchWriter:
     replayed_bytes: int = 0  # input bytes read by the last recovery's replay
 
     def _open(self) -> CECAggregate:
-
         admin = TopicAdmin(self.opts.kafka)
         return CECAggregate(
             self.plan.spec,

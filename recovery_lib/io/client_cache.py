@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from recovery_lib.kafka.control_topic import close_open_topics
+
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
@@ -62,6 +64,7 @@ def close_all() -> list[str]:
             except Exception as exc:  # noqa: BLE001 - reported below; the next client is tried
                 problems.append(f"{kind}: closing at exit failed: {exc!r}")
         _clients.clear()
+    close_open_topics()  # the control topics' readers keep their own clients
     for problem in problems:
         log.warning("client cache: %s", problem)
     return problems

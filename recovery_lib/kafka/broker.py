@@ -227,7 +227,6 @@ class EmbeddedBroker:
         )
 
     def _install_signal_handlers(self) -> None:
-
         if threading.current_thread() is not threading.main_thread():
             return
         for signum in (signal.SIGINT, signal.SIGTERM):

@@ -8,11 +8,22 @@ A reader keeps one consumer and one tail probe and reads only what is new since 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.settings import get_settings
+
+# Every control topic reader of this process, so that one at exit (or before a test's broker
+# stops) closes its clients: a reader nobody closed would retry a stopped broker for ever.
+_OPEN: weakref.WeakSet[ControlTopic] = weakref.WeakSet()
+
+
+def close_open_topics() -> None:
+    for topic in list(_OPEN):
+        topic.close()
+
 
 ApplyRecord = Callable[[bytes | None, dict[str, bytes]], None]
 ApplyMessage = Callable[[Any], None]  # a confluent_kafka Message (key, value, offset, headers)
@@ -30,9 +41,9 @@ class ControlTopic:
         self._producer: Any = None
         self._probe: Any = None
         self.position = 0  # next offset to fold
+        _OPEN.add(self)
 
     def create(self) -> None:
-
         TopicAdmin(self.kafka).create(self.topic, partitions=1)
 
     def append(self, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> int:
@@ -132,3 +143,7 @@ class ControlTopic:
         state = dict(self.__dict__)
         state["_consumer"] = state["_producer"] = state["_probe"] = None
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        _OPEN.add(self)

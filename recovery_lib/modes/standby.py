@@ -57,7 +57,6 @@ class StandbyMode(RecoveryMode):
         store: MetricsStore | None,
         run_id: str | None,
     ) -> JobSupervisor:
-
         return StandbyPair(spec, workdir, store, run_id)
 
     def checkpoint_roots(self, workdir: Path) -> list[Path]:

@@ -114,7 +114,6 @@ class BidsCountedOnce:
 
 
 def _generated_bids(inputs: InputView) -> Counter[int]:
-
     con = load_events(inputs.generator, inputs.events)
     return Counter(
         dict(con.execute("SELECT bidder, count(*) FROM bids GROUP BY bidder").fetchall())

@@ -122,7 +122,6 @@ def stop(name: str, timeout_s: float = 150.0) -> DaemonStatus | None:
 
 
 def run_daemon(name: str) -> int:
-
     job = get_job(name)
     settings = get_settings()
     store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()

@@ -15,7 +15,6 @@ from recovery_lib.settings import get_settings
 
 
 def record(store: Any, job: str, result: GcResult) -> None:
-
     store.add(
         "gc_runs",
         [

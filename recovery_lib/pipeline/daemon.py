@@ -94,7 +94,6 @@ def stop(name: str, timeout_s: float = 180.0) -> DaemonStatus | None:
 
 
 def run_daemon(name: str) -> int:
-
     spec = get_pipeline(name)
     settings = get_settings()
     store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()

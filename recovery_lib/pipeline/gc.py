@@ -38,7 +38,6 @@ def pipeline_gc(
     truncate_in_flight: bool = True,
     kafka: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-
     run = PipelineRun(spec, home, kafka=kafka)
     view = run.view
     line = needed_from(run)

@@ -159,7 +159,6 @@ class PipelineRun:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def create_topics(self) -> None:
-
         admin = TopicAdmin(self.kafka)
         for stage in self.spec.stages:  # the release sink writes output task p to partition p
             admin.create(
@@ -214,7 +213,6 @@ class PipelineRun:
     # -- COOR's coordinator ------------------------------------------------------------------
 
     def _coordinate(self) -> None:
-
         epoch = last_epoch(self.view.protocol_dir)
         sources = self.view.source_topics()
         while not self._stop.wait(self.spec.marker_interval_s):

@@ -163,7 +163,6 @@ class PipelinesFile(BaseModel):
 
 
 def pipelines_file() -> Path:
-
     configured = get_settings().pipelines_file
     if configured is not None:
         return configured
@@ -199,5 +198,4 @@ def get_pipeline(name: str, path: str | Path | None = None) -> PipelineSpec:
 
 
 def pipeline_home(name: str) -> Path:
-
     return get_settings().home / "pipelines" / name

@@ -212,7 +212,6 @@ class Coordinated(CheckpointProtocol):
         return ",".join(self.aligned(view, stage))
 
     def plan(self, view: PipelineView, failed: set[str]) -> RecoveryPlan:
-
         found = global_checkpoint(view.protocol_dir, view.checkpoints)
         plan = RecoveryPlan(detail={"failed": sorted(failed)})
         plan.detail["epoch"] = found[0] if found else None
@@ -247,7 +246,6 @@ class SparkOnly(CheckpointProtocol):
 
 
 def last_commit(view: PipelineView, stage: str) -> int:
-
     last = last_committed(view.checkpoints[stage])
     return INITIAL if last is None else last
 

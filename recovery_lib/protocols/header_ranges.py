@@ -17,7 +17,6 @@ log = logging.getLogger(__name__)
 
 
 def tail_probe(config: dict[str, str]) -> Any:
-
     settings = get_settings()
     return TailProbe(config, settings.kafka_request_timeout_s, settings.source_end_probe_cap_s)
 

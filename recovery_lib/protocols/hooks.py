@@ -111,7 +111,6 @@ class StageCommitHook:
         record.clocks = clocks.to_json()
 
     def _forward_epochs(self, record: CheckpointRecord) -> None:
-
         # Only batches before this one count: a re-run (or rewound) batch completes its
         # epochs again.
         earlier = {b for b in batch_ids(self.checkpoint / "commits") if b < record.batch}
@@ -149,7 +148,6 @@ class StageHeaders:
         self.stage = opts["protocolstage"]
 
     def for_batch(self, batch_id: int) -> list[tuple[str, bytes]]:
-
         state = batch_state(self.protocol_dir, self.stage, batch_id)
         if state is None:
             raise RuntimeError(

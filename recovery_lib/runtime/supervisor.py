@@ -329,7 +329,6 @@ class Supervisor:
 
 
 def _module_path(module: str) -> str:
-
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise ValueError(f"cannot find module {module!r}")

@@ -49,7 +49,6 @@ class SuiteResult:
 
 
 def suites_dir() -> Path:
-
     configured = get_settings().expectations_dir
     if configured is not None:
         return configured
@@ -154,7 +153,6 @@ def validate_metrics(store_path: str | Path) -> list[SuiteResult]:
 
 
 def record(store: Any, run_id: str | None, result: SuiteResult) -> None:
-
     store.add(
         "expectation_results",
         [

@@ -59,5 +59,4 @@ class InputView:
 
 
 def _read_topic_records(topic: str) -> list[InputRecord]:
-
     return [InputRecord(r.partition, r.offset, r.key, r.value) for r in read_topic(topic)]

@@ -47,7 +47,6 @@ class ReplicaGate:
     def __init__(
         self, output_topic: str, kafka: Mapping[str, str] | None = None, raw: str | None = None
     ) -> None:
-
         self.output_topic = output_topic
         self.raw_topic = raw or raw_topic(output_topic)
         self.kafka = {**client_config(), **dict(kafka or {})}

@@ -77,7 +77,6 @@ class HeartbeatGenerator:
         slow: tuple[str, int] | None = None,
         slow_delay_s: float = 0.0,
     ) -> None:
-
         self.topics = topics
         self.index = ControlTopic(index_topic, kafka)
         self.kafka = {**client_config(), **dict(kafka or {})}

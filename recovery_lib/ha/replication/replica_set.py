@@ -388,7 +388,6 @@ class ReplicaSet:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def create_topics(self) -> None:
-
         admin = TopicAdmin(self.kafka)
         # The release sink writes task p to partition p; the gate keeps partitions apart.
         count = output_partitions(

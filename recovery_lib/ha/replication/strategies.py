@@ -196,7 +196,6 @@ class Leaderless:
         return {}
 
     def start(self, view: ReplicaView) -> None:
-
         if not view.input_topics:
             raise ValueError("LiveRobin's heartbeats need the job's input topics")
         self.generator = HeartbeatGenerator(
