@@ -103,6 +103,8 @@ def test_cli_broker_start_status_stop(tmp_path):
     )
     started = run("start")
     assert started.returncode == 0, started.stdout + started.stderr
+    said = " ".join(started.stdout.split())  # Rich wraps long lines
+    assert "in memory only" in said and "KAFKA_BOOTSTRAP" in said, started.stdout
     try:
         status = run("status")
         assert status.returncode == 0 and "running" in status.stdout

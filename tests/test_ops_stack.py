@@ -135,6 +135,7 @@ def test_ops_up_runs_a_dag_triggered_over_rest_and_down_stops_every_pid(tmp_path
         assert airflow and dashboard
         for shown in (airflow, dashboard, password):
             assert shown in up.stdout, up.stdout
+        assert "in memory only" in " ".join(up.stdout.split()), up.stdout  # embedded broker
         print(f"ops up: {time.monotonic() - began:.0f} s")
 
         again = ops(env, "up")  # idempotent: the same processes, nothing new

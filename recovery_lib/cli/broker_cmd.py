@@ -28,6 +28,7 @@ def broker_start(
     console.print(
         f"broker up: pid {state.pid}, bootstrap [bold]{state.bootstrap}[/], log {state.log_file}"
     )
+    console.print(f"[yellow]note:[/] {broker_mod.MEMORY_ONLY_NOTE}")
     if foreground:
         try:
             while b.process is not None and b.process.poll() is None:

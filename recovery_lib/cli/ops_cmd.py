@@ -58,6 +58,11 @@ def ops_up() -> None:
     console.print(
         "DAGs start paused: unpause them in the UI. `recovery ops status`, `recovery ops down`."
     )
+    from recovery_lib.kafka.broker import MEMORY_ONLY_NOTE
+    from recovery_lib.settings import get_settings
+
+    if not get_settings().kafka_bootstrap:  # the stack runs the embedded broker
+        console.print(f"[yellow]note:[/] {MEMORY_ONLY_NOTE}")
 
 
 @ops_app.command("status")

@@ -21,6 +21,10 @@ class OffsetsUnavailable(IOLayerError):
     """A planned offset range could not be read back (retention, broker restart)."""
 
 
+class InputBehindCheckpoint(IOLayerError):
+    """The broker's log ends before the offsets the query's checkpoint already read."""
+
+
 class BadRecord(IOLayerError):
     """A record does not match the declared format and the policy is to fail."""
 
@@ -48,4 +52,18 @@ def offsets_unavailable(rng: Any, reached: int, waited_s: float) -> OffsetsUnava
         f"returned within {waited_s:.0f} s; the broker lost or deleted them (retention, or a "
         "restart of the memory-only embedded broker). Restore the topic or start the query "
         "with a new checkpoint"
+    )
+
+
+def input_behind_checkpoint(behind: dict[str, tuple[int, int]]) -> InputBehindCheckpoint:
+    """``behind``: per ``topic/partition``, (the checkpoint's offset, the log's end)."""
+    where = ", ".join(
+        f"{tp} read up to {mine}, the log ends at {end}" for tp, (mine, end) in behind.items()
+    )
+    return InputBehindCheckpoint(
+        f"the input is behind the query's checkpoint ({where}): the broker lost records the "
+        "query already read (the embedded broker keeps data in memory only, and a restart "
+        "empties it). Going on would skip every record up to the checkpoint's offsets. Restore "
+        "the topics, or start the job on a new checkpoint (and point KAFKA_BOOTSTRAP at a "
+        "durable Kafka cluster for long-lived jobs)"
     )

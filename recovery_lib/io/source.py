@@ -39,6 +39,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from recovery_lib.io.cut_policies import make_cut_policy
+from recovery_lib.io.exceptions import input_behind_checkpoint
 from recovery_lib.io.offsets import (
     EARLIEST,
     LATEST,
@@ -123,15 +124,44 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         return self._admin, self._probe
 
-    def _available(self, exact: bool = True) -> Offsets:
+    def _ends(self, exact: bool = True) -> Offsets:
+        """Each partition's end in the broker's log."""
         admin, probe = self._clients()
         parts = admin.wait_for(self.options.topics)
         ends = probe.ends([(t, p) for t, ps in parts.items() for p in ps], exact=exact)
+        return {t: {str(p): ends[(t, p)] for p in ps} for t, ps in parts.items()}
+
+    def _available(self, exact: bool = True) -> Offsets:
+        """What the query may read: the log's ends, no further than ``endingOffsets``."""
         bound = self.options.ending or {}
         return {
-            t: {str(p): min(ends[(t, p)], bound.get(t, {}).get(str(p), ends[(t, p)])) for p in ps}
-            for t, ps in parts.items()
+            t: {p: min(end, bound.get(t, {}).get(p, end)) for p, end in parts.items()}
+            for t, parts in self._ends(exact).items()
         }
+
+    def _refuse_a_log_behind(self, start: Offsets, available: Offsets) -> None:
+        """The query's checkpoint read further than the broker's log now reaches: the broker
+        lost records it had (the embedded broker keeps them in memory only; a restart empties
+        it). Going on would skip everything up to the old position once new records arrive."""
+        if not any(
+            available[t][p] < start[t][p] and available[t][p] < self._bound(t, p)
+            for t, parts in available.items()
+            for p in parts
+        ):
+            return
+        ends = self._ends(exact=True)  # a live probe may lag: ask for the exact ends
+        behind = {
+            f"{t}/{p}": (start[t][p], end)
+            for t, parts in ends.items()
+            for p, end in parts.items()
+            if end < start.get(t, {}).get(p, 0)
+        }
+        if behind:
+            raise input_behind_checkpoint(behind)
+
+    def _bound(self, topic: str, part: str) -> int:
+        bound = (self.options.ending or {}).get(topic, {}).get(part)
+        return bound if bound is not None else 2**63 - 1
 
     def initialOffset(self) -> dict:
         available = self._available()
@@ -170,6 +200,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start_full: Offsets = {
             t: {p: start.get(t, {}).get(p, 0) for p in parts} for t, parts in available.items()
         }
+        self._refuse_a_log_behind(start_full, available)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = self.cut_policy.cut(start_full, available, max_rows)
         # Never move backwards (a broker that lost data would otherwise rewind the query).

@@ -32,6 +32,13 @@ from recovery_lib.kafka.exceptions import (
 )
 from recovery_lib.settings import Settings, get_settings
 
+# What a user must know before running long-lived jobs on the embedded broker.
+MEMORY_ONLY_NOTE = (
+    "the embedded broker keeps every topic in memory only: a restart loses them all, and a "
+    "job whose checkpoint read further than the emptied log refuses to run. For long-lived "
+    "jobs set KAFKA_BOOTSTRAP=host:port to a durable Kafka cluster"
+)
+
 _PR_SET_PDEATHSIG = 1
 
 

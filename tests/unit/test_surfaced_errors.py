@@ -128,3 +128,33 @@ def test_a_source_that_cannot_tell_its_latest_offset_says_why_and_keeps_the_quer
     monkeypatch.setattr(reader, "_available", unreachable)
     assert reader.reportLatestOffset() is None
     assert "latest offset unknown: broker unreachable" in caplog.text
+
+
+def test_a_source_whose_log_ends_before_its_checkpoint_refuses_naming_both_offsets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A restarted (emptied) embedded broker under a running query: the checkpoint read up to
+    offset 50, the log now ends at 10. Going on would skip offsets 10..49 once they exist."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from recovery_lib.io.exceptions import InputBehindCheckpoint
+    from recovery_lib.io.source import KafkaStreamReader, SourceOptions, source_schema
+
+    options = SourceOptions.parse({"subscribe": "t", "kafka.bootstrap.servers": "127.0.0.1:9"})
+    reader = KafkaStreamReader(options, source_schema())
+    ends = {"t": {"0": 10, "1": 80}}
+    monkeypatch.setattr(reader, "_ends", lambda exact=True: ends)
+    with pytest.raises(InputBehindCheckpoint, match="t/0 read up to 50, the log ends at 10"):
+        reader.latestOffset({"t": {"0": 50, "1": 20}}, ReadAllAvailable())
+    ends["t"]["0"] = 60  # the log reaches the checkpoint again: the query goes on
+    assert reader.latestOffset({"t": {"0": 50, "1": 20}}, ReadAllAvailable()) == ends
+    bounded = SourceOptions.parse(
+        {"subscribe": "t", "kafka.bootstrap.servers": "127.0.0.1:9",
+         "endingOffsets": '{"t": {"0": 5, "1": 5}}'}
+    )  # fmt: skip
+    reader = KafkaStreamReader(bounded, source_schema())
+    monkeypatch.setattr(reader, "_ends", lambda exact=True: {"t": {"0": 10, "1": 80}})
+    # A bounded run at its bound is done, not behind: it stays where it is.
+    assert reader.latestOffset({"t": {"0": 7, "1": 5}}, ReadAllAvailable()) == {
+        "t": {"0": 7, "1": 5}
+    }
