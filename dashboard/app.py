@@ -46,7 +46,68 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 # Columns that are moments in time (a latency or a duration also ends in _ms).
-INSTANT_COLUMNS = ("ts_ms", "started_ms", "ended_ms", "detected_ms", "joined_ms", "fired_ms")
+INSTANT_COLUMNS = (
+    "ts_ms", "started_ms", "ended_ms", "detected_ms", "joined_ms", "fired_ms", "died_ms"
+)  # fmt: skip
+# Column names as a person reads them; the rest: underscores as spaces, units in brackets.
+LABELS = {
+    "run_id": "run",
+    "query": "job",
+    "ts_ms": "time (UTC)",
+    "time": "time (UTC)",
+    "copy_batch": "copied batch",
+    "committed_batch": "committed batch",
+    "restart_time_s": "restart (s)",
+    "recovery_time_s": "recovery (s)",
+    "output_gap_s": "output gap (s)",
+    "standby_lag_batches": "standby lag (batches)",
+    "standby_lag_bytes": "standby lag (bytes)",
+    "last_heartbeat": "last heartbeat",
+}
+UNITS = (("_bytes", "bytes"), ("_ms", "ms"), ("_s", "s"))
+
+
+def label(column: str) -> str:
+    if column in LABELS:
+        return LABELS[column]
+    for suffix, unit in UNITS:
+        if column.endswith(suffix):
+            return f"{column.removesuffix(suffix).replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")
+
+
+def present(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table as a person reads it: moments as UTC dates, human column names with units,
+    empty cells blank (not "None")."""
+    instants = [c for c in frame.columns if c in INSTANT_COLUMNS]
+    shown = frame.assign(
+        **{c: pd.to_datetime(frame[c], unit="ms", utc=True) for c in instants}
+    ).rename(
+        columns=lambda c: f"{label(c.removesuffix('_ms'))} (UTC)" if c in instants else label(c)
+    )
+    shown = shown.loc[:, ~shown.columns.duplicated()]
+    # A column with empty cells becomes text (blank where empty): the table widget would show
+    # "None", and a column of mixed types cannot be sent to the browser.
+    for column in shown.columns[shown.isna().any()]:
+        shown[column] = shown[column].map(_cell)
+    return shown
+
+
+def _cell(value: object) -> str:
+    if value is None or (not isinstance(value, str | list | dict) and pd.isna(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, pd.Timestamp):
+        return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return str(value)
+
+
+def utc_axis(field: str = "when") -> alt.X:
+    """A time axis in UTC (the browser's zone would differ between operators)."""
+    return alt.X(
+        f"{field}:T", title="time (UTC)", scale=alt.Scale(type="utc"), axis=alt.Axis(format="%H:%M")
+    )
 
 
 def ago(ms: float | None) -> str:
@@ -127,7 +188,7 @@ def overview(path: Path) -> None:
                 "message",
             ]
         ]
-        st.dataframe(shown, hide_index=True, width="stretch")
+        st.dataframe(present(shown), hide_index=True, width="stretch")
     st.subheader("Recent runs")
     runs = views.runs(path, limit=30)
     runs = runs.assign(last_batch=runs["last_batch_ms"].map(ago))
@@ -148,21 +209,23 @@ def overview(path: Path) -> None:
             charts = []
             if not t.empty:
                 charts.append(
-                    alt.Chart(t)
+                    alt.Chart(t.assign(when=pd.to_datetime(t["second"], unit="s", utc=True)))
                     .mark_area(opacity=0.6)
-                    .encode(x=alt.X("second:Q", axis=None), y=alt.Y("input_events:Q", title="ev/s"))
+                    .encode(x=utc_axis(), y=alt.Y("input_events:Q", title="ev/s"))
                     .properties(height=60, width=260)
                 )
             if not lt.empty:
                 charts.append(
-                    alt.Chart(lt)
+                    alt.Chart(lt.assign(when=pd.to_datetime(lt["second"], unit="s", utc=True)))
                     .mark_line(color="firebrick")
-                    .encode(x=alt.X("second:Q", axis=None), y=alt.Y("p50_ms:Q", title="p50 ms"))
+                    .encode(x=utc_axis(), y=alt.Y("p50_ms:Q", title="p50 (ms)"))
                     .properties(height=60, width=260)
                 )
             st.altair_chart(alt.vconcat(*charts))
     st.dataframe(
-        runs[["run_id", "query", "mode", "status", "failures", "last_batch", "experiment"]],
+        present(
+            runs[["run_id", "query", "mode", "status", "failures", "last_batch", "experiment"]]
+        ),
         hide_index=True,
         width="stretch",
     )
@@ -193,39 +256,43 @@ def job_detail(path: Path) -> None:
             .properties(height=160, title="state size per batch"),
             width="stretch",
         )
-        st.dataframe(readable(b.tail(50)), hide_index=True, width="stretch")
+        st.dataframe(present(b.tail(50)), hide_index=True, width="stretch")
     ev = views.events(path, run_id)
     if not ev.empty:
-        st.dataframe(readable(ev.assign(when=ev["ts_ms"].map(ago))), hide_index=True)
+        st.dataframe(present(ev.assign(when=ev["ts_ms"].map(ago))), hide_index=True)
 
 
 def recoveries(path: Path) -> None:
     rec = views.recoveries(path)
     if rec.empty:
-        st.info("No restart has completed yet (run an experiment with a failure).")
+        st.info("No recovery yet (run an experiment with a failure).")
         return
     times = ["restart_time_s", "recovery_time_s", "output_gap_s"]
-    by_mode = rec.groupby(["mode", "query"], as_index=False)[times].agg(["count", "mean", "max"])
-    long = rec.melt(["run_id", "query", "mode"], times, "measure", "seconds").dropna()
     st.caption(
-        "restart: failure detected -> the job processes again; recovery: failure -> latency "
-        "back within 10 % of before; output gap: the longest time without output after it."
+        "Every mode: a restart, a standby takeover, a replica replaced, a pipeline stage "
+        "restart, or a failure ridden out. restart: failure detected -> the job whole again; "
+        "recovery: failure -> latency back within 10 % of before; output gap: the longest "
+        "time without output after it."
     )
-    st.altair_chart(
-        alt.Chart(long)
-        .mark_bar()
-        .encode(
-            x=alt.X("measure:N", title=None, sort=times),
-            y=alt.Y("mean(seconds):Q", title="mean (s)"),
-            color="measure:N",
-            column=alt.Column("mode:N"),
-            row=alt.Row("query:N"),
-            tooltip=["mode", "query", "measure", "mean(seconds):Q"],
+    long = rec.melt(["run_id", "query", "mode"], times, "measure", "seconds").dropna()
+    long = long.assign(measure=long["measure"].map(label))
+    if not long.empty:
+        st.altair_chart(
+            alt.Chart(long)
+            .mark_bar()
+            .encode(
+                x=alt.X("measure:N", title=None, sort=[label(m) for m in times]),
+                y=alt.Y("mean(seconds):Q", title="mean (s)"),
+                color=alt.Color("measure:N", title="measure"),
+                column=alt.Column("mode:N", title="mode"),
+                row=alt.Row("query:N", title="job"),
+                tooltip=["mode", "query", "measure", "mean(seconds):Q"],
+            )
+            .properties(height=160, width=110),
         )
-        .properties(height=160, width=110),
-    )
-    st.dataframe(by_mode, hide_index=True)
-    st.dataframe(rec.drop(columns=["ts_ms"]), hide_index=True, width="stretch")
+    by_mode = rec.groupby(["mode", "query", "recovery"], as_index=False)[times].mean()
+    st.dataframe(present(by_mode), hide_index=True)
+    st.dataframe(present(rec.drop(columns=["ts_ms"])), hide_index=True, width="stretch")
 
 
 def consistency(path: Path) -> None:
@@ -255,13 +322,13 @@ def consistency(path: Path) -> None:
             .properties(title="lost / duplicated / divergent / extra outputs per report"),
             width="stretch",
         )
-        st.dataframe(reports, hide_index=True, width="stretch")
+        st.dataframe(present(reports), hide_index=True, width="stretch")
     gx = views.expectation_results(path)
     st.subheader("Great Expectations")
     if gx.empty:
         st.caption("no suite has run yet")
     else:
-        st.dataframe(gx, hide_index=True, width="stretch")
+        st.dataframe(present(gx), hide_index=True, width="stretch")
 
 
 def cec_panel(path: Path) -> None:
@@ -283,7 +350,7 @@ def cec_panel(path: Path) -> None:
         alt.Chart(long)
         .mark_line()
         .encode(
-            x=alt.X("ts:T", title="time"),
+            x=utc_axis("ts"),
             y=alt.Y("value:Q"),
             color="measure:N",
             strokeDash="query:N",
@@ -298,7 +365,7 @@ def cec_panel(path: Path) -> None:
     else:
         last = recoveries.iloc[0]
         st.metric("EC-load time of the last recovery", f"{last['ec_load_s']:.2f} s")
-        st.dataframe(readable(recoveries), hide_index=True, width="stretch")
+        st.dataframe(present(recoveries), hide_index=True, width="stretch")
 
 
 def checkpoints(path: Path) -> None:
@@ -315,7 +382,7 @@ def checkpoints(path: Path) -> None:
             alt.Chart(shipped)
             .mark_line(point=True)
             .encode(
-                x=alt.X("ts:T", title="shipping round"),
+                x=utc_axis("ts"),
                 y=alt.Y("lag_batches:Q", title="standby lag (batches)"),
                 color="job:N",
                 tooltip=["job", "batch", "bytes_copied", "bytes_total", "lag_bytes"],
@@ -324,7 +391,7 @@ def checkpoints(path: Path) -> None:
             .properties(height=180),
             width="stretch",
         )
-        st.dataframe(readable(shipped), hide_index=True, width="stretch")
+        st.dataframe(present(shipped), hide_index=True, width="stretch")
     st.subheader("Checkpoint GC")
     gc = views.gc_runs(path)
     if gc.empty:
@@ -334,7 +401,7 @@ def checkpoints(path: Path) -> None:
         alt.Chart(gc)
         .mark_bar()
         .encode(
-            x=alt.X("yearmonthdatehoursminutes(ts):T", title="GC pass"),
+            x=utc_axis("ts"),
             y=alt.Y("bytes_freed:Q", title="bytes freed"),
             color="job:N",
         )
@@ -342,7 +409,7 @@ def checkpoints(path: Path) -> None:
         .properties(height=200),
         width="stretch",
     )
-    st.dataframe(readable(gc), hide_index=True, width="stretch")
+    st.dataframe(present(gc), hide_index=True, width="stretch")
 
 
 def pipelines(path: Path) -> None:
@@ -386,11 +453,11 @@ def pipelines(path: Path) -> None:
             .properties(height=40 + 40 * len(stages)),
             width="stretch",
         )
-        st.dataframe(stages, hide_index=True, width="stretch")
+        st.dataframe(present(stages), hide_index=True, width="stretch")
     recoveries = views.pipeline_recoveries(path)
     if not recoveries.empty:
         st.subheader("Recoveries")
-        st.dataframe(readable(recoveries), hide_index=True, width="stretch")
+        st.dataframe(present(recoveries), hide_index=True, width="stretch")
 
 
 def replicas(path: Path) -> None:
@@ -426,15 +493,15 @@ def replicas(path: Path) -> None:
         table = pd.DataFrame([{"replica": r, **rep} for r, rep in state["replicas"].items()]).drop(
             columns=["pid"]
         )
-        st.dataframe(table, hide_index=True, width="stretch")
+        st.dataframe(present(table), hide_index=True, width="stretch")
         history = views.replication_history(path, row["run_id"])
         if not history.empty:
-            history["time"] = pd.to_datetime(history["ts_ms"], unit="ms")
+            history["time"] = pd.to_datetime(history["ts_ms"], unit="ms", utc=True)
             st.altair_chart(
                 alt.Chart(history.dropna(subset=["committed_batch"]))
                 .mark_line(point=True)
                 .encode(
-                    x=alt.X("time:T", title=""),
+                    x=utc_axis("time"),
                     y=alt.Y("committed_batch:Q", title="committed batch"),
                     color=alt.Color("replica:N"),
                     tooltip=["replica", "committed_batch", "live", "time"],
@@ -445,7 +512,7 @@ def replicas(path: Path) -> None:
         if state["replacements"]:
             done = pd.DataFrame(state["replacements"]).drop(columns=["kind"])
             st.caption("replacements of dead replicas (from the survivor's shipped state)")
-            st.dataframe(readable(done), hide_index=True, width="stretch")
+            st.dataframe(present(done), hide_index=True, width="stretch")
 
 
 def experiments(path: Path) -> None:
@@ -456,7 +523,7 @@ def experiments(path: Path) -> None:
     chosen = st.multiselect(
         "experiments to compare", exp["run_id"].tolist(), default=exp["run_id"].head(2).tolist()
     )
-    st.dataframe(readable(exp), hide_index=True, width="stretch")
+    st.dataframe(present(exp), hide_index=True, width="stretch")
     if not chosen:
         return
     cols = st.columns(len(chosen))
@@ -605,6 +672,8 @@ def main() -> None:
     if problem:
         st.warning(problem)
         return
+    for alert in views.alerts(path):  # what needs a person now, above every tab
+        st.error(alert, icon="🚨")
     tabs = st.tabs(
         [
             "Overview",

@@ -63,8 +63,10 @@ def populated_store(path: Path) -> Path:
             )  # fmt: skip
         store.add(
             "job_status",
-            [("q3_local", T0, "running", "r1", 11, 12, 1, T0 - 500, 41, 1, 2048, "")],
-        )
+            [("q3_local", T0, "running", "r1", 11, 12, 1, T0 - 500, 41, 1, 2048, ""),
+             ("q8_local", T0, "failed", "r2", 11, None, 3, T0 - 9000, 7, None, None,
+              "the restart budget (3) is spent")],
+        )  # fmt: skip
         store.add(
             "standby_shipments",
             [
@@ -112,6 +114,8 @@ def populated_store(path: Path) -> Path:
                      "gate_dropped": {"a": 4, "b": 1}, "heartbeats": None,
                      "replacements": [replaced] if k else []}  # fmt: skip
             store.event(replicated, "replication_state", state, T0 + k * 5_000)
+        store.event(replicated, "replica_joined", replaced, T0 + 9_000)
+        store.event(replicated, "recovery_measured", {"output_gap_s": 1.5}, T0 + 60_000)
     return path
 
 
@@ -144,34 +148,44 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     ]
     assert not at.warning
     frames = [df.value for df in at.dataframe]
-    jobs = next(f for f in frames if "last_heartbeat" in f.columns)
-    assert jobs["job"].tolist() == ["q3_local"] and jobs["status"].tolist() == ["running"]
+    jobs = next(f for f in frames if "last heartbeat" in f.columns)  # human labels
+    assert jobs["job"].tolist() == ["q3_local", "q8_local"]
+    assert jobs["status"].tolist() == ["running", "failed"]
+    assert "None" not in jobs.astype(str).to_numpy()  # an empty cell is blank
+    banner = [e.value for e in at.error]  # above every tab: what needs a person now
+    assert any("job q8_local is down: the restart budget" in b for b in banner), banner
     reports = next(f for f in frames if "verdict" in f.columns and "lost" in f.columns)
     assert sorted(reports["verdict"]) == ["consistent", "inconsistent"]
     assert sorted(reports["guarantee"]) == ["exactly-once", "none"]
-    recovered = next(f for f in frames if "recovery_time_s" in f.columns and "time" in f.columns)
-    assert sorted(recovered["recovery_time_s"]) == [31.0, 33.5]  # beside the restart times
-    assert sorted(recovered["output_gap_s"]) == [24.0, 26.5]
-    assert pd.api.types.is_datetime64_any_dtype(recovered["time"])  # a date, not epoch ms
-    assert any("bytes_freed" in f.columns for f in frames)
-    shipped = next(f for f in frames if "bytes_copied" in f.columns)
-    assert shipped["lag_batches"].tolist() == [0, 1]  # newest first
+    every = next(f for f in frames if "recovery (s)" in f.columns and "time (UTC)" in f.columns)
+    assert set(every["recovery"]) == {"restart", "replica replaced", "pipeline stage restart"}
+    restarted = every[every["recovery"] == "restart"]
+    # Columns with empty cells show as text, blank where empty (the widget would say "None").
+    assert sorted(restarted["recovery (s)"]) == ["31", "33.5"]  # beside the restart times
+    assert sorted(restarted["output gap (s)"]) == ["24", "26.5"]
+    assert all(isinstance(t, pd.Timestamp) for t in every["time (UTC)"])  # not epoch ms
+    replica = every[every["recovery"] == "replica replaced"].iloc[0]
+    assert replica["output gap (s)"] == "1.5" and replica["restart (s)"] == "9"  # whole again
+    assert every[every["recovery"] == "pipeline stage restart"].iloc[0]["recovery (s)"] == ""
+    assert any("bytes freed" in f.columns for f in frames)
+    shipped = next(f for f in frames if "bytes copied" in f.columns)
+    assert shipped["lag batches"].tolist() == [0, 1]  # newest first
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["not exactly-once"] == "1"
     assert metrics["avgprice: open windows"] == "902"  # the CEC panel: the newest state
     assert metrics["EC-load time of the last recovery"] == "0.13 s"
-    assert any("ec_load_s" in f.columns for f in frames)
+    assert any("ec load (s)" in f.columns for f in frames)
     # The pipelines tab: stages against the recovery line, invalid checkpoints, recoveries.
     assert metrics["invalid by the strict rule"] == "2" and metrics["recoveries"] == "1"
     # The replicas tab: the newest state (both live again, b leads), the gate, a replacement.
     assert metrics["live replicas"] == "2 of 2" and metrics["leader"] == "b"
     assert metrics["lag between replicas"] == "2 batches"
     assert metrics["copies dropped by the gate"] == "5"
-    replaced = next(f for f in frames if "copy_batch" in f.columns)
-    assert replaced["replica"].tolist() == ["a"] and replaced["copy_batch"].tolist() == [11]
+    replaced = next(f for f in frames if "copied batch" in f.columns)
+    assert replaced["replica"].tolist() == ["a"] and replaced["copied batch"].tolist() == [11]
     stages = next(f for f in frames if "line" in f.columns and "stage" in f.columns)
     assert stages["line"].tolist() == [38, 39]
-    recoveries = next(f for f in frames if "strict_rule_rolls_back" in f.columns)
+    recoveries = next(f for f in frames if "strict rule rolls back" in f.columns)
     assert recoveries["local"].tolist() == [True]
     # The papers tab: the first paper's rows beside ours, from the committed reports.
     papers = next(f for f in frames if "paper row" in f.columns)
@@ -346,6 +360,9 @@ def test_served_dashboard_renders_its_charts_in_headless_chromium(tmp_path):
         # Tables are drawn on a canvas; headings, tabs and run cards are text.
         for expected in ("Spark streaming recovery", "Supervised jobs", "Consistency", "prices"):
             assert expected in text
+        assert "job q8_local is down" in text  # the alert banner, above every tab
+        for raw in ("restart_time_s", "committed_batch", "copy_batch", "died_ms"):
+            assert raw not in text  # no raw column name anywhere a person reads
     finally:
         for proc in (browser, server):
             if proc is not None and proc.poll() is None:

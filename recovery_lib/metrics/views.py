@@ -124,28 +124,53 @@ def batches(path: str | Path, run_id: str) -> pd.DataFrame:
 
 
 def recoveries(path: str | Path) -> pd.DataFrame:
-    """One row per restart that came back: run, query, mode, when (``time``, UTC), restart
-    time (s), and the run's recovery time and output gap after its first failure (DESIGN 4;
-    experiments record them, event ``recovery_measured``)."""
+    """One row per recovery, whatever the mode: a restart, a standby takeover, a replica
+    replaced, a pipeline's stage restart; and a failure the job rode out without any (a
+    replicated run whose dead replica was not replaced yet). Run, job, mode, what happened,
+    when (``time``, UTC), how long until the job was whole again (s), and the run's recovery
+    time and output gap after its first failure (DESIGN 4; experiments record both for every
+    mode, event ``recovery_measured``)."""
     frame = read_frame(
         path,
-        """SELECT e.run_id, r.query, r.mode, e.ts_ms,
-                  TRY_CAST(json_extract_string(e.detail, '$.restart_time_s') AS DOUBLE)
-                      AS restart_time_s,
-                  m.recovery_time_s, m.output_gap_s
-           FROM events e JOIN runs r USING (run_id)
-           LEFT JOIN (
+        """WITH measured AS (
                SELECT run_id,
                       max(TRY_CAST(json_extract_string(detail, '$.recovery_time_s') AS DOUBLE))
                           AS recovery_time_s,
                       max(TRY_CAST(json_extract_string(detail, '$.output_gap_s') AS DOUBLE))
-                          AS output_gap_s
+                          AS output_gap_s,
+                      min(ts_ms) AS ts_ms
                FROM events WHERE kind = 'recovery_measured' GROUP BY run_id
-           ) m USING (run_id)
-           WHERE e.kind = 'ready' ORDER BY e.ts_ms DESC""",
+           ), recovered AS (
+               SELECT run_id, ts_ms,
+                      CASE WHEN json_extract(detail, '$.takeover') IS NOT NULL
+                           THEN 'standby takeover' ELSE 'restart' END AS recovery,
+                      TRY_CAST(json_extract_string(detail, '$.restart_time_s') AS DOUBLE)
+                          AS restart_time_s
+               FROM events WHERE kind = 'ready'
+               UNION ALL
+               SELECT run_id, ts_ms, 'replica replaced' AS recovery,
+                      (TRY_CAST(json_extract_string(detail, '$.joined_ms') AS DOUBLE)
+                       - TRY_CAST(json_extract_string(detail, '$.detected_ms') AS DOUBLE)) / 1000
+                          AS restart_time_s
+               FROM events WHERE kind = 'replica_joined'
+               UNION ALL
+               SELECT run_id, ts_ms, 'pipeline stage restart' AS recovery,
+                      NULL AS restart_time_s
+               FROM events WHERE kind = 'pipeline_recovery'
+           ), every AS (
+               SELECT * FROM recovered
+               UNION ALL
+               SELECT run_id, ts_ms, 'failure ridden out (no restart)' AS recovery,
+                      NULL AS restart_time_s
+               FROM measured WHERE run_id NOT IN (SELECT run_id FROM recovered)
+           )
+           SELECT e.run_id, r.query, r.mode, e.recovery, e.ts_ms, e.restart_time_s,
+                  m.recovery_time_s, m.output_gap_s
+           FROM every e JOIN runs r USING (run_id) LEFT JOIN measured m USING (run_id)
+           WHERE e.recovery <> 'restart' OR e.restart_time_s IS NOT NULL
+           ORDER BY e.ts_ms DESC""",
     )
-    frame = frame.dropna(subset=["restart_time_s"])
-    frame.insert(3, "time", pd.to_datetime(frame["ts_ms"], unit="ms", utc=True))
+    frame.insert(4, "time", pd.to_datetime(frame["ts_ms"], unit="ms", utc=True))
     return frame
 
 
@@ -294,3 +319,29 @@ def detail(value: object) -> dict:
         return json.loads(value) if isinstance(value, str) else dict(value or {})
     except (ValueError, TypeError):
         return {}
+
+
+def alerts(path: str | Path) -> list[str]:
+    """What an operator must look at now: a supervised job that is down, a replica that is
+    not live, a job whose newest consistency verdict is not exactly-once."""
+    out = []
+    jobs = job_status(path)
+    for row in jobs.itertuples() if not jobs.empty else ():
+        if row.status == "failed":
+            out.append(f"job {row.job} is down: {row.message or 'its daemon failed'}")
+    states = replication_states(path)
+    for row in states.itertuples() if not states.empty else ():
+        state = json.loads(row.detail)
+        dead = sorted(r for r, rep in state["replicas"].items() if not rep["live"])
+        if dead:
+            out.append(f"job {state['job']} ({state['mode']}): replica {', '.join(dead)} not live")
+    reports = consistency(path)
+    if not reports.empty:
+        newest = reports.sort_values("ts_ms").groupby("query").tail(1)
+        for row in newest.itertuples():
+            if row.guarantee != "exactly-once":
+                out.append(
+                    f"job {row.query}: the last consistency verdict is {row.verdict} "
+                    f"({row.guarantee or 'no guarantee'}), not exactly-once"
+                )
+    return out
