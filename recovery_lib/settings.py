@@ -89,6 +89,12 @@ class Settings(BaseSettings):
     job_status_every_s: float = Field(
         default=5.0, description="How often the job daemon records its status."
     )
+    daemon_metrics_port: int = Field(
+        default=0,
+        ge=0,
+        description="Port of a daemon's /metrics on 127.0.0.1 (0: a free one, named by its "
+        "status; one daemon per port when set).",
+    )
     expectations_dir: Path | None = Field(
         default=None, description="Great Expectations suites (default: the repo's expectations/)."
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from recovery_lib.metrics.store import read_frame
@@ -184,12 +186,20 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
         assert "q3_ops" in gc_rows["job"].tolist()
 
         before = daemon.check("q3_ops")
+        assert before.metrics_port, before  # the daemon's /metrics, named by its status
+        scraped = restarts_scraped(before.metrics_port)
+        assert scraped == 0.0, scraped
         os.killpg(before.job_pid, signal.SIGKILL)  # the driver dies after the GC
         wait_for(
             lambda: (s := daemon.check("q3_ops")).restarts >= 1 and s.status == "running",
             240,
             "the daemon to restart the job",
         )
+        # What Prometheus sees: the restart counter moved, GC's bytes, the job up again.
+        wait_for(lambda: restarts_scraped(before.metrics_port) >= 1, 30, "the restart scraped")
+        text = httpx.get(f"http://127.0.0.1:{before.metrics_port}/metrics", timeout=10).text
+        assert 'recovery_job_up{job="q3_ops",mode="native"} 1.0' in text, text
+        assert re.search(r"recovery_checkpoint_gc_freed_bytes_total\{[^}]*\} [1-9]", text), text
 
         wait_for(lambda: consumed_all(job, gen), 240, "the restarted job to consume all input")
         time.sleep(3)
@@ -508,3 +518,11 @@ def test_the_consistency_dag_judges_a_job_of_every_mode(
     for topic in topics:
         verdict, outputs = judged[f"job:{topic}"]
         assert verdict == "consistent" and outputs > 0, (topic, verdict, outputs)
+
+
+def restarts_scraped(port: int) -> float:
+    """The daemon's restart counter, scraped from its /metrics as Prometheus would."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    found = re.search(r'recovery_restarts_total\{job="q3_ops",mode="native"\} (\S+)', text)
+    assert found, text
+    return float(found.group(1))

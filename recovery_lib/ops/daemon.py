@@ -14,19 +14,24 @@ exits 1. Its status goes to ``daemon.json`` and to the metrics store (table job_
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from recovery_lib.ha.replication.replica_set import ReplicaSet
 from recovery_lib.ha.standby.pair import StandbyPair
+from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.tail_probe import TailProbe
+from recovery_lib.metrics.openmetrics import JobMetrics
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.ops.config import StreamJob, get_job
 from recovery_lib.runtime import cluster as cluster_mod
-from recovery_lib.runtime.checkpoint import last_committed
+from recovery_lib.runtime.checkpoint import committed_offsets, last_committed
 from recovery_lib.runtime.daemon import (
     ACTIVE,
     DaemonStatus,
@@ -40,6 +45,8 @@ from recovery_lib.runtime.logs import configure_logging
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec
 from recovery_lib.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 # What the CLI and the DAGs read of a job's daemon (the generic parts live in runtime/daemon.py).
 __all__ = ["ACTIVE", "DaemonStatus", "check", "describe", "pid_alive", "start", "stop"]
@@ -161,6 +168,12 @@ def run_daemon(name: str) -> int:
     mode = job.recovery_mode
     sup: JobSupervisor = mode.supervisor(spec, job.mode_request, job.supervisor_home, store, run_id)
     replicas = sup if isinstance(sup, ReplicaSet) else None
+    # Where Prometheus looks: /metrics on 127.0.0.1, on the port the status names.
+    metrics = JobMetrics(job.name, mode.name)
+    status.metrics_port = metrics.serve(settings.daemon_metrics_port)
+    probe = TailProbe(
+        client_config(), settings.kafka_request_timeout_s, settings.source_end_probe_cap_s
+    )
     code = 0
     last_report = 0.0
     try:
@@ -202,11 +215,13 @@ def run_daemon(name: str) -> int:
                     )
                 status.ts_ms = now_ms()
                 _write_status(job, status, store)
+                _observe(metrics, sup, job, status, store, run_id, probe)
             time.sleep(0.5)
         if not code:
             status.status, status.message = "stopped", "stopped on request"
     finally:
         sup.stop()
+        probe.close()
         status.ts_ms = now_ms()
         status.job_pid = sup.pid
         status.restarts = len(sup.restarts)
@@ -214,6 +229,29 @@ def run_daemon(name: str) -> int:
         store.finish_run(run_id, "failed" if code else "finished")
         store.close()
     return code
+
+
+def _observe(
+    metrics: JobMetrics,
+    sup: Any,
+    job: StreamJob,
+    status: DaemonStatus,
+    store: MetricsStore,
+    run_id: str,
+    probe: TailProbe,
+) -> None:
+    """The daemon's /metrics after a check; a metric that cannot be read now waits for the
+    next check (it must not stop the supervision)."""
+    try:
+        metrics.observe_supervisor(sup)
+        metrics.observe_batch(status.committed_batch, None)
+        metrics.observe_store(store.path, job.query, job.name, run_id)
+        committed = committed_offsets(sup.live_checkpoints / job.query)
+        if committed:
+            parts = [(t, int(p)) for t, ps in committed.items() for p in ps]
+            metrics.observe_input_lag(committed, probe.ends(parts, exact=False))
+    except Exception as exc:  # noqa: BLE001 - reported, the supervision goes on
+        log.warning("metrics of job %s not updated: %r", job.name, exc)
 
 
 def main(argv: list[str] | None = None) -> None:

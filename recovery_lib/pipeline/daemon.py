@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from recovery_lib.metrics.openmetrics import JobMetrics
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.pipeline.runner import PipelineRun, snapshot
 from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
@@ -107,6 +108,8 @@ def run_daemon(name: str) -> int:
         spec, pipeline_home(name), store=store, run_id=run_id, metrics_path=store.path
     )
     code, last_report = 0, 0.0
+    metrics = JobMetrics(f"pipeline:{name}", spec.protocol)  # /metrics, port in the status
+    status.metrics_port = metrics.serve(settings.daemon_metrics_port)
     try:
         run.start()
         while not stopping:
@@ -132,6 +135,7 @@ def run_daemon(name: str) -> int:
                     )
                 status.ts_ms = now_ms()
                 _write(name, status, store)
+                metrics.observe_pipeline(serving and not recovering, run.recoveries)
                 try:  # the dashboard's view of stages, checkpoints and the recovery line
                     store.event(run_id, "pipeline_state", snapshot(run))
                 except (OSError, ValueError, RuntimeError) as exc:

@@ -35,6 +35,7 @@ class DaemonStatus:
     message: str = ""
     standby_lag_batches: int | None = None
     standby_lag_bytes: int | None = None
+    metrics_port: int | None = None  # its /metrics (OpenMetrics) on 127.0.0.1
 
     @property
     def alive(self) -> bool:

@@ -1,0 +1,102 @@
+"""A daemon's /metrics: Prometheus names (units, ``_total``), counters that follow the
+supervisor, the verdict as a labelled gauge, and example alert rules and a Grafana dashboard
+that name only what is exposed."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import httpx
+import yaml
+
+from recovery_lib.ha.replication.replica_set import Replacement, ReplacementStatus
+from recovery_lib.metrics.openmetrics import JobMetrics, exposed_names
+from recovery_lib.runtime.supervisor import Restart
+
+DOCKER = Path(__file__).resolve().parents[2] / "docker"
+PROMQL_FUNCTIONS = {"increase", "rate", "deriv", "and", "or", "unless", "sum", "by", "max"}
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression reads (identifiers outside braces and labels)."""
+    bare = re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", expr)
+    return {w for w in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", bare) if w.startswith("recovery_")}
+
+
+def supervisor(restarts: int, replacements: list[Replacement] | None = None):  # noqa: ANN201
+    return SimpleNamespace(
+        serving=lambda: True,
+        restarts=[Restart("exit -9", 1000, 1000 + 4500) for _ in range(restarts)],
+        takeovers=[],
+        **(
+            {"replacements": replacements, "failed": {}, "gate": SimpleNamespace(dropped={"a": 3})}
+            if replacements is not None
+            else {}
+        ),
+    )
+
+
+def test_counters_follow_the_supervisor_and_a_scrape_shows_them() -> None:
+    metrics = JobMetrics("q3_ops", "native")
+    metrics.observe_supervisor(supervisor(1))
+    metrics.observe_supervisor(supervisor(1))  # the same restart seen twice counts once
+    metrics.observe_supervisor(supervisor(2))
+    metrics.observe_verdict("consistent", "exactly-once")
+    metrics.observe_verdict("inconsistent", "at-least-once")  # the newest report wins
+    port = metrics.serve(0)
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    assert 'recovery_restarts_total{job="q3_ops",mode="native"} 2.0' in text
+    assert 'recovery_last_restart_seconds{job="q3_ops",mode="native"} 4.5' in text
+    assert re.search(
+        r'recovery_consistency_verdict\{guarantee="at-least-once",job="q3_ops",mode="native",'
+        r'verdict="inconsistent"\} 1.0', text
+    )  # fmt: skip
+    assert re.search(r'verdict="consistent"\} 0.0', text)
+
+
+def test_a_replica_set_reports_deaths_replacements_and_gate_drops() -> None:
+    metrics = JobMetrics("q3_kazoo", "kazoo")
+    dead = Replacement("a", "exit -9", 0, "b")
+    joined = Replacement("b", "exit -9", 0, "a", status=ReplacementStatus.JOINED)
+    metrics.observe_supervisor(supervisor(0, [dead, joined]))
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in metrics.registry.collect()
+        for s in family.samples
+    }
+    labels = (("job", "q3_kazoo"), ("mode", "kazoo"))
+    assert samples[("recovery_replica_deaths_total", labels)] == 2
+    assert samples[("recovery_replica_replacements_total", labels)] == 1
+    assert samples[("recovery_gate_dropped_copies_total", (*labels, ("replica", "a")))] == 3
+
+
+def test_alert_rules_and_the_grafana_dashboard_name_only_exposed_metrics() -> None:
+    metrics = JobMetrics("j", "kazoo")
+    metrics.observe_supervisor(supervisor(1, [Replacement("a", "x", 0, "b")]))
+    for gauge in (metrics.input_lag_records, metrics.batch_duration):
+        gauge.labels(**metrics.labels).set(1)
+    metrics.observe_gc(10)
+    exposed = exposed_names(metrics)
+    rules = yaml.safe_load((DOCKER / "alerts.yml").read_text())
+    exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    dashboard = json.loads((DOCKER / "grafana-dashboard.json").read_text())
+    exprs += [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    named = set().union(*(metric_names(e) for e in exprs))
+    assert named and named <= exposed, sorted(named - exposed)
+    assert {"RecoveryJobDown", "RecoveryVerdictNotExactlyOnce", "RecoveryReplicaMissing"} <= {
+        r["alert"] for g in rules["groups"] for r in g["rules"]
+    }
+    assert metric_names("increase(recovery_restarts_total[15m]) > 3") == {"recovery_restarts_total"}
+
+
+def test_a_pipeline_daemon_counts_its_recoveries() -> None:
+    metrics = JobMetrics("pipeline:q1p", "unc")
+    done = SimpleNamespace(restart_time_s=7.5)
+    metrics.observe_pipeline(False, [SimpleNamespace(restart_time_s=None)])
+    metrics.observe_pipeline(True, [done, SimpleNamespace(restart_time_s=None)])
+    values = {s.name: s.value for f in metrics.registry.collect() for s in f.samples}
+    assert values["recovery_restarts_total"] == 2 and values["recovery_job_up"] == 1
+    assert values["recovery_last_restart_seconds"] == 7.5
