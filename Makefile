@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install demo ops ops-down test test-all browser dashboard lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
+.PHONY: install demo ops ops-down test test-all browser dashboard dashboard-screenshots lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -29,6 +29,10 @@ ops-down: $(STAMP)
 
 dashboard: $(STAMP)
 	$(BIN)/streamlit run dashboard/app.py --server.address 127.0.0.1 --server.headless true
+
+# The dashboard's screenshots in docs/dashboard/, taken by its Chromium test.
+dashboard-screenshots: $(STAMP) browser
+	RECOVERY_SCREENSHOTS_DIR=docs/dashboard $(BIN)/python -m pytest -q tests/test_dashboard.py -k chromium
 
 # The dashboard's browser test drives Debian's chromium (not on a fresh machine).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

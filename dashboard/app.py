@@ -106,7 +106,10 @@ def _cell(value: object) -> str:
 def utc_axis(field: str = "when") -> alt.X:
     """A time axis in UTC (the browser's zone would differ between operators)."""
     return alt.X(
-        f"{field}:T", title="time (UTC)", scale=alt.Scale(type="utc"), axis=alt.Axis(format="%H:%M")
+        f"{field}:T",
+        title="time (UTC)",
+        scale=alt.Scale(type="utc"),
+        axis=alt.Axis(format="%H:%M:%S"),
     )
 
 
@@ -673,7 +676,7 @@ def main() -> None:
         st.warning(problem)
         return
     for alert in views.alerts(path):  # what needs a person now, above every tab
-        st.error(alert, icon="🚨")
+        st.error(alert)
     tabs = st.tabs(
         [
             "Overview",

@@ -351,8 +351,30 @@ def test_served_dashboard_renders_its_charts_in_headless_chromium(tmp_path):
             time.sleep(2)  # let the last charts paint
             text = tools.evaluate("document.body.innerText") or ""
             shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+            # The Recoveries and Replicas tabs, clicked as a person would.
+            tabs = {}
+            for tab in ("Recoveries", "Replicas"):
+                clicked = tools.evaluate(
+                    "(() => { const b = [...document.querySelectorAll('[role=tab]')]"
+                    f".find(b => b.innerText.trim() === '{tab}');"
+                    " if (b) b.click(); return !!b; })()"
+                )
+                assert clicked, f"no tab {tab}"
+                time.sleep(4)
+                tabs[tab] = tools.call(
+                    "Page.captureScreenshot", format="png", captureBeyondViewport=True
+                )
+            tab_text = tools.evaluate("document.body.innerText") or ""
         finally:
             tools.close()
+        shots = {"overview": shot, **{t.lower(): s for t, s in tabs.items()}}
+        keep = os.environ.get("RECOVERY_SCREENSHOTS_DIR")  # docs/: `make dashboard-screenshots`
+        for name, taken in shots.items():
+            data = base64.b64decode(taken["data"])
+            assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, name
+            if keep:
+                (Path(keep) / f"dashboard_{name}.png").write_bytes(data)
+        assert "live replicas" in tab_text and "replacements of dead replicas" in tab_text
         png = base64.b64decode(shot["data"])
         (tmp_path / "dashboard.png").write_bytes(png)
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
