@@ -3,6 +3,9 @@ embedded broker, Airflow (api-server, scheduler, dag-processor, triggerer) and t
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -85,8 +88,36 @@ def ops_status() -> None:
         )
     console.print(table)
     console.print(f"logs and pid files: {stack.dir}/<component>.log|.pid")
+    daemons = _daemon_metrics()
+    if daemons:
+        listed = Table(title="daemons' /metrics (OpenMetrics, for Prometheus)")
+        for column in ("daemon", "status", "metrics"):
+            listed.add_column(column, no_wrap=True)
+        for name, status, url in daemons:
+            listed.add_row(name, status, url)
+        console.print(listed)
     if not all(row.alive for row in rows):
         raise typer.Exit(code=3)
+
+
+def _daemon_metrics() -> list[tuple[str, str, str]]:
+    """Each configured job's and pipeline's daemon that runs: its status and /metrics URL."""
+    from recovery_lib.ops import daemon
+    from recovery_lib.ops.config import load_jobs
+    from recovery_lib.pipeline import daemon as pipeline_daemon
+    from recovery_lib.pipeline.spec import load_pipelines
+
+    found: list[tuple[str, str, Any]] = []
+    # No jobs or pipelines file, or one that does not load: the stack's table says the rest.
+    with contextlib.suppress(ValueError):
+        found += [(name, "job", daemon.read_status(job)) for name, job in load_jobs().items()]
+    with contextlib.suppress(ValueError):
+        found += [(n, "pipeline", pipeline_daemon.read_status(n)) for n in load_pipelines()]
+    return [
+        (f"{kind} {name}", s.status, f"http://127.0.0.1:{s.metrics_port}/metrics")
+        for name, kind, s in found
+        if s is not None and s.alive and s.metrics_port
+    ]
 
 
 @ops_app.command("down")

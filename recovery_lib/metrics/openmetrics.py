@@ -54,8 +54,9 @@ class JobMetrics:
             "input_lag_seconds", "age of the oldest input record not read yet"
         )
         self.batch_duration = gauge("batch_duration_seconds", "the last micro-batch's duration")
-        self.determinant_log_bytes = gauge(
-            "determinant_log_bytes", "size of the causal determinant log"
+        self.determinant_log_records = gauge(
+            "determinant_log_records",
+            "records the causal determinant log holds (kept, not truncated)",
         )
         self.gate_dropped = counter(
             "gate_dropped_copies", "copies the replica gate dropped", ("replica",)
@@ -119,7 +120,7 @@ class JobMetrics:
             ("batch_duration_s", self.batch_duration),
             ("input_lag_records", self.input_lag_records),
             ("input_lag_s", self.input_lag_seconds),
-            ("determinant_log_bytes", self.determinant_log_bytes),
+            ("determinant_log_records", self.determinant_log_records),
         ):
             if progress.get(key) is not None:
                 gauge.labels(**self.labels).set(float(progress[key]))

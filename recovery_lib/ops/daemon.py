@@ -250,6 +250,11 @@ def _observe(
         if committed:
             parts = [(t, int(p)) for t, ps in committed.items() for p in ps]
             metrics.observe_input_lag(committed, probe.ends(parts, exact=False))
+        causal = job.causal_config() if job.mode.causal else None
+        if causal is not None and causal.storage == "kafka":  # the log's one partition
+            topic = causal.topic
+            kept = probe.ends([(topic, 0)], exact=False)[(topic, 0)] - probe.first_offset(topic, 0)
+            metrics.observe_batch(None, {"determinant_log_records": kept})
     except Exception as exc:  # noqa: BLE001 - reported, the supervision goes on
         log.warning("metrics of job %s not updated: %r", job.name, exc)
 

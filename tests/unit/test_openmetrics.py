@@ -100,3 +100,21 @@ def test_a_pipeline_daemon_counts_its_recoveries() -> None:
     values = {s.name: s.value for f in metrics.registry.collect() for s in f.samples}
     assert values["recovery_restarts_total"] == 2 and values["recovery_job_up"] == 1
     assert values["recovery_last_restart_seconds"] == 7.5
+
+
+def test_ops_status_lists_each_running_daemons_metrics_url(tmp_path, settings_env) -> None:
+    import os
+
+    from recovery_lib.cli.ops_cmd import _daemon_metrics
+    from recovery_lib.runtime.daemon import DaemonStatus
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {name: q3_x, job: q3}\n  - {name: q3_y, job: q3}\n")
+    pipelines = tmp_path / "pipelines.yaml"
+    pipelines.write_text("pipelines: []\n")
+    home = tmp_path / "home"
+    settings_env(RECOVERY_HOME=home, RECOVERY_JOBS_FILE=jobs, RECOVERY_PIPELINES_FILE=pipelines)
+    running = DaemonStatus("q3_x", "running", os.getpid(), 0, metrics_port=43210)
+    (home / "jobs" / "q3_x").mkdir(parents=True)
+    (home / "jobs" / "q3_x" / "daemon.json").write_text(json.dumps(running.__dict__))
+    assert _daemon_metrics() == [("job q3_x", "running", "http://127.0.0.1:43210/metrics")]
