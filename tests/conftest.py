@@ -105,3 +105,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         FAILURE_LOG.parent.mkdir(parents=True, exist_ok=True)
         with FAILURE_LOG.open("a") as log:
             log.write(f"==== {report.nodeid} ({report.when}) failed\n{report.longreprtext}\n\n")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """pytest's summary is the last thing a run prints: the session's Spark gateway closes its
+    py4j connections while the interpreter exits, and py4j logs each one at INFO (to streams
+    pytest already closed, which logging then reports as an error)."""
+    import logging
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)

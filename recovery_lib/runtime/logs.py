@@ -35,11 +35,18 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         return None
 
 
+def _ours_or_a_warning(record: logging.LogRecord) -> bool:
+    """Our loggers at their level; another library's (py4j says INFO on every connection it
+    closes) only from WARNING up."""
+    return record.name.startswith("recovery_lib") or record.levelno >= logging.WARNING
+
+
 def configure_logging(level: int = logging.INFO) -> None:
     root = logging.getLogger()
     if not any(getattr(h, _MARK, False) for h in root.handlers):
         handler = _Stderr()
         handler.setFormatter(logging.Formatter(FORMAT))
+        handler.addFilter(_ours_or_a_warning)
         setattr(handler, _MARK, True)
         root.addHandler(handler)
     if root.level == logging.NOTSET or root.level > logging.WARNING:

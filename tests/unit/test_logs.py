@@ -46,3 +46,15 @@ def test_logging_is_set_up_once_and_follows_a_swapped_stderr(
     monkeypatch.setattr(sys, "stderr", later)  # a harness swapped stderr again
     logging.getLogger("recovery_lib.test").warning("still here")
     assert "still here" in later.getvalue() and "still here" not in swapped.getvalue()
+
+
+def test_another_librarys_info_is_not_ours_to_print(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    shown = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", shown)
+    configure_logging()
+    logging.getLogger("py4j.clientserver").setLevel(logging.INFO)
+    logging.getLogger("py4j.clientserver").info("Closing down clientserver connection")
+    logging.getLogger("py4j.clientserver").warning("a real problem")
+    assert "Closing down" not in shown.getvalue() and "a real problem" in shown.getvalue()
