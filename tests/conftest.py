@@ -113,4 +113,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     pytest already closed, which logging then reports as an error)."""
     import logging
 
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    for name in ("py4j", "py4j.clientserver", "py4j.java_gateway"):  # a level set on each
+        logging.getLogger(name).setLevel(logging.WARNING)
