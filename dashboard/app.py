@@ -32,19 +32,6 @@ def store_path() -> Path:
     return Path(override) if override else get_settings().home / "metrics.duckdb"
 
 
-def readable(frame: pd.DataFrame) -> pd.DataFrame:
-    """Epoch-millisecond columns (``*_ms`` that hold instants, not durations) as UTC dates."""
-    instants = [c for c in frame.columns if c in INSTANT_COLUMNS]
-    return frame.assign(
-        **{
-            ("time" if c == "ts_ms" else c.removesuffix("_ms")): pd.to_datetime(
-                frame[c], unit="ms", utc=True
-            )
-            for c in instants
-        }  # fmt: skip
-    ).drop(columns=instants)
-
-
 # Columns that are moments in time (a latency or a duration also ends in _ms).
 INSTANT_COLUMNS = (
     "ts_ms", "started_ms", "ended_ms", "detected_ms", "joined_ms", "fired_ms", "died_ms"

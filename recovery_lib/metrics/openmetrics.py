@@ -109,27 +109,12 @@ class JobMetrics:
         if done:
             self.last_restart.labels(**self.labels).set(done[-1].restart_time_s)
 
-    def observe_batch(self, committed: int | None, progress: Mapping[str, Any] | None) -> None:
-        """The last committed batch, and from the query's last progress: its duration and the
-        input it has not read yet."""
-        if committed is not None:
-            self.committed_batch.labels(**self.labels).set(committed)
-        if not progress:
-            return
-        for key, gauge in (
-            ("batch_duration_s", self.batch_duration),
-            ("input_lag_records", self.input_lag_records),
-            ("input_lag_s", self.input_lag_seconds),
-            ("determinant_log_records", self.determinant_log_records),
-        ):
-            if progress.get(key) is not None:
-                gauge.labels(**self.labels).set(float(progress[key]))
+    def observe_committed(self, batch: int | None) -> None:
+        if batch is not None:
+            self.committed_batch.labels(**self.labels).set(batch)
 
-    def observe_recovery(self, measured: Mapping[str, Any]) -> None:
-        if measured.get("recovery_time_s") is not None:
-            self.last_recovery.labels(**self.labels).set(measured["recovery_time_s"])
-        if measured.get("output_gap_s") is not None:
-            self.last_output_gap.labels(**self.labels).set(measured["output_gap_s"])
+    def observe_determinant_log(self, records: int) -> None:
+        self.determinant_log_records.labels(**self.labels).set(records)
 
     def observe_verdict(self, verdict: str, guarantee: str | None) -> None:
         """The last consistency report: its (verdict, guarantee) series 1, every other 0."""

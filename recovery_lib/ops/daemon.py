@@ -244,7 +244,7 @@ def _observe(
     next check (it must not stop the supervision)."""
     try:
         metrics.observe_supervisor(sup)
-        metrics.observe_batch(status.committed_batch, None)
+        metrics.observe_committed(status.committed_batch)
         metrics.observe_store(store.path, job.query, job.name, run_id)
         committed = committed_offsets(sup.live_checkpoints / job.query)
         if committed:
@@ -254,7 +254,7 @@ def _observe(
         if causal is not None and causal.storage == "kafka":  # the log's one partition
             topic = causal.topic
             kept = probe.ends([(topic, 0)], exact=False)[(topic, 0)] - probe.first_offset(topic, 0)
-            metrics.observe_batch(None, {"determinant_log_records": kept})
+            metrics.observe_determinant_log(kept)
     except Exception as exc:  # noqa: BLE001 - reported, the supervision goes on
         log.warning("metrics of job %s not updated: %r", job.name, exc)
 
