@@ -95,6 +95,12 @@ class Settings(BaseSettings):
         description="Port of a daemon's /metrics on 127.0.0.1 (0: a free one, named by its "
         "status; one daemon per port when set).",
     )
+    daemon_output_window_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Seconds of a supervised job's output the daemon keeps to measure the "
+        "output gap and recovery time of the last failure for /metrics.",
+    )
     expectations_dir: Path | None = Field(
         default=None, description="Great Expectations suites (default: the repo's expectations/)."
     )

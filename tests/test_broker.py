@@ -200,3 +200,29 @@ def test_stopping_a_broker_a_running_command_owns_is_refused_unless_forced(priva
         wait_for(lambda: not pid_alive(state.pid), 10, "the forced broker to exit")
     finally:
         owned.stop()
+
+
+def test_the_tail_probe_reads_the_age_of_the_oldest_unread_record(kafka_bootstrap):
+    """The daemon's input_lag_seconds: the timestamp of the record at each reader position."""
+    import uuid
+
+    from confluent_kafka import Producer
+
+    from recovery_lib.kafka.clients import client_config
+    from recovery_lib.kafka.tail_probe import TailProbe
+
+    topic = f"age-{uuid.uuid4().hex[:8]}"
+    TopicAdmin().create(topic, partitions=2)
+    producer = Producer(client_config())
+    for i in range(10):  # partition 0 holds records stamped 1000..1009, partition 1 5000..5009
+        producer.produce(topic, value=b"x", partition=0, timestamp=1_000 + i)
+        producer.produce(topic, value=b"x", partition=1, timestamp=5_000 + i)
+    producer.flush(30)
+    probe = TailProbe(client_config(), 10, 5)
+    try:
+        assert probe.oldest_timestamp({(topic, 0): 4, (topic, 1): 2}) == 1_004
+        assert probe.oldest_timestamp({(topic, 1): 7}) == 5_007
+        assert probe.oldest_timestamp({(topic, 0): 10}) is None  # at the end: nothing waits
+        assert probe.oldest_timestamp({}) is None
+    finally:
+        probe.close()

@@ -200,6 +200,11 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
         text = httpx.get(f"http://127.0.0.1:{before.metrics_port}/metrics", timeout=10).text
         assert 'recovery_job_up{job="q3_ops",mode="native"} 1.0' in text, text
         assert re.search(r"recovery_checkpoint_gc_freed_bytes_total\{[^}]*\} [1-9]", text), text
+        # The failure's effect on the output, from the daemon's own follower of the topic: the
+        # silence after the kill (at least the restart's time), and the input's age.
+        wait_for(lambda: output_gap_scraped(before.metrics_port) > 0, 30, "the output gap")
+        text = httpx.get(f"http://127.0.0.1:{before.metrics_port}/metrics", timeout=10).text
+        assert re.search(r"recovery_input_lag_seconds\{[^}]*\} [0-9]", text), text
 
         wait_for(lambda: consumed_all(job, gen), 240, "the restarted job to consume all input")
         time.sleep(3)
@@ -518,6 +523,13 @@ def test_the_consistency_dag_judges_a_job_of_every_mode(
     for topic in topics:
         verdict, outputs = judged[f"job:{topic}"]
         assert verdict == "consistent" and outputs > 0, (topic, verdict, outputs)
+
+
+def output_gap_scraped(port: int) -> float:
+    """The daemon's output gap after the last failure (0 while none is known)."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    found = re.search(r"^recovery_last_output_gap_seconds\{[^}]*\} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
 
 
 def restarts_scraped(port: int) -> float:

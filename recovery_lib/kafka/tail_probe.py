@@ -142,5 +142,30 @@ class TailProbe:
                 self._cache[tp] = (high, ends[tp])
         return ends
 
+    def oldest_timestamp(self, positions: Mapping[tuple[str, int], int]) -> int | None:
+        """The earliest timestamp (ms) of the records at these positions (a reader's next
+        offset per partition): how old the input waiting to be read is. Partitions that do not
+        answer within the probe cap are left out; None when none answered."""
+        if not positions:
+            return None
+        self._consumer.assign([TopicPartition(t, p, off) for (t, p), off in positions.items()])
+        pending = set(positions)
+        stamps: list[int] = []
+        deadline = time.monotonic() + self._cap_s
+        try:
+            while pending and time.monotonic() < deadline:
+                msg = self._consumer.poll(0.05)
+                if msg is None:
+                    continue
+                tp = (msg.topic(), msg.partition())
+                if tp not in pending:
+                    continue
+                pending.discard(tp)  # its first answer: the record at the position, or EOF
+                if msg.error() is None:
+                    stamps.append(msg.timestamp()[1])
+        finally:
+            self._consumer.unassign()
+        return min(stamps) if stamps else None
+
     def close(self) -> None:
         self._consumer.close()

@@ -5,6 +5,8 @@ timestamp at the sink (set when the sink produced it; for a two_phase sink, its 
 record's), ingest_ms = the ``rl.ingest_ms`` header
 (ingest time of the newest input it depends on), latency = visible - ingest. Every record is
 counted in ``throughput``; up to ``max_samples_per_s`` per second go to ``latency_samples``.
+A long-lived follower (a daemon's /metrics) gives ``window_s``: it keeps only that many seconds
+of samples, counts and ids, so that its memory does not grow with the job's age.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class LatencyCollector:
         max_samples_per_s: int = 500,
         from_beginning: bool = True,
         gate: CommitGate | None = None,
+        window_s: float | None = None,
     ) -> None:
         self.topic = topic
         self.run_id = run_id
@@ -47,8 +50,11 @@ class LatencyCollector:
         self.gate = gate
         self.samples: list[tuple[int, int]] = []  # (visible_ms, latency_ms), all of them
         self.per_second: dict[int, int] = defaultdict(int)
-        self.seen_ids: set[bytes] = set()
+        self.seen_ids: dict[bytes, int] = {}  # id -> the second it was seen
         self.duplicates = 0
+        self.window_s = window_s
+        self._trimmed_s = 0
+        self._newest_ms = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"latency-{topic}", daemon=True)
 
@@ -56,9 +62,15 @@ class LatencyCollector:
         self._thread.start()
         return self
 
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
+
     def stop(self) -> None:
+        """Safe to call when never started."""
         self._stop.set()
-        self._thread.join(timeout=15)
+        if self.started:
+            self._thread.join(timeout=15)
 
     def _run(self) -> None:
         partitions = TopicAdmin(self.config).partitions(self.topic)
@@ -86,9 +98,10 @@ class LatencyCollector:
                         if rid in self.seen_ids:  # a replayed copy: not a new output
                             self.duplicates += 1
                             continue
-                        self.seen_ids.add(rid)
+                        self.seen_ids[rid] = visible // 1000
                     ingest = headers.get(INGEST_HEADER)
                     second = visible // 1000
+                    self._newest_ms = max(self._newest_ms, visible)
                     pending_counts[second] += 1
                     self.per_second[second] += 1
                     if ingest is None:
@@ -106,6 +119,7 @@ class LatencyCollector:
                                 rid.decode() if rid else None,
                             )
                         )
+                self._trim()
                 if self.store is not None and (pending_samples or pending_counts):
                     self.store.add("latency_samples", pending_samples)
                     self.store.add(
@@ -114,6 +128,27 @@ class LatencyCollector:
                     pending_samples, pending_counts = [], defaultdict(int)
         finally:
             consumer.close()
+
+    def _trim(self) -> None:
+        """Forget what is older than ``window_s`` (at most once a second)."""
+        if self.window_s is None:
+            return
+        newest_s = self._newest_ms // 1000
+        if newest_s <= self._trimmed_s:
+            return
+        self._trimmed_s = newest_s
+        oldest_ms = (newest_s - self.window_s) * 1000
+        keep = next((i for i, s in enumerate(self.samples) if s[0] >= oldest_ms), len(self.samples))
+        del self.samples[:keep]
+        for second in [s for s in self.per_second if s * 1000 < oldest_ms]:
+            del self.per_second[second]
+        stale = []  # ids arrive in about time order: the old ones are at the dict's front
+        for rid, second in self.seen_ids.items():
+            if second * 1000 >= oldest_ms:
+                break
+            stale.append(rid)
+        for rid in stale:
+            del self.seen_ids[rid]
 
     def _visible(self, msgs: list[Any]) -> Iterator[tuple[dict[str, bytes], int]]:
         """(headers, visible_ms) of the records that became visible with ``msgs``."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from recovery_lib.metrics.recovery import output_gap_s, recovery_time_s
 from recovery_lib.metrics.store import read_frame
 
 NAMESPACE = "recovery"
@@ -100,6 +101,28 @@ class JobMetrics:
             for replica, dropped in (dict(gate.dropped) if gate is not None else {}).items():
                 self._advance(self.gate_dropped, f"gate:{replica}", dropped, replica=replica)
 
+    @staticmethod
+    def last_failure_ms(sup: Any) -> int | None:
+        """When the supervisor detected its last failure (a restart, a takeover or a replica's
+        death); a daemon does not see the failure itself, only its detection."""
+        times = [r.detected_ms for r in sup.restarts]
+        times += [r.detected_ms for r in getattr(sup, "replacements", None) or ()]
+        return max(times) if times else None
+
+    def observe_output(
+        self, samples: list[tuple[int, int]], visible_ms: list[int], failure_ms: int, now: int
+    ) -> None:
+        """The job's output since its last failure: the output gap (while no output has come
+        yet, the time since the failure, growing) and, once latency is back within 10 % of
+        before, the recovery time (metrics/recovery.py, DESIGN 4). ``samples`` are (visible,
+        latency) pairs, ``visible_ms`` every output's time (also those without latency)."""
+        after = [t for t in visible_ms if t >= failure_ms]
+        gap = output_gap_s(after, failure_ms) if after else (now - failure_ms) / 1000
+        self.last_output_gap.labels(**self.labels).set(max(0.0, gap))
+        recovered = recovery_time_s(samples, failure_ms)
+        if recovered is not None:
+            self.last_recovery.labels(**self.labels).set(recovered)
+
     def observe_pipeline(self, serving: bool, recoveries: list[Any]) -> None:
         """A pipeline daemon's view: every stage serving, its recoveries (each restarts one or
         more stages) and the last one's restart time."""
@@ -152,8 +175,15 @@ class JobMetrics:
         )
         self._advance(self.gc_freed, "gc", float(freed["b"].iloc[0]))
 
-    def observe_input_lag(self, committed: Mapping[str, Mapping[str, int]], ends: Mapping) -> None:
-        """Input records not read yet: each partition's end minus the committed offset."""
+    def observe_input_lag(
+        self,
+        committed: Mapping[str, Mapping[str, int]],
+        ends: Mapping[tuple[str, int], int],
+        oldest_unread_ms: int | None = None,
+        now: int | None = None,
+    ) -> None:
+        """Input records not read yet (each partition's end minus the committed offset) and
+        the age of the oldest of them (0 when none waits)."""
         lag = sum(
             max(0, int(ends[(topic, int(part))]) - int(offset))
             for topic, parts in committed.items()
@@ -161,6 +191,10 @@ class JobMetrics:
             if (topic, int(part)) in ends
         )
         self.input_lag_records.labels(**self.labels).set(lag)
+        if lag == 0:
+            self.input_lag_seconds.labels(**self.labels).set(0)
+        elif oldest_unread_ms is not None and now is not None:
+            self.input_lag_seconds.labels(**self.labels).set(max(0, now - oldest_unread_ms) / 1000)
 
     def serve(self, port: int = 0) -> int:
         """Serve ``/metrics`` on 127.0.0.1 (``port`` 0: a free one); returns the port."""

@@ -25,8 +25,10 @@ from typing import Any
 
 from recovery_lib.ha.replication.replica_set import ReplicaSet
 from recovery_lib.ha.standby.pair import StandbyPair
+from recovery_lib.io.sinks.modes import visibility_gate
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
+from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.openmetrics import JobMetrics
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.ops.config import StreamJob, get_job
@@ -174,6 +176,16 @@ def run_daemon(name: str) -> int:
     probe = TailProbe(
         client_config(), settings.kafka_request_timeout_s, settings.source_end_probe_cap_s
     )
+    # The job's output from now on (a window of it): output gap and recovery time after a
+    # failure. Not stored: the metrics store keeps an experiment's samples, not a daemon's.
+    output = LatencyCollector(
+        job.out_topic,
+        run_id,
+        None,
+        from_beginning=False,
+        gate=visibility_gate(job.sink_mode),
+        window_s=settings.daemon_output_window_s,
+    )
     code = 0
     last_report = 0.0
     try:
@@ -185,6 +197,8 @@ def run_daemon(name: str) -> int:
                 status.status, status.message = "failed", str(exc)
                 code = 1
                 break
+            if not output.started and sup.serving():  # its output topic exists now
+                output.start()
             if time.monotonic() - last_report >= settings.job_status_every_s:
                 last_report = time.monotonic()
                 beat = sup.heartbeat()
@@ -215,12 +229,13 @@ def run_daemon(name: str) -> int:
                     )
                 status.ts_ms = now_ms()
                 _write_status(job, status, store)
-                _observe(metrics, sup, job, status, store, run_id, probe)
+                _observe(metrics, sup, job, status, store, run_id, probe, output)
             time.sleep(0.5)
         if not code:
             status.status, status.message = "stopped", "stopped on request"
     finally:
         sup.stop()
+        output.stop()
         probe.close()
         status.ts_ms = now_ms()
         status.job_pid = sup.pid
@@ -239,6 +254,7 @@ def _observe(
     store: MetricsStore,
     run_id: str,
     probe: TailProbe,
+    output: LatencyCollector,
 ) -> None:
     """The daemon's /metrics after a check; a metric that cannot be read now waits for the
     next check (it must not stop the supervision)."""
@@ -247,9 +263,16 @@ def _observe(
         metrics.observe_committed(status.committed_batch)
         metrics.observe_store(store.path, job.query, job.name, run_id)
         committed = committed_offsets(sup.live_checkpoints / job.query)
+        failure_ms = metrics.last_failure_ms(sup)
+        if failure_ms is not None:
+            samples = list(output.samples)
+            visible = [v for v, _ in samples] or [s * 1000 for s in list(output.per_second)]
+            metrics.observe_output(samples, visible, failure_ms, now_ms())
         if committed:
-            parts = [(t, int(p)) for t, ps in committed.items() for p in ps]
-            metrics.observe_input_lag(committed, probe.ends(parts, exact=False))
+            positions = {(t, int(p)): int(o) for t, ps in committed.items() for p, o in ps.items()}
+            ends = probe.ends(list(positions), exact=False)
+            waiting = {tp: o for tp, o in positions.items() if ends.get(tp, 0) > o}
+            metrics.observe_input_lag(committed, ends, probe.oldest_timestamp(waiting), now_ms())
         causal = job.causal_config() if job.mode.causal else None
         if causal is not None and causal.storage == "kafka":  # the log's one partition
             topic = causal.topic

@@ -118,3 +118,59 @@ def test_ops_status_lists_each_running_daemons_metrics_url(tmp_path, settings_en
     (home / "jobs" / "q3_x").mkdir(parents=True)
     (home / "jobs" / "q3_x" / "daemon.json").write_text(json.dumps(running.__dict__))
     assert _daemon_metrics() == [("job q3_x", "running", "http://127.0.0.1:43210/metrics")]
+
+
+def test_output_gap_grows_until_output_comes_back_then_recovery_time_is_set() -> None:
+    metrics = JobMetrics("q3_ops", "native")
+    failure = 100_000
+    before = [(failure - 10_000 + i * 500, 200) for i in range(20)]  # p50 200 ms for 10 s
+    gauge = metrics.registry.get_sample_value
+
+    def value(name: str) -> float | None:
+        return gauge(f"recovery_{name}", metrics.labels)
+
+    metrics.observe_output(before, [v for v, _ in before], failure, failure + 7_000)
+    assert value("last_output_gap_seconds") == 7.0  # no output yet: the silence so far
+    assert value("last_recovery_seconds") is None  # latency not back (no output at all)
+    # Output again 12 s after the failure: first late (a backlog), then as before.
+    after = [(failure + 12_000 + i * 250, 3_000 if i < 8 else 200) for i in range(40)]
+    samples = before + after
+    metrics.observe_output(samples, [v for v, _ in samples], failure, failure + 30_000)
+    assert value("last_output_gap_seconds") == 12.0
+    assert value("last_recovery_seconds") == 14.0  # the first second of 3 back within 10 %
+
+
+def test_input_lag_counts_records_and_the_age_of_the_oldest_unread() -> None:
+    metrics = JobMetrics("q3_ops", "native")
+    committed = {"in": {"0": 10, "1": 5}}
+    ends = {("in", 0): 12, ("in", 1): 5}
+    metrics.observe_input_lag(committed, ends, oldest_unread_ms=40_000, now=52_500)
+    sample = metrics.registry.get_sample_value
+    assert sample("recovery_input_lag_records", metrics.labels) == 2
+    assert sample("recovery_input_lag_seconds", metrics.labels) == 12.5
+    metrics.observe_input_lag(committed, {("in", 0): 10, ("in", 1): 5})  # caught up
+    assert sample("recovery_input_lag_seconds", metrics.labels) == 0
+
+
+def test_last_failure_is_the_newest_detection_of_any_kind() -> None:
+    sup = supervisor(1, [Replacement("a", "x", 9_000, "b")])
+    assert JobMetrics.last_failure_ms(sup) == 9_000
+    assert JobMetrics.last_failure_ms(supervisor(0)) is None
+
+
+def test_a_windowed_output_follower_forgets_what_is_older_than_its_window() -> None:
+    from recovery_lib.metrics.latency import LatencyCollector
+
+    follower = LatencyCollector("out", "r", None, config={}, window_s=10)
+    for second in range(100):
+        follower.samples.append((second * 1000, 50))
+        follower.per_second[second] += 1
+        follower.seen_ids[f"id-{second}".encode()] = second
+    follower._newest_ms = 99_000  # noqa: SLF001 - what the consumer thread tracks
+    follower._trim()  # noqa: SLF001
+    assert follower.samples[0] == (89_000, 50) and len(follower.samples) == 11
+    assert min(follower.per_second) == 89 and min(follower.seen_ids.values()) == 89
+    unbounded = LatencyCollector("out", "r", None, config={})
+    unbounded.samples.append((0, 1))
+    unbounded._trim()  # noqa: SLF001 - no window: everything is kept (an experiment's run)
+    assert unbounded.samples == [(0, 1)]
