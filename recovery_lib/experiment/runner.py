@@ -43,6 +43,7 @@ from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.latency import LatencyCollector
+from recovery_lib.metrics.openmetrics import JobMetrics, LiveMetrics
 from recovery_lib.metrics.recovery import output_gap_s, p99_around, per_second_p50, recovery_time_s
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore, now_ms
@@ -217,6 +218,8 @@ class _Run:
     t0_ms: int
     failures: list[InjectedFailure] = field(default_factory=list)
     not_injected: list[dict[str, Any]] = field(default_factory=list)
+    metrics: LiveMetrics | None = None  # the faulty run's /metrics
+    metrics_url: str | None = None
 
     def result(self) -> dict[str, Any]:
         return {
@@ -232,6 +235,7 @@ class _Run:
             ],
             "takeovers": list(self.sup.takeovers),
             "elapsed_s": time.monotonic() - self.t0,
+            "metrics_url": self.metrics_url,
         }
 
 
@@ -359,6 +363,8 @@ class Experiment:
         finally:
             run.sup.stop()
             run.collector.stop()
+            if run.metrics is not None:
+                run.metrics.stop()
             self.store.finish_run(run.run_id)
             self.on_run(name, "end")
         self._settle_failures(run)
@@ -413,7 +419,17 @@ class Experiment:
         sup.wait_ready()
         gate = visibility_gate(SINKS[cfg.sink]) if name == "faulty" else None
         collector = LatencyCollector(out_topic, run_id, self.store, gate=gate).start()
-        return _Run(name, run_id, out_topic, arm_dir, sup, collector, time.monotonic(), now_ms())
+        run = _Run(name, run_id, out_topic, arm_dir, sup, collector, time.monotonic(), now_ms())
+        if name == "faulty":  # where Prometheus looks, as for a job under a daemon
+            run.metrics = LiveMetrics(
+                JobMetrics(self.job.name, mode.name),
+                sup,
+                collector,
+                get_settings().job_status_every_s,
+            )
+            run.metrics_url = f"http://127.0.0.1:{run.metrics.start()}/metrics"
+            self.progress(f"[{name}] metrics (OpenMetrics): {run.metrics_url}")
+        return run
 
     def _feed_and_inject(self, run: _Run, warmup: int, inject: str | None) -> None:
         """Phase 3: the timed input in a thread; each failure when it is due and the job is

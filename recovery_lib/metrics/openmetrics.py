@@ -10,16 +10,20 @@ docker/alerts.yml and docker/grafana-dashboard.json use these names (a test chec
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.recovery import output_gap_s, recovery_time_s
-from recovery_lib.metrics.store import read_frame
+from recovery_lib.metrics.store import now_ms, read_frame
 
 NAMESPACE = "recovery"
+log = logging.getLogger(__name__)
 
 
 class JobMetrics:
@@ -69,6 +73,7 @@ class JobMetrics:
         )
         self.gc_freed = counter("checkpoint_gc_freed_bytes", "bytes checkpoint GC removed")
         self._seen: dict[str, float] = {}
+        self._server: Any = None
         # Every series of the job exists from the first scrape (a counter at 0, so that an
         # alert's increase() sees its first step).
         for metric in (
@@ -122,6 +127,16 @@ class JobMetrics:
         recovered = recovery_time_s(samples, failure_ms)
         if recovered is not None:
             self.last_recovery.labels(**self.labels).set(recovered)
+
+    def observe_since_failure(self, sup: Any, output: LatencyCollector, now: int) -> None:
+        """``observe_output`` for the supervisor's last failure, from a follower of the job's
+        output (nothing before the first failure)."""
+        failure_ms = self.last_failure_ms(sup)
+        if failure_ms is None:
+            return
+        samples = list(output.samples)
+        visible = [v for v, _ in samples] or [s * 1000 for s in list(output.per_second)]
+        self.observe_output(samples, visible, failure_ms, now)
 
     def observe_pipeline(self, serving: bool, recoveries: list[Any]) -> None:
         """A pipeline daemon's view: every stage serving, its recoveries (each restarts one or
@@ -198,8 +213,54 @@ class JobMetrics:
 
     def serve(self, port: int = 0) -> int:
         """Serve ``/metrics`` on 127.0.0.1 (``port`` 0: a free one); returns the port."""
-        server, _thread = start_http_server(port, addr="127.0.0.1", registry=self.registry)
-        return int(server.server_port)
+        self._server, _thread = start_http_server(port, addr="127.0.0.1", registry=self.registry)
+        return int(self._server.server_port)
+
+    def close(self) -> None:
+        """Stop serving (safe when never served)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+class LiveMetrics:
+    """A run's /metrics kept current by a thread of its own: for an experiment's run, whose
+    supervisor (a restarting job, a standby pair, a replica set) the experiment's loop drives.
+    The thread only reads the supervisor's lists and the output follower's samples."""
+
+    def __init__(
+        self, metrics: JobMetrics, sup: Any, output: LatencyCollector, every_s: float
+    ) -> None:
+        self.metrics = metrics
+        self.sup = sup
+        self.output = output
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="live-metrics", daemon=True)
+
+    def start(self, port: int = 0) -> int:
+        """Serve on 127.0.0.1 (``port`` 0: a free one) and keep the metrics current."""
+        served = self.metrics.serve(port)
+        self._thread.start()
+        return served
+
+    def observe(self) -> None:
+        self.metrics.observe_supervisor(self.sup)
+        self.metrics.observe_since_failure(self.sup, self.output, now_ms())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.observe()
+            except Exception as exc:  # noqa: BLE001 - a metric must not stop the run
+                log.warning("metrics not updated: %r", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=10)
+        self.metrics.close()
 
 
 def exposed_names(metrics: JobMetrics) -> set[str]:

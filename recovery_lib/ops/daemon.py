@@ -263,11 +263,7 @@ def _observe(
         metrics.observe_committed(status.committed_batch)
         metrics.observe_store(store.path, job.query, job.name, run_id)
         committed = committed_offsets(sup.live_checkpoints / job.query)
-        failure_ms = metrics.last_failure_ms(sup)
-        if failure_ms is not None:
-            samples = list(output.samples)
-            visible = [v for v, _ in samples] or [s * 1000 for s in list(output.per_second)]
-            metrics.observe_output(samples, visible, failure_ms, now_ms())
+        metrics.observe_since_failure(sup, output, now_ms())
         if committed:
             positions = {(t, int(p)): int(o) for t, ps in committed.items() for p, o in ps.items()}
             ends = probe.ends(list(positions), exact=False)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
+import pytest
 import yaml
 
 from recovery_lib.ha.replication.replica_set import Replacement, ReplacementStatus
@@ -174,3 +176,32 @@ def test_a_windowed_output_follower_forgets_what_is_older_than_its_window() -> N
     unbounded.samples.append((0, 1))
     unbounded._trim()  # noqa: SLF001 - no window: everything is kept (an experiment's run)
     assert unbounded.samples == [(0, 1)]
+
+
+def test_live_metrics_follow_a_run_the_experiment_drives_and_stop_serving() -> None:
+    from recovery_lib.metrics.latency import LatencyCollector
+    from recovery_lib.metrics.openmetrics import LiveMetrics
+    from recovery_lib.metrics.store import now_ms
+
+    sup = supervisor(0, [])  # a replica set, no failure yet
+    output = LatencyCollector("out", "r", None, config={})
+    live = LiveMetrics(JobMetrics("q3_kazoo", "kazoo"), sup, output, every_s=0.05)
+    port = live.start(0)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        died = now_ms() - 4_000
+        output.samples.append((died + 3_000, 100))  # output came back 3 s after the death
+        sup.replacements.append(Replacement("a", "exit -9", died, "b"))  # seen after its output
+
+        labels = {"job": "q3_kazoo", "mode": "kazoo"}
+        deadline = time.monotonic() + 10
+        while live.metrics.registry.get_sample_value("recovery_replica_deaths_total", labels) != 1:
+            assert time.monotonic() < deadline, "the thread did not observe the death"
+            time.sleep(0.05)
+        text = httpx.get(url, timeout=10).text  # what Prometheus scrapes
+        assert 'recovery_replica_deaths_total{job="q3_kazoo",mode="kazoo"} 1.0' in text, text
+        assert 'recovery_last_output_gap_seconds{job="q3_kazoo",mode="kazoo"} 3.0' in text, text
+    finally:
+        live.stop()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(url, timeout=2)
