@@ -144,10 +144,20 @@ class EmbeddedBroker:
     """Start, probe and stop one tansu process."""
 
     def __init__(
-        self, settings: Settings | None = None, port: int | None = None, log_dir: Path | None = None
+        self,
+        settings: Settings | None = None,
+        port: int | None = None,
+        log_dir: Path | None = None,
+        advertised_port: int | None = None,
+        private: bool = False,
     ) -> None:
+        """``advertised_port``: the port clients are told to connect to (a fault proxy in
+        front of the broker, chaos/network.py). ``private``: not recorded in the state file,
+        so it runs beside the recorded broker and only its owner knows it."""
         self.settings = settings or get_settings()
         self.port = port
+        self.advertised_port = advertised_port
+        self.private = private
         self.log_dir = log_dir or self.settings.home / "broker"
         self.process: subprocess.Popen[bytes] | None = None
         self.state: BrokerState | None = None
@@ -160,7 +170,7 @@ class EmbeddedBroker:
         return self.state.bootstrap
 
     def start(self, detached: bool = False) -> BrokerState:
-        existing = running_state(self.settings)
+        existing = None if self.private else running_state(self.settings)
         if existing is not None:
             raise BrokerAlreadyRunning(
                 f"an embedded broker is already running (pid {existing.pid}, "
@@ -179,7 +189,7 @@ class EmbeddedBroker:
             "--listener-url",
             url,
             "--advertised-listener-url",
-            url,
+            f"tcp://{host}:{self.advertised_port or port}",
             "--storage-engine",
             "memory://tansu/",
         ]
@@ -210,7 +220,8 @@ class EmbeddedBroker:
             except Exception as stop_exc:  # noqa: BLE001 - the start-up error is the one to raise
                 exc.add_note(f"stopping the broker afterwards failed too: {stop_exc!r}")
             raise
-        self.settings.broker_state_file.write_text(json.dumps(asdict(self.state)))
+        if not self.private:
+            self.settings.broker_state_file.write_text(json.dumps(asdict(self.state)))
         if not detached:
             atexit.register(self.stop)
             self._install_signal_handlers()

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2] / "recovery_lib"
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("settings",),
     ("kafka",),
-    ("io",),
+    ("io", "chaos"),
     ("spark", "metrics"),
     ("verify", "runtime"),
     ("causal", "protocols"),

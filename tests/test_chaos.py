@@ -1,0 +1,97 @@
+"""The faulty network with real Kafka clients: a private broker that advertises the fault
+proxy, so that clients bootstrapped there talk to it through the proxy; a reset after a
+produce reached the broker makes a non-idempotent producer write twice (the duplicates the
+sinks must absorb); a paused broker stalls clients, which carry on once it resumes."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from recovery_lib.chaos.network import FaultyNetwork
+from recovery_lib.chaos.proxy import Api
+from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.broker import running_state
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture()
+def network(recovery_home):  # noqa: ANN201
+    with FaultyNetwork(seed=7) as started:
+        yield started
+
+
+def read_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    try:
+        for _ in range(200):
+            msgs = consumer.consume(1000, timeout=0.2)
+            values += [m.value() for m in msgs if m.error() is None]
+            if len(values) >= expected and not msgs:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+def test_clients_reach_the_private_broker_only_through_the_proxy(network) -> None:
+    recorded_before = running_state()
+    with network.use() as bootstrap:
+        topic = f"chaos-{uuid.uuid4().hex[:6]}"
+        TopicAdmin().create(topic, 1)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(50):
+            producer.produce(topic, value=str(i).encode())
+        assert producer.flush(30) == 0
+        assert read_all(bootstrap, topic, 50) == [str(i).encode() for i in range(50)]
+    # Every request went through the proxy (the broker advertised it), and the machine's
+    # recorded broker was neither replaced nor touched.
+    assert network.proxy.stats.frames_up > 0 and network.proxy.stats.connections >= 2
+    assert running_state() == recorded_before
+
+
+def test_a_reset_after_a_produce_reached_the_broker_writes_it_twice(network) -> None:
+    bootstrap = network.bootstrap
+    topic = f"chaos-dup-{uuid.uuid4().hex[:6]}"
+    admin = TopicAdmin({"bootstrap.servers": bootstrap})
+    admin.create(topic, 1)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": "false",
+            "acks": "all",
+            "linger.ms": "0",
+            "retry.backoff.ms": "50",
+        }
+    )
+    producer.produce(topic, value=b"warm")  # the connection and metadata are there
+    assert producer.flush(30) == 0
+    network.proxy.reset_next(Api.PRODUCE, count=1)
+    delivered: list[object] = []
+    producer.produce(topic, value=b"once", on_delivery=lambda err, _m: delivered.append(err))
+    assert producer.flush(30) == 0
+    assert delivered == [None]  # the producer thinks it wrote the record once
+    assert [r.api for r in network.proxy.stats.resets] == ["produce"]
+    values = read_all(bootstrap, topic, 3)
+    assert values.count(b"once") == 2, values  # the retry wrote it again
+
+
+def test_a_paused_broker_stalls_a_producer_that_carries_on_when_it_resumes(network) -> None:
+    bootstrap = network.bootstrap
+    topic = f"chaos-pause-{uuid.uuid4().hex[:6]}"
+    TopicAdmin({"bootstrap.servers": bootstrap}).create(topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": "0"})
+    producer.produce(topic, value=b"before")
+    assert producer.flush(30) == 0
+    pause = network.pause_broker(2.0)
+    producer.produce(topic, value=b"during")
+    assert producer.flush(0.5) == 1  # stalled: not delivered while the broker is stopped
+    assert network.wait_resumed(10) and pause.resumed_ms is not None
+    assert pause.resumed_ms - pause.stopped_ms >= 2000
+    assert producer.flush(30) == 0
+    assert read_all(bootstrap, topic, 2) == [b"before", b"during"]
