@@ -37,6 +37,7 @@ from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
+from recovery_lib.runtime.logs import ProgressThrottle
 from recovery_lib.settings import get_settings
 from recovery_lib.spark.session import build_session
 
@@ -113,11 +114,12 @@ def _measure_sink(
         )
         t0_ms = int(time.time() * 1000)
         feeder.start()
+        progress = ProgressThrottle(console.print)  # a line per 10 s, not per check
         while feeder.is_alive():
             feeder.join(timeout=5)
             if query.exception() is not None:
                 raise RuntimeError(f"{job} with sink {sink} failed: {query.exception()}")
-            console.print(
+            progress(
                 f"  {job} {sink} every {interval_s:g} s: {produced[0]:,} events, "
                 f"{len(collector.samples):,} outputs"
             )

@@ -511,18 +511,10 @@ def bench_oracle(
     except ValueError:
         abort(ValueError(f"--sizes takes counts separated by commas, got {sizes!r}"))
         return
-    last = [0.0]
+    from recovery_lib.runtime.logs import ProgressThrottle
 
-    def progress(line: str) -> None:
-        import time
-
-        now = time.monotonic()
-        if "produced" not in line or now - last[0] >= 10:  # progress lines at most every 10 s
-            last[0] = now
-            console.print(line)
-
-    try:
-        report = run_oracle_bench(values, out, progress)
+    try:  # a line per phase (topic, size) and per 10 s, not per 100k records
+        report = run_oracle_bench(values, out, ProgressThrottle(console.print))
     except (ValueError, KafkaLayerError, RuntimeError) as exc:
         abort(exc)
         return

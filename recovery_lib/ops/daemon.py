@@ -43,12 +43,13 @@ from recovery_lib.runtime.daemon import (
     start_detached,
     stop_daemon,
 )
-from recovery_lib.runtime.logs import configure_logging
+from recovery_lib.runtime.logs import WarnOnChange, configure_logging
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec
 from recovery_lib.settings import get_settings
 
 log = logging.getLogger(__name__)
+_metrics_warning = WarnOnChange(log)  # once per distinct failure, not per check
 
 # What the CLI and the DAGs read of a job's daemon (the generic parts live in runtime/daemon.py).
 __all__ = ["ACTIVE", "DaemonStatus", "check", "describe", "pid_alive", "start", "stop"]
@@ -275,7 +276,9 @@ def _observe(
             kept = probe.ends([(topic, 0)], exact=False)[(topic, 0)] - probe.first_offset(topic, 0)
             metrics.observe_determinant_log(kept)
     except Exception as exc:  # noqa: BLE001 - reported, the supervision goes on
-        log.warning("metrics of job %s not updated: %r", job.name, exc)
+        _metrics_warning(f"metrics of job {job.name} not updated: {exc!r}")
+    else:
+        _metrics_warning.clear()
 
 
 def main(argv: list[str] | None = None) -> None:

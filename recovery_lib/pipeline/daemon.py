@@ -33,7 +33,7 @@ from recovery_lib.runtime.daemon import (
     start_detached,
     stop_daemon,
 )
-from recovery_lib.runtime.logs import configure_logging
+from recovery_lib.runtime.logs import WarnOnChange, configure_logging
 from recovery_lib.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,7 @@ def run_daemon(name: str) -> int:
     )
     code, last_report = 0, 0.0
     metrics = JobMetrics(f"pipeline:{name}", spec.protocol)  # /metrics, port in the status
+    state_warning = WarnOnChange(log)  # once per distinct failure, not per check
     status.metrics_port = metrics.serve(settings.daemon_metrics_port)
     try:
         run.start()
@@ -138,8 +139,9 @@ def run_daemon(name: str) -> int:
                 metrics.observe_pipeline(serving and not recovering, run.recoveries)
                 try:  # the dashboard's view of stages, checkpoints and the recovery line
                     store.event(run_id, "pipeline_state", snapshot(run))
+                    state_warning.clear()
                 except (OSError, ValueError, RuntimeError) as exc:
-                    log.warning("pipeline state not recorded: %s", exc)
+                    state_warning(f"pipeline state not recorded: {exc}")
             time.sleep(0.5)
         if not code:
             status.status, status.message = "stopped", "stopped on request"

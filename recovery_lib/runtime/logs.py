@@ -75,3 +75,21 @@ class ProgressThrottle:
         if phase != self._phase or now - self._at >= self.every_s:
             self._phase, self._at = phase, now
             self.emit(line)
+
+
+class WarnOnChange:
+    """A warning a loop may hit on every check (a metric that cannot be read while the
+    broker is down): logged when it differs from the last one, at DEBUG while it repeats."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+        self._last: str | None = None
+
+    def __call__(self, message: str) -> None:
+        level = logging.DEBUG if message == self._last else logging.WARNING
+        self._last = message
+        self.logger.log(level, "%s", message)
+
+    def clear(self) -> None:
+        """The condition is over: the next warning is logged again."""
+        self._last = None

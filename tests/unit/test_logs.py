@@ -60,3 +60,20 @@ def test_another_librarys_info_is_not_ours_to_print(monkeypatch: pytest.MonkeyPa
     py4j.info("Closing down clientserver connection")
     py4j.warning("a real problem")
     assert "Closing down" not in shown.getvalue() and "a real problem" in shown.getvalue()
+
+
+def test_a_repeated_warning_is_logged_once_until_it_changes_or_clears(caplog) -> None:
+    import logging
+
+    from recovery_lib.runtime.logs import WarnOnChange
+
+    logger = logging.getLogger("recovery_lib.test_warn_on_change")
+    warn = WarnOnChange(logger)
+    with caplog.at_level(logging.DEBUG, logger=logger.name):
+        for message in ("broker down", "broker down", "broker down", "disk full"):
+            warn(message)
+        warn.clear()
+        warn("disk full")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["broker down", "disk full", "disk full"]
+    assert sum(r.levelno == logging.DEBUG for r in caplog.records) == 2
