@@ -5,6 +5,7 @@ sinks must absorb); a paused broker stalls clients, which carry on once it resum
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -95,3 +96,55 @@ def test_a_paused_broker_stalls_a_producer_that_carries_on_when_it_resumes(netwo
     assert pause.resumed_ms - pause.stopped_ms >= 2000
     assert producer.flush(30) == 0
     assert read_all(bootstrap, topic, 2) == [b"before", b"during"]
+
+
+def test_the_experiments_network_faults_say_whether_and_when_they_fired(tmp_path) -> None:
+    from recovery_lib.experiment.failures import FailureStatus, InjectedFailure
+    from recovery_lib.experiment.network_faults import NetworkFaultOptions, NetworkFaults
+
+    faults = NetworkFaults(tmp_path, NetworkFaultOptions(seconds=1.0), seed=1)
+    faults.start()
+    try:
+        with faults.use() as bootstrap:
+            topic = f"chaos-exp-{uuid.uuid4().hex[:6]}"
+            TopicAdmin().create(topic, 1)
+            producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": "0"})
+            producer.produce(topic, value=b"warm")
+            assert producer.flush(30) == 0
+
+            def injected(kind: str) -> InjectedFailure:
+                failure = InjectedFailure(kind, 0.0, FailureStatus.FIRED)
+                faults.inject(kind, failure)
+                return failure
+
+            reset = injected("net-reset")
+            assert reset.status is FailureStatus.ARMED and not faults.over()
+            reset.settle(0, rearm=True)
+            assert reset.status is FailureStatus.NOT_FIRED  # no produce came yet
+            reset = injected("net-reset")
+            producer.produce(topic, value=b"x")
+            assert producer.flush(30) == 0
+            reset.settle(0, rearm=True)
+            assert reset.status is FailureStatus.FIRED and reset.fired_ms and faults.over()
+
+            hole = injected("net-blackhole")
+            assert not faults.over()
+            producer.produce(topic, value=b"y")
+            producer.flush(0.3)  # sent into the blackhole
+            assert producer.flush(30) == 0  # delivered after it, on a new connection
+            assert faults.over()
+            faults.refresh()
+            assert hole.to_dict()["dropped_frames"] >= 1, hole.to_dict()
+
+            pause = injected("broker-pause")
+            assert pause.pause_s == 1.0 and faults.network.paused() and not faults.over()
+            assert faults.network.wait_resumed(10) and faults.over()
+
+            injected("net-latency")
+            assert faults.proxy.latency_s == 0.2
+            deadline = time.monotonic() + 5
+            while faults.proxy.latency_s and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert faults.proxy.latency_s == 0 and faults.over()
+    finally:
+        faults.stop()

@@ -53,12 +53,20 @@ def experiment_run(
     fail: str = typer.Option(
         "driver-kill",
         help="driver-kill | mid-write | executor-kill | task-retry | write-retry | pause | "
-        "pause-mid-write | torn-write | none; several, comma-separated, take turns when "
-        "--repeat > 1",
+        "pause-mid-write | torn-write | net-reset | net-blackhole | net-latency | broker-pause "
+        "| none; several, comma-separated, take turns when --repeat > 1. The net-* kinds and "
+        "broker-pause run the experiment on its own broker behind a fault proxy.",
     ),
     fail_at: float = typer.Option(20.0, help="Seconds into the faulty run."),
     pause: float = typer.Option(
-        5.0, help="pause, pause-mid-write: seconds the job (a replica) stays stopped."
+        5.0,
+        help="pause, pause-mid-write: seconds the job (a replica) stays stopped; net-blackhole, "
+        "net-latency, broker-pause: seconds the fault lasts.",
+    ),
+    net_latency_ms: float = typer.Option(200.0, help="net-latency: added latency (ms)."),
+    net_jitter_ms: float = typer.Option(50.0, help="net-latency: up to this much more (ms)."),
+    net_reset_api: str = typer.Option(
+        "produce", help="net-reset: the request whose answer is cut off: produce | fetch | any."
     ),
     repeat: int = typer.Option(1, help="Number of failures in the faulty run."),
     every: float = typer.Option(20.0, help="Seconds between repeated failures."),
@@ -121,6 +129,9 @@ def experiment_run(
         fail=None if fail == "none" else fail,
         fail_at_s=fail_at,
         pause_s=pause,
+        net_latency_ms=net_latency_ms,
+        net_jitter_ms=net_jitter_ms,
+        net_reset_api=net_reset_api,
         repeat=repeat,
         every_s=every,
         jitter_s=jitter,

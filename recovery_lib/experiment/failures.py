@@ -5,6 +5,7 @@ the verdict inconclusive (the oracle's rule)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -37,6 +38,10 @@ class InjectedFailure:
     hook: ArmedHook | None = None
     pause_s: float | None = None
     pids: list[int] | None = None
+    # An armed fault that is not a hook (a network reset waiting for its request): when it
+    # fired (ms), or None while it has not.
+    probe: Callable[[], int | None] | None = None
+    detail: dict[str, Any] | None = None  # what the fault did (e.g. frames a blackhole dropped)
 
     @property
     def fired(self) -> bool | None:
@@ -49,8 +54,18 @@ class InjectedFailure:
         """An armed hook's outcome: fired (when, from its marker) or not. With ``rearm`` (a
         next failure follows) the fired hook is disarmed, so it fires again only when armed
         again."""
-        if self.status is not FailureStatus.ARMED or self.hook is None:
+        if self.status is not FailureStatus.ARMED:
             return  # a signal, or already settled
+        if self.probe is not None:
+            fired_ms = self.probe()
+            if fired_ms is None:
+                self.status = FailureStatus.NOT_FIRED
+            else:
+                self.status, self.fired_ms = FailureStatus.FIRED, fired_ms
+                self.at_s = round((fired_ms - t0_ms) / 1000, 2)
+            return
+        if self.hook is None:
+            return
         marker = self.hook.directory / self.hook.marker
         if not marker.exists():
             self.status, self.fired_ms = FailureStatus.NOT_FIRED, None
@@ -76,4 +91,6 @@ class InjectedFailure:
             out["pause_s"] = self.pause_s
         if self.pids is not None:
             out["pids"] = self.pids
+        if self.detail:
+            out.update(self.detail)
         return out

@@ -12,6 +12,7 @@ injected from --fail-at) -> reference run (same job, fresh checkpoint, same topi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
@@ -28,6 +29,13 @@ from rich.console import Console
 
 from recovery_lib.experiment.failures import ArmedHook, FailureStatus, InjectedFailure
 from recovery_lib.experiment.inputs import ExperimentInput, GeneratedInput, RecordedInput
+from recovery_lib.experiment.network_faults import (
+    NETWORK_KINDS,
+    RESET_APIS,
+    NetworkFaultOptions,
+    NetworkFaults,
+    needs_network,
+)
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.modes import (
     NEEDS_BROKER_TRANSACTIONS,
@@ -85,6 +93,7 @@ FAILURE_KINDS = (
     "pause",
     "torn-write",  # mode cec: a window footprint written torn, then the driver killed
     "pause-mid-write",  # the job stopped (SIGSTOP) in the middle of a sink write, resumed later
+    *NETWORK_KINDS,  # the network and the broker (experiment/network_faults.py)
 )
 # Failures a hook in the job fires when a task or the driver reaches it, armed by a file:
 # kind -> (arm file, marker the hook writes when it fires, armed with --midwrite-rows).
@@ -140,6 +149,11 @@ class ExperimentConfig:
     heartbeat_period_s: float | None = None
     replace_after_s: float | None = None
     slow_delay_s: float = 0.0  # LiveRobin: one input partition's heartbeats this late
+    # Network faults (net-latency: added latency and jitter; net-reset: the request whose
+    # answer is cut off). How long a blackhole, latency or broker pause lasts: pause_s.
+    net_latency_ms: float = 200.0
+    net_jitter_ms: float = 50.0
+    net_reset_api: str = "produce"
 
     @property
     def job(self) -> JobSpec:
@@ -178,6 +192,26 @@ class ExperimentConfig:
                 f"{self.repeat} failures every {self.every_s:g} s from {self.fail_at_s:g} s do "
                 f"not fit in --duration {self.duration_s:g} s"
             )
+        if needs_network(self.kinds):
+            if self.net_reset_api not in RESET_APIS:
+                raise ValueError(
+                    f"--net-reset-api must be one of {', '.join(RESET_APIS)}, "
+                    f"got {self.net_reset_api!r}"
+                )
+            if self.replay:
+                raise ValueError(
+                    "network faults run on the experiment's own broker behind its fault proxy; "
+                    "a --replay reads recorded topics of your broker: record the input into "
+                    "generated topics or choose another failure kind"
+                )
+            if self.cluster:
+                raise ValueError(
+                    "network faults need every client on the experiment's own broker; a "
+                    "standalone cluster's executors keep the broker they started with: drop "
+                    "--cluster for these failure kinds"
+                )
+            if self.pause_s <= 0:
+                raise ValueError("--pause (how long a network fault lasts) must be positive")
         if self.sink not in SINKS:
             raise ValueError(f"--sink must be one of {', '.join(SINKS)}, got {self.sink!r}")
         recovery.validate(self.request)
@@ -259,6 +293,22 @@ class Experiment:
         self.id = f"{self.job.name}-{cfg.mode}-{uuid.uuid4().hex[:6]}"
         self.workdir = settings.home / "experiments" / self.id
         self.store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
+        # Network faults: the whole experiment (this process and the job's) on a private
+        # broker behind the fault proxy, from here until run() ends.
+        self._exits = contextlib.ExitStack()
+        self.network: NetworkFaults | None = None
+        if needs_network(cfg.kinds):
+            self.network = NetworkFaults(
+                self.workdir,
+                NetworkFaultOptions(
+                    cfg.pause_s, cfg.net_latency_ms, cfg.net_jitter_ms, cfg.net_reset_api
+                ),
+                cfg.seed,
+            )
+            self.network.start()
+            self._exits.callback(self.network.stop)
+            self._exits.enter_context(self.network.use())
+            self.progress(f"network faults: a private broker behind {self.network.bootstrap}")
         self.gen = GeneratorConfig(
             topic_prefix=f"exp.{self.id}", seed=cfg.seed, event_time_rate=cfg.rate, partitions=2
         )
@@ -316,6 +366,7 @@ class Experiment:
             self.store.close()
             if not self.cfg.keep_input:
                 self._delete_input()
+            self._exits.close()  # the faulty network, if any (its topics go with it)
         report["elapsed_s"] = round(time.monotonic() - started, 1)
         return report
 
@@ -459,7 +510,11 @@ class Experiment:
         while feeder.is_alive():
             run.sup.tick()
             elapsed = time.monotonic() - run.t0
-            if due and elapsed >= due[0][0] and self._recovered(due[0][1], run.sup, run.arm_dir):
+            if (
+                due
+                and elapsed >= due[0][0]
+                and self._recovered(due[0][1], run.sup, run.arm_dir, self.network)
+            ):
                 if run.failures:
                     run.failures[-1].settle(run.t0_ms, rearm=True)
                 run.failures.append(
@@ -486,6 +541,8 @@ class Experiment:
         if not run.failures:
             return
         run.failures[-1].settle(run.t0_ms, rearm=False)
+        if self.network is not None:
+            self.network.refresh()
         for failure in run.failures:
             if failure.status is FailureStatus.NOT_FIRED:
                 self.progress(
@@ -495,11 +552,15 @@ class Experiment:
                 )
 
     @staticmethod
-    def _recovered(kind: str, sup: JobSupervisor, arm_dir: Path) -> bool:
+    def _recovered(
+        kind: str, sup: JobSupervisor, arm_dir: Path, network: NetworkFaults | None = None
+    ) -> bool:
         """The next failure waits until the job is back from the previous one (and an armed
         hook has fired), so each failure hits a running job."""
         if not sup.ready_for_next_failure():
             return False
+        if network is not None and not network.over():
+            return False  # the last network fault still lasts
         for armed, fired, _rows in HOOK_FAULTS.values():
             for path in arm_dir.rglob(armed):  # a replica set arms one replica's directory
                 if not (path.parent / fired).exists():
@@ -546,6 +607,9 @@ class Experiment:
         elif kind == "pause":
             threading.Thread(target=sup.pause, args=(self.cfg.pause_s,), daemon=True).start()
             failure.pause_s = self.cfg.pause_s
+        elif kind in NETWORK_KINDS:
+            assert self.network is not None  # started in __init__ for these kinds
+            self.network.inject(kind, failure)
         self.store.event(run_id, "failure_injected", failure.to_dict(), at_ms)
         return failure
 

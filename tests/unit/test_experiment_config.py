@@ -23,6 +23,10 @@ def test_several_kinds_take_turns():
         ({"jitter_s": 25.0, "every_s": 20.0}, "--jitter"),
         ({"fail": "pause-mid-write", "cluster": True}, "leave out --cluster"),
         ({"repeat": 3, "every_s": 20.0, "jitter_s": 15.0, "duration_s": 70}, "do not fit"),
+        ({"fail": "net-reset", "net_reset_api": "join"}, "--net-reset-api must be one of"),
+        ({"fail": "net-blackhole", "cluster": True}, "drop --cluster"),
+        ({"fail": "broker-pause", "replay": {"persons": "mine"}}, "record the input"),
+        ({"fail": "net-latency", "pause_s": 0.0}, "--pause"),
     ],
 )
 def test_bad_settings_are_refused_with_the_fix(changes, message):

@@ -35,3 +35,19 @@ def test_a_signal_fired_when_it_was_sent() -> None:
     assert kill.to_dict() == {
         "kind": "driver-kill", "at_s": 20.0, "fired": True, "status": "fired", "fired_ms": 42
     }  # fmt: skip
+
+
+def test_an_armed_network_reset_fires_when_its_probe_says_so() -> None:
+    fired_at: list[int] = []
+    reset = InjectedFailure(
+        "net-reset", 4.0, FailureStatus.ARMED, probe=lambda: fired_at[0] if fired_at else None
+    )
+    reset.detail = {"api": "produce"}
+    assert reset.fired is None
+    fired_at.append(1_000_007_250)
+    reset.settle(t0_ms=1_000_000_000, rearm=True)
+    assert reset.fired is True and reset.at_s == 7.25
+    assert reset.to_dict()["api"] == "produce" and reset.to_dict()["fired_ms"] == 1_000_007_250
+    never = InjectedFailure("net-reset", 4.0, FailureStatus.ARMED, probe=lambda: None)
+    never.settle(t0_ms=0, rearm=False)
+    assert never.status is FailureStatus.NOT_FIRED

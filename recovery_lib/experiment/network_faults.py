@@ -1,0 +1,120 @@
+"""Failures of the network and the broker, injected on the experiment's faulty network
+(chaos/network.py: a private broker behind the fault proxy, which every client of the run goes
+through): ``net-reset`` (a connection reset after the broker got a produce or a fetch, before
+its answer), ``net-blackhole`` (every byte dropped for N s), ``net-latency`` (added latency and
+jitter for N s) and ``broker-pause`` (the broker SIGSTOPped for N s, then SIGCONTed).
+
+A reset is armed like a hook: it fires when the next request of its api comes, or never (then
+the verdict is inconclusive). The others fire when injected; what they did (frames dropped,
+connections broken) is in the report's failure entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from recovery_lib.chaos.network import FaultyNetwork
+from recovery_lib.chaos.proxy import Api, BlackholeFired
+from recovery_lib.experiment.failures import FailureStatus, InjectedFailure
+
+NETWORK_KINDS = ("net-reset", "net-blackhole", "net-latency", "broker-pause")
+RESET_APIS = {"produce": Api.PRODUCE, "fetch": Api.FETCH, "any": None}
+
+
+@dataclass(frozen=True)
+class NetworkFaultOptions:
+    seconds: float  # how long a blackhole, added latency or broker pause lasts
+    latency_ms: float = 200.0
+    jitter_ms: float = 50.0
+    reset_api: str = "produce"  # the request whose answer a reset cuts off
+
+
+def needs_network(kinds: tuple[str, ...]) -> bool:
+    return any(k in NETWORK_KINDS for k in kinds)
+
+
+class NetworkFaults:
+    """The faulty network of one experiment and the faults injected on it."""
+
+    def __init__(self, workdir: Path, options: NetworkFaultOptions, seed: int) -> None:
+        self.options = options
+        self.network = FaultyNetwork(workdir / "broker", seed=seed)
+        self._until = 0.0  # monotonic: a blackhole, latency or pause lasts until then
+        self._blackholes: list[tuple[InjectedFailure, BlackholeFired]] = []
+        self._latency_off: threading.Timer | None = None
+
+    def start(self) -> str:
+        return self.network.start()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.network.bootstrap
+
+    def use(self) -> contextlib.AbstractContextManager[str]:
+        """This process's settings and its children's environment on the faulty network."""
+        return self.network.use()
+
+    def stop(self) -> None:
+        if self._latency_off is not None:
+            self._latency_off.cancel()
+        self.network.stop()
+
+    @property
+    def proxy(self):  # noqa: ANN201 - the started FaultProxy
+        if self.network.proxy is None:
+            raise RuntimeError("the faulty network is not started")
+        return self.network.proxy
+
+    def over(self) -> bool:
+        """The last fault is over: its time passed, the broker runs, no reset is pending."""
+        return (
+            time.monotonic() >= self._until
+            and not self.network.paused()
+            and self.proxy.pending_resets == 0
+        )
+
+    def inject(self, kind: str, failure: InjectedFailure) -> None:
+        """Inject ``kind`` now; ``failure`` says whether it fired (or is armed)."""
+        seconds = self.options.seconds
+        if kind == "net-reset":
+            since = len(self.proxy.stats.resets)
+            self.proxy.reset_next(RESET_APIS[self.options.reset_api], count=1)
+            failure.status, failure.fired_ms = FailureStatus.ARMED, None
+            failure.probe = lambda: self._reset_fired(since)
+            failure.detail = {"api": self.options.reset_api}
+            return
+        self._until = time.monotonic() + seconds
+        failure.pause_s = seconds
+        if kind == "net-blackhole":
+            self.proxy.blackhole(seconds)
+            failure.detail = {"dropped_frames": 0, "reset_connections": 0}
+            self._blackholes.append((failure, self.proxy.stats.blackholes[-1]))
+        elif kind == "net-latency":
+            self.proxy.set_latency(self.options.latency_ms / 1000, self.options.jitter_ms / 1000)
+            self._latency_off = threading.Timer(seconds, self.proxy.set_latency, (0.0, 0.0))
+            self._latency_off.daemon = True
+            self._latency_off.start()
+            failure.detail = {
+                "latency_ms": self.options.latency_ms,
+                "jitter_ms": self.options.jitter_ms,
+            }
+        elif kind == "broker-pause":
+            self.network.pause_broker(seconds)
+        else:
+            raise ValueError(f"{kind!r} is not a network fault ({', '.join(NETWORK_KINDS)})")
+
+    def _reset_fired(self, since: int) -> int | None:
+        resets = self.proxy.stats.resets[since:]
+        return resets[0].ts_ms if resets else None
+
+    def refresh(self) -> None:
+        """Copy what each blackhole did into its failure's entry."""
+        for failure, fired in self._blackholes:
+            failure.detail = {
+                "dropped_frames": fired.dropped_frames,
+                "reset_connections": fired.reset_connections,
+            }
