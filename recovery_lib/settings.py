@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     source_arrow_batch_rows: int = 20_000
     source_end_probe_cap_s: float = 2.0
     sink_flush_timeout_s: float = 60.0
+    # A broker stall or network fault shorter than this is ridden out (kafka/outage.py) by the
+    # source and the readers of its ranges; a longer one fails the job (its supervisor
+    # restarts it). The sinks wait sink_flush_timeout_s for their writes.
+    kafka_outage_budget_s: float = Field(default=60.0, gt=0)
 
     # Spark.
     spark_master: str = "local[2]"

@@ -65,8 +65,10 @@ def read_range(
                 position = consumer.position([TopicPartition(rng.topic, rng.partition)])[0].offset
                 if position >= rng.end:
                     break
-                if time.monotonic() - last_progress > settings.source_poll_timeout_s:
-                    raise offsets_unavailable(rng, next_offset, settings.source_poll_timeout_s)
+                # A broker that stalls is waited for up to the outage budget.
+                patience = max(settings.source_poll_timeout_s, settings.kafka_outage_budget_s)
+                if time.monotonic() - last_progress > patience:
+                    raise offsets_unavailable(rng, next_offset, patience)
                 continue
             last_progress = time.monotonic()
             if msgs[-1].offset() >= rng.end or any(m.error() is not None for m in msgs):

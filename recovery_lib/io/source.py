@@ -56,6 +56,7 @@ from recovery_lib.io.source_options import (
     source_schema,
 )
 from recovery_lib.io.task import task_info
+from recovery_lib.kafka.outage import ride_out
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return bound if bound is not None else 2**63 - 1
 
     def initialOffset(self) -> dict:
-        available = self._available()
+        available = ride_out(self._available, f"{SOURCE_NAME}: the first offsets")
         starting = self.options.starting
         admin, probe = self._clients()
         result: Offsets = {}
@@ -191,11 +192,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._available()
+        self._target = ride_out(self._available, f"{SOURCE_NAME}: the available-now target")
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         # A live batch takes what the probe sees in time; the available-now target is exact.
-        available = self._target if self._target is not None else self._available(exact=False)
+        # A broker that stalls (a leader election, a long GC, a network fault) is waited for
+        # up to the outage budget instead of failing the query (kafka/outage.py).
+        available = (
+            self._target
+            if self._target is not None
+            else ride_out(lambda: self._available(exact=False), f"{SOURCE_NAME}: latest offsets")
+        )
         # Partitions that appeared since the last batch start at their beginning.
         start_full: Offsets = {
             t: {p: start.get(t, {}).get(p, 0) for p in parts} for t, parts in available.items()

@@ -17,6 +17,7 @@ from recovery_lib.job.frames import write_output
 from recovery_lib.job.options import JobOptions
 from recovery_lib.job.spec import JobSpec, StartsItsQuery
 from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.outage import OUTAGE_FILE_ENV
 from recovery_lib.metrics.listener import MetricsListener
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.runtime.faults import mark_driver_process_group
@@ -131,9 +132,15 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
     query = spec.name
     build = spec.build
     mark_driver_process_group()
+    outage = None
+    if launch.heartbeat:  # the Kafka clients' waits for the broker, carried by the heartbeat
+        outage = os.environ[OUTAGE_FILE_ENV] = f"{launch.heartbeat}.outage"
     heartbeat = (
         HeartbeatWriter(
-            launch.heartbeat, get_settings().standby_heartbeat_interval_s, role=launch.role.value
+            launch.heartbeat,
+            get_settings().standby_heartbeat_interval_s,
+            role=launch.role.value,
+            outage_path=outage,
         ).start()
         if launch.heartbeat
         else None

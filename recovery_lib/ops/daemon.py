@@ -211,6 +211,9 @@ def run_daemon(name: str) -> int:
                     "running" if sup.serving() else ("restarting" if sup.restarts else "starting")
                 )
                 status.message = sup.restarts[-1].cause if sup.restarts else ""
+                waiting = broker_wait(beat)
+                if waiting:  # riding out a broker stall, not failed (kafka/outage.py)
+                    status.message = "; ".join(m for m in (status.message, waiting) if m)
                 if isinstance(sup, StandbyPair):
                     if not sup.standby_ready():  # the job serves; its next failure would not
                         status.message = "; ".join(
@@ -245,6 +248,17 @@ def run_daemon(name: str) -> int:
         store.finish_run(run_id, "failed" if code else "finished")
         store.close()
     return code
+
+
+def broker_wait(beat: Any) -> str:
+    """What the job's heartbeat says about a wait for the broker ("" when none)."""
+    outage = ((getattr(beat, "info", None) or {}) if beat is not None else {}).get("broker_outage")
+    if not outage:
+        return ""
+    return (
+        f"waiting for the broker: {outage.get('waited_s', 0):.0f} s of "
+        f"{outage.get('budget_s', 0):g} s ({outage.get('what', '?')})"
+    )
 
 
 def _observe(

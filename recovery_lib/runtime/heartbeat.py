@@ -18,6 +18,8 @@ from pathlib import Path
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from recovery_lib.kafka.outage import read_outage
+
 log = logging.getLogger(__name__)
 
 
@@ -53,9 +55,16 @@ class HeartbeatWriter(StreamingQueryListener):
     """Also a StreamingQueryListener, to report query start and progress."""
 
     def __init__(
-        self, path: str | os.PathLike[str], interval_s: float = 1.0, role: str = "primary"
+        self,
+        path: str | os.PathLike[str],
+        interval_s: float = 1.0,
+        role: str = "primary",
+        outage_path: str | os.PathLike[str] | None = None,
     ) -> None:
+        """``outage_path``: where the job's Kafka clients note a wait for the broker
+        (kafka/outage.py); each beat carries it as ``info["broker_outage"]``."""
         self.path = Path(path)
+        self.outage_path = outage_path
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.interval_s = interval_s
         self.query_active = False
@@ -77,6 +86,10 @@ class HeartbeatWriter(StreamingQueryListener):
         return self
 
     def beat(self) -> None:
+        info = self.info
+        outage = read_outage(self.outage_path)
+        if outage is not None:
+            info = {**(info or {}), "broker_outage": outage}
         beat = Heartbeat(
             os.getpid(),
             int(time.time() * 1000),
@@ -87,7 +100,7 @@ class HeartbeatWriter(StreamingQueryListener):
             os.getpgid(0),
             self.role,
             self.epoch,
-            self.info,
+            info,
             self.idle,
         )
         with self._lock:  # the timer thread, the listener and a takeover all beat
