@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from recovery_lib.chaos.network import FaultyNetwork
 from recovery_lib.chaos.proxy import Api, BlackholeFired
@@ -110,6 +111,21 @@ class NetworkFaults:
     def _reset_fired(self, since: int) -> int | None:
         resets = self.proxy.stats.resets[since:]
         return resets[0].ts_ms if resets else None
+
+    def summary(self) -> dict[str, Any]:
+        """For the report: what went through the proxy, and where the topics were."""
+        stats = self.proxy.stats
+        return {
+            "broker": self.bootstrap,
+            "connections": stats.connections,
+            "frames_up": stats.frames_up,
+            "frames_down": stats.frames_down,
+            "resets": len(stats.resets),
+            "blackholes": len(stats.blackholes),
+            "broker_pauses": len(self.network.pauses),
+            "note": "the output topics lived on the experiment's own broker and are gone with "
+            "it; the verdict was reached before it stopped",
+        }
 
     def refresh(self) -> None:
         """Copy what each blackhole did into its failure's entry."""

@@ -729,7 +729,10 @@ class Experiment:
             "reference_run_id": reference["run_id"],
             "out_topics": {"faulty": faulty["out_topic"], "reference": reference["out_topic"]},
             "_timeline": {"t0_ms": faulty["t0_ms"], "samples": samples},
+            "metrics_url": faulty.get("metrics_url"),
         }
+        if self.network is not None:  # the topics lived on the experiment's own broker
+            result["network"] = self.network.summary()
         if failure_ms:  # the dashboard's recoveries beside the restart times
             measured = ("recovery_time_s", "output_gap_s", "p99_30s_before_ms", "p99_30s_after_ms")
             self.store.event(
