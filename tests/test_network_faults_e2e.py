@@ -60,3 +60,15 @@ def test_a_blackhole_and_added_latency_are_ridden_out_with_dedup_output(kafka_bo
 def test_resets_during_fetch_are_ridden_out(kafka_bootstrap):
     report = run(sink="dedup", fail="net-reset", net_reset_api="fetch", repeat=3, every_s=6.0)
     assert_exactly_once_without_a_restart(report, ["net-reset"] * 3)
+
+
+@pytest.mark.long
+def test_a_checkpoint_that_refuses_writes_costs_a_restart_not_an_output(kafka_bootstrap):
+    # Spark cannot write its offset log: the query fails loudly, the supervisor restarts it
+    # (again, while the directory still refuses), and the output stays exactly-once.
+    report = run(sink="dedup", fail="checkpoint-unwritable", pause_s=6.0)
+    c = report["consistency"]
+    failure = report["failures"][0]
+    assert failure["fired"] is True and failure["directories"] >= 3, failure
+    assert c["verdict"] == "consistent" and c["guarantee"] == "exactly-once", c
+    assert report["restarts"], "an unwritable checkpoint went unnoticed"

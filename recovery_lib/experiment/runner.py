@@ -27,6 +27,7 @@ from typing import Any
 from confluent_kafka import Producer
 from rich.console import Console
 
+from recovery_lib.chaos.disk import UnwritableTree
 from recovery_lib.experiment.failures import ArmedHook, FailureStatus, InjectedFailure
 from recovery_lib.experiment.inputs import ExperimentInput, GeneratedInput, RecordedInput
 from recovery_lib.experiment.network_faults import (
@@ -94,6 +95,7 @@ FAILURE_KINDS = (
     "torn-write",  # mode cec: a window footprint written torn, then the driver killed
     "pause-mid-write",  # the job stopped (SIGSTOP) in the middle of a sink write, resumed later
     *NETWORK_KINDS,  # the network and the broker (experiment/network_faults.py)
+    "checkpoint-unwritable",  # the checkpoint directory refuses writes for --pause s
 )
 # Failures a hook in the job fires when a task or the driver reaches it, armed by a file:
 # kind -> (arm file, marker the hook writes when it fires, armed with --midwrite-rows).
@@ -296,6 +298,8 @@ class Experiment:
         # Network faults: the whole experiment (this process and the job's) on a private
         # broker behind the fault proxy, from here until run() ends.
         self._exits = contextlib.ExitStack()
+        self._disk = UnwritableTree()  # checkpoint-unwritable
+        self._exits.callback(self._disk.stop)  # never left frozen
         self.network: NetworkFaults | None = None
         if needs_network(cfg.kinds):
             self.network = NetworkFaults(
@@ -510,11 +514,7 @@ class Experiment:
         while feeder.is_alive():
             run.sup.tick()
             elapsed = time.monotonic() - run.t0
-            if (
-                due
-                and elapsed >= due[0][0]
-                and self._recovered(due[0][1], run.sup, run.arm_dir, self.network)
-            ):
+            if due and elapsed >= due[0][0] and self._recovered(due[0][1], run.sup, run.arm_dir):
                 if run.failures:
                     run.failures[-1].settle(run.t0_ms, rearm=True)
                 run.failures.append(
@@ -551,16 +551,15 @@ class Experiment:
                     "inconclusive; use more input per batch or another failure kind"
                 )
 
-    @staticmethod
-    def _recovered(
-        kind: str, sup: JobSupervisor, arm_dir: Path, network: NetworkFaults | None = None
-    ) -> bool:
+    def _recovered(self, kind: str, sup: JobSupervisor, arm_dir: Path) -> bool:
         """The next failure waits until the job is back from the previous one (and an armed
         hook has fired), so each failure hits a running job."""
         if not sup.ready_for_next_failure():
             return False
-        if network is not None and not network.over():
+        if self.network is not None and not self.network.over():
             return False  # the last network fault still lasts
+        if self._disk.frozen():
+            return False  # the checkpoint still refuses writes
         for armed, fired, _rows in HOOK_FAULTS.values():
             for path in arm_dir.rglob(armed):  # a replica set arms one replica's directory
                 if not (path.parent / fired).exists():
@@ -607,6 +606,10 @@ class Experiment:
         elif kind == "pause":
             threading.Thread(target=sup.pause, args=(self.cfg.pause_s,), daemon=True).start()
             failure.pause_s = self.cfg.pause_s
+        elif kind == "checkpoint-unwritable":
+            frozen = self._disk.freeze(sup.live_checkpoints, self.cfg.pause_s)
+            failure.pause_s = self.cfg.pause_s
+            failure.detail = {"directories": frozen.directories}
         elif kind in NETWORK_KINDS:
             assert self.network is not None  # started in __init__ for these kinds
             self.network.inject(kind, failure)
