@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     # source and the readers of its ranges; a longer one fails the job (its supervisor
     # restarts it). The sinks wait sink_flush_timeout_s for their writes.
     kafka_outage_budget_s: float = Field(default=60.0, gt=0)
+    # After the same micro-batch failed this many times in a row, the job looks for a poison
+    # record in it and parks it (job/poison.py) instead of failing it again.
+    poison_attempts: int = Field(default=3, ge=1)
 
     # Spark.
     spark_master: str = "local[2]"

@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.exceptions import SinkDeliveryError, bad_record_error, offsets_unavailable
+from recovery_lib.io.parked import parked_in
 from recovery_lib.kafka.clients import RANGE_FETCHES
 from recovery_lib.kafka.headers import ID_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
 from recovery_lib.settings import get_settings
@@ -55,6 +56,8 @@ def read_range(
     headers: list[Any] = []
     next_offset = rng.start
     last_progress = time.monotonic()
+    # Parked records (a poison record found by job/poison.py) go to the dead letters instead.
+    parked = parked_in(options.parked, rng.topic, rng.partition, rng.start, rng.end)
     try:
         while next_offset < rng.end:
             msgs = consumer.consume(
@@ -75,6 +78,8 @@ def read_range(
                 msgs, next_offset = _clean(msgs, rng, next_offset)
             else:
                 next_offset = msgs[-1].offset() + 1
+            if parked and any(m.offset() in parked for m in msgs):
+                msgs = _park(options, rng, msgs, parked)
             if not msgs:
                 continue
             # Column-wise list comprehensions: ~2x faster than one loop with branches per record.
@@ -166,11 +171,36 @@ def _record_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
 
+def _park(
+    options: SourceOptions, rng: KafkaRange, msgs: list[Any], parked: dict[int, str]
+) -> list[Any]:
+    """The records of ``msgs`` not parked; the parked ones to the dead-letter topic."""
+    kept = []
+    for msg in msgs:
+        reason = parked.get(msg.offset())
+        if reason is None:
+            kept.append(msg)
+        else:
+            _dead_letter(options, rng.topic, rng.partition, msg.offset(), msg, f"parked: {reason}")
+    return kept
+
+
 def _bad_record(
     options: SourceOptions, topic: str, partition: int, offset: int, msg: Any, reason: str
 ) -> None:
     if options.on_bad_record == "fail":
         raise bad_record_error(topic, partition, offset, reason)
+    _dead_letter(
+        options, topic, partition, offset, msg,
+        f"not valid for valueFormat={options.value_format}: {reason}",
+    )  # fmt: skip
+
+
+def _dead_letter(
+    options: SourceOptions, topic: str, partition: int, offset: int, msg: Any, reason: str
+) -> None:
+    """``msg`` to the dead-letter topic with ``reason`` and its position (id: the position, so
+    a re-read dedups), acknowledged before the task goes on."""
     producer = cached("producer:deadletter", options.kafka, _producer)
     position = f"{topic}/{partition}@{offset}"
     producer.produce(
@@ -179,7 +209,7 @@ def _bad_record(
         value=msg.value(),
         headers=[
             (ID_HEADER, f"dlq:{position}".encode()),
-            (REASON_HEADER, f"not valid for valueFormat={options.value_format}: {reason}".encode()),
+            (REASON_HEADER, reason.encode()),
             (SOURCE_POSITION_HEADER, position.encode()),
         ],
     )

@@ -35,6 +35,7 @@ class SourceOptions:
     on_bad_record: str = "deadletter"
     dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
     audit_path: str | None = None
+    parked: str | None = None  # the file of parked records (io/parked.py): never delivered
     ending: Offsets | None = None
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -81,6 +82,7 @@ class SourceOptions:
             on_bad_record=on_bad,
             dead_letter_topic=opts.get("deadlettertopic", DEFAULT_DEAD_LETTER_TOPIC),
             audit_path=opts.get("auditpath"),
+            parked=opts.get("parkedrecords"),
             ending=parse_ending_offsets(opts.get("endingoffsets"), topics),
             raw=opts,
         )

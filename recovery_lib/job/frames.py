@@ -20,13 +20,14 @@ from recovery_lib.causal.operators import flushing, open_context, stamped
 from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK
 from recovery_lib.ha.standby.follow import FOLLOW_POLICY
 from recovery_lib.io.client_cache import cached
+from recovery_lib.io.parked import PARKED_OPTION
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, DET_COLUMN, ID_HEADER
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.io.task import task_info
 from recovery_lib.job.options import JobOptions
 from recovery_lib.kafka.headers import INGEST_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
 from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
-from recovery_lib.runtime.faults import SINK_FAULT_HOOK, maybe_fail_task
+from recovery_lib.runtime.faults import SINK_FAULT_HOOK, maybe_fail_task, raise_on_poison
 
 
 def _ingest_ms() -> Column:
@@ -58,6 +59,10 @@ def read_json_input(
     pass through Python there anyway, so the clock costs no extra Python operator (Q12)."""
     reader = spark.readStream.format(SOURCE_NAME).options(**opts.kafka_options())
     reader = reader.option("subscribe", opts.topic_for(name))
+    # Records parked as poison (job/poison.py) go to the job's dead letters, not to the query.
+    reader = reader.option("deadLetterTopic", opts.dlq_topic).option(
+        PARKED_OPTION, opts.parked_path
+    )
     if opts.max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(opts.max_records_per_batch))
     if opts.ending_offsets:
@@ -147,6 +152,7 @@ def route_dead_letters(
         maybe_fail_task(task_info()["attempt"])
         producer: Any = None
         for batch in batches:
+            raise_on_poison(batch)  # an experiment's poison record: "user code" that raises
             bad = pc.is_valid(batch.column("_reason"))
             if pc.any(bad).as_py():
                 if producer is None:

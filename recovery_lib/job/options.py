@@ -57,6 +57,7 @@ class JobOptions:
     epoch: int = 0
     epoch_store: str | None = None
     follow_log: str | None = None
+    parked_file: str | None = None  # default: beside the checkpoint (parked_path)
 
     def __post_init__(self) -> None:
         if not self.kafka:
@@ -102,6 +103,11 @@ class JobOptions:
             raise ValueError(
                 f"job {self.query} needs --param {name}=<value> (given: {sorted(self.params)})"
             ) from None
+
+    @property
+    def parked_path(self) -> str:
+        """The job's parked input records (io/parked.py), beside its checkpoint."""
+        return self.parked_file or f"{self.checkpoint_path}.parked.json"
 
     def kafka_options(self) -> dict[str, str]:
         return {f"kafka.{k}": v for k, v in self.kafka.items()}

@@ -12,9 +12,11 @@ import os
 import sys
 from typing import Any
 
+from recovery_lib.io.parked import POISON_BATCH_ENV
 from recovery_lib.io.sinks.modes import output_partitions
 from recovery_lib.job.frames import write_output
 from recovery_lib.job.options import JobOptions
+from recovery_lib.job.poison import find_and_park
 from recovery_lib.job.spec import JobSpec, StartsItsQuery
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.outage import OUTAGE_FILE_ENV
@@ -194,6 +196,9 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
         if heartbeat is not None:
             heartbeat.epoch = opts.epoch
             heartbeat.beat()
+    poison_batch = os.environ.pop(POISON_BATCH_ENV, None)
+    if poison_batch is not None and standby is None:  # the same batch failed again and again
+        find_and_park(spark, build, opts, int(poison_batch))
     df = build(spark, opts)  # a standby builds its query ahead of time
     if standby is not None:
         cause = standby.wait_for_takeover()

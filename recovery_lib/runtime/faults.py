@@ -252,6 +252,35 @@ def maybe_fail_task(attempt: int | None) -> None:
         raise InjectedTaskFailure("injected failure on the task's first attempt (task-retry fault)")
 
 
+# A poison record: an input whose value carries this field makes the job's code raise on
+# every attempt (it stands for a user's code that cannot handle one record). Only where an
+# experiment set the arm directory: a production job never raises here.
+POISON_FIELD = "__poison__"
+POISON_FIRED = "poison.fired"  # written (with the record's position) when it first raised
+
+
+class PoisonedInput(RuntimeError):
+    """The job's code raised on a record (the experiment's poison record)."""
+
+
+def raise_on_poison(batch: Any) -> None:
+    """Inside the dead-letter router (a Python operator every input row passes): raise on a
+    row whose value holds the poison field, naming its position."""
+    directory = _arm_dir()
+    if directory is None or batch.num_rows == 0:
+        return
+    import pyarrow.compute as pc
+
+    hits = pc.match_substring(batch.column("value"), f'"{POISON_FIELD}"')  # binary or string
+    if not pc.any(hits).as_py():
+        return
+    row = batch.filter(hits).slice(0, 1).to_pylist()[0]
+    position = f"{row['topic']}/{row['partition']}@{row['offset']}"
+    if _claim(directory, POISON_FIRED):
+        (directory / POISON_FIRED).write_text(f"{time.time()}\n{position}\n")
+    raise PoisonedInput(f"the job's code cannot process the record at {position}")
+
+
 @dataclass(frozen=True)
 class _ArmedTornWrite(_ArmedMidWrite):
     """A CEC footprint written damaged (a torn write), then the job killed."""

@@ -22,10 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.io.parked import POISON_BATCH_ENV
 from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.runtime.checkpoint import batch_ids, last_committed
 from recovery_lib.runtime.faults import signal_groups
 from recovery_lib.runtime.heartbeat import Heartbeat, read_heartbeat
 from recovery_lib.runtime.launch import JobLaunch
+from recovery_lib.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,9 @@ class Supervisor:
         self._log = None
         self._awaiting_ready: Restart | None = None
         self._stopped = False
+        # The batch the job died in, and how many times in a row (poison records, job/poison.py).
+        self._failed_batch: tuple[int, int] | None = None
+        self._next_env: dict[str, str] = {}  # for the next start only
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -136,7 +142,8 @@ class Supervisor:
         self.heartbeat_path.unlink(missing_ok=True)
         if self._log is None:
             self._log = open(self.workdir / "job.log", "ab")  # noqa: SIM115 - closed in stop()
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **self.spec.env}
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **self.spec.env, **self._next_env}
+        self._next_env = {}
         self.proc = subprocess.Popen(
             self.command(),
             stdout=self._log,
@@ -252,7 +259,33 @@ class Supervisor:
         restart = Restart(cause, detected)
         self.restarts.append(restart)
         self._awaiting_ready = restart
+        self._count_failed_batch()
         self.start()
+
+    def _count_failed_batch(self) -> None:
+        """After the same batch failed ``poison_attempts`` times in a row, the next start looks
+        for a poison record in it (job/poison.py) before its query runs."""
+        batch = self._inflight_batch()
+        if batch is None:
+            return
+        before = self._failed_batch
+        times = before[1] + 1 if before is not None and before[0] == batch else 1
+        self._failed_batch = (batch, times)
+        if times >= get_settings().poison_attempts:
+            self._next_env = {POISON_BATCH_ENV: str(batch)}
+            self._failed_batch = None  # counted anew after the search
+            self.event("poison_search", {"batch": batch, "failures": times})
+
+    def _inflight_batch(self) -> int | None:
+        """The batch planned in the offset log and not committed, or None."""
+        if self.spec.launch is None or not self.spec.launch.name:
+            return None
+        checkpoint = self.live_checkpoints / self.spec.launch.name
+        planned = batch_ids(checkpoint / "offsets")
+        if not planned:
+            return None
+        committed = last_committed(checkpoint)
+        return planned[-1] if committed is None or planned[-1] > committed else None
 
     def supervise(self, until: Callable[[], bool], interval_s: float = 0.2) -> None:
         while not until():
