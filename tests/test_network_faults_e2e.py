@@ -72,3 +72,20 @@ def test_a_checkpoint_that_refuses_writes_costs_a_restart_not_an_output(kafka_bo
     assert failure["fired"] is True and failure["directories"] >= 3, failure
     assert c["verdict"] == "consistent" and c["guarantee"] == "exactly-once", c
     assert report["restarts"], "an unwritable checkpoint went unnoticed"
+
+
+def test_a_poison_record_is_found_parked_and_passed_and_the_output_stays_exactly_once(
+    kafka_bootstrap,
+):
+    # The job's code raises on one record, on every attempt: after 3 failures of the same
+    # batch the restarted job bisects the batch's input, parks the record (dead letters, with
+    # the exception and its position) and goes on; the reference run skips it too.
+    report = run(sink="dedup", fail="poison", duration_s=24.0)
+    c = report["consistency"]
+    failure = report["failures"][0]
+    assert failure["fired"] is True, failure
+    parked = report.get("parked") or []
+    assert [p["position"] for p in parked] == [failure["position"]], (parked, failure)
+    assert "cannot process the record" in parked[0]["reason"], parked
+    assert len(report["restarts"]) >= 3, report["restarts"]  # the same batch, again and again
+    assert c["verdict"] == "consistent" and c["guarantee"] == "exactly-once", c

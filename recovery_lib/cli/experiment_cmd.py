@@ -54,9 +54,9 @@ def experiment_run(
         "driver-kill",
         help="driver-kill | mid-write | executor-kill | task-retry | write-retry | pause | "
         "pause-mid-write | torn-write | net-reset | net-blackhole | net-latency | broker-pause "
-        "| checkpoint-unwritable | none; several, comma-separated, take turns when --repeat "
-        "> 1. The net-* kinds and broker-pause run the experiment on its own broker behind a "
-        "fault proxy.",
+        "| checkpoint-unwritable | poison | none; several, comma-separated, take turns when "
+        "--repeat > 1. The net-* kinds and broker-pause run the experiment on its own broker "
+        "behind a fault proxy.",
     ),
     fail_at: float = typer.Option(20.0, help="Seconds into the faulty run."),
     pause: float = typer.Option(

@@ -37,6 +37,7 @@ from recovery_lib.experiment.network_faults import (
     NetworkFaults,
     needs_network,
 )
+from recovery_lib.io.parked import park, read_parked
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.modes import (
     NEEDS_BROKER_TRANSACTIONS,
@@ -70,6 +71,8 @@ from recovery_lib.runtime.faults import (
     ARM_DIR_ENV,
     MIDPAUSE_ARM,
     MIDWRITE_ARM,
+    POISON_FIELD,
+    POISON_FIRED,
     TASKFAIL_ARM,
     TORN_ARM,
     WRITEFAIL_ARM,
@@ -96,6 +99,7 @@ FAILURE_KINDS = (
     "pause-mid-write",  # the job stopped (SIGSTOP) in the middle of a sink write, resumed later
     *NETWORK_KINDS,  # the network and the broker (experiment/network_faults.py)
     "checkpoint-unwritable",  # the checkpoint directory refuses writes for --pause s
+    "poison",  # a record the job's code raises on, every attempt (found and parked)
 )
 # Failures a hook in the job fires when a task or the driver reaches it, armed by a file:
 # kind -> (arm file, marker the hook writes when it fires, armed with --midwrite-rows).
@@ -193,6 +197,12 @@ class ExperimentConfig:
             raise ValueError(
                 f"{self.repeat} failures every {self.every_s:g} s from {self.fail_at_s:g} s do "
                 f"not fit in --duration {self.duration_s:g} s"
+            )
+        poisons = sum(1 for k in range(self.repeat) if self.kinds[k % len(self.kinds)] == "poison")
+        if poisons > 1:
+            raise ValueError(
+                f"{poisons} poison records in one run: the job parks one per search; use one "
+                "poison per run (--repeat with other kinds between is fine if it comes once)"
             )
         if needs_network(self.kinds):
             if self.net_reset_api not in RESET_APIS:
@@ -438,6 +448,8 @@ class Experiment:
             {**asdict(cfg), "run": name, "experiment": self.id},
         )
         arm_dir = self.workdir / name / "arm"
+        if name == "reference":  # the failure-free run skips what the faulty run parked
+            self._share_parked()
         request = cfg.request if name == "faulty" else ModeRequest(self.job)
         base = JobLaunch(
             job=self.job.ref,
@@ -606,6 +618,11 @@ class Experiment:
         elif kind == "pause":
             threading.Thread(target=sup.pause, args=(self.cfg.pause_s,), daemon=True).start()
             failure.pause_s = self.cfg.pause_s
+        elif kind == "poison":
+            failure.status, failure.fired_ms = FailureStatus.ARMED, None  # until the job hits it
+            failure.detail = {"position": self._send_poison(elapsed)}
+            marker = arm_dir / POISON_FIRED
+            failure.probe = lambda: int(marker.stat().st_mtime * 1000) if marker.exists() else None
         elif kind == "checkpoint-unwritable":
             frozen = self._disk.freeze(sup.live_checkpoints, self.cfg.pause_s)
             failure.pause_s = self.cfg.pause_s
@@ -615,6 +632,33 @@ class Experiment:
             self.network.inject(kind, failure)
         self.store.event(run_id, "failure_injected", failure.to_dict(), at_ms)
         return failure
+
+    def _parked_path(self, name: str) -> Path:
+        """A run's parked records (job/options.py parked_path: beside its checkpoint)."""
+        return self.workdir / name / "ck" / f"{self.job.name}.parked.json"
+
+    def _share_parked(self) -> None:
+        parked = read_parked(self._parked_path("faulty"))
+        if parked:
+            park(self._parked_path("reference"), parked)
+            self.progress(f"[reference] skips the {len(parked)} record(s) the faulty run parked")
+
+    def _send_poison(self, elapsed: float) -> str:
+        """A record of the job's first input that its code raises on (runtime/faults.py's
+        poison hook): the position it was written at."""
+        topic = self.input.topics[self.job.inputs[0]]
+        producer = Producer(client_config())
+        written: list[str] = []
+        producer.produce(
+            topic,
+            value=json.dumps({POISON_FIELD: True, "at_s": round(elapsed, 1)}).encode(),
+            partition=0,
+            on_delivery=lambda err, msg: written.append(
+                f"{msg.topic()}/{msg.partition()}@{msg.offset()}" if err is None else str(err)
+            ),
+        )
+        producer.flush(get_settings().sink_flush_timeout_s)
+        return written[0] if written else "not acknowledged"
 
     def _warm_up(self, sup: JobSupervisor, name: str) -> int:
         """Produce ``warmup_s`` worth of events unpaced and wait until they are committed."""
@@ -736,6 +780,9 @@ class Experiment:
         }
         if self.network is not None:  # the topics lived on the experiment's own broker
             result["network"] = self.network.summary()
+        parked = read_parked(self._parked_path("faulty"))
+        if parked:  # poison records the job found and sent to its dead letters
+            result["parked"] = [asdict(r) | {"position": r.position} for r in parked]
         if failure_ms:  # the dashboard's recoveries beside the restart times
             measured = ("recovery_time_s", "output_gap_s", "p99_30s_before_ms", "p99_30s_after_ms")
             self.store.event(

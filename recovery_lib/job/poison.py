@@ -85,13 +85,18 @@ class PoisonSearch:
             causal=None,  # a probe logs no determinants
             parked_file=self.opts.parked_path,  # skips what is parked already
         )
-        query = None
         try:
             df = self.build(self.spark, opts)
-            if not hasattr(df, "writeStream"):
-                raise PoisonSearchUnsupported(
-                    f"job {opts.query} starts its own query: it cannot be probed"
-                )
+        except Exception as exc:  # the query itself, not a record: nothing to bisect
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise PoisonSearchUnsupported(
+                f"job {opts.query}'s query cannot be built for a probe: {exc}"
+            ) from exc
+        if not hasattr(df, "writeStream"):
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise PoisonSearchUnsupported(f"job {opts.query} starts its own query: no probe")
+        query = None
+        try:
             query = (
                 df.writeStream.foreachBatch(lambda frame, _batch: frame.count())
                 .option("checkpointLocation", str(Path(scratch) / opts.query))
@@ -100,8 +105,6 @@ class PoisonSearch:
             )
             query.awaitTermination()
             return None
-        except PoisonSearchUnsupported:
-            raise
         except Exception as exc:  # noqa: BLE001 - the probe's answer
             return str(exc).strip().splitlines()[-1][:500] if str(exc).strip() else repr(exc)
         finally:

@@ -120,6 +120,9 @@ class RecoveryMode(ABC):
     replicated = False  # live replicas, never a restart (the dashboard's replicated runs)
     leaderless = False  # replicas cut at shared heartbeats: no leader to aim a failure at
     keeps_own_log = False  # the job's state lives in its output log (CEC)
+    # Its supervisor counts a batch that fails again and again and has the job find and park
+    # the poison record in it (job/poison.py): a plain Supervisor, one process.
+    parks_poison = False
 
     def with_causal_logging(self, causal: bool) -> str:
         """The mode to recommend when the job needs causal logging (``causal``): this one,
@@ -145,6 +148,11 @@ class RecoveryMode(ABC):
             problem = (
                 "pause-mid-write stops the job's process group, which on a cluster does not "
                 f"hold its executors: {request.surface.local}"
+            )
+        if problem is None and "poison" in request.failures and not self.parks_poison:
+            problem = (
+                f"poison records are found and parked under one restarting process; mode "
+                f"{self.name} does not search for them yet: use --mode native"
             )
         if problem is None and "executor-kill" in request.failures and not request.cluster:
             problem = "executor-kill needs separate executor processes: add --cluster"

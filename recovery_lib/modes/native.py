@@ -25,6 +25,7 @@ class NativeMode(RecoveryMode):
     summary = "Spark's own recovery: restart the same job on the same checkpoint"
     outage_rank = 0
     compute = "one Spark application, restarted from its checkpoint"
+    parks_poison = True
 
     def with_causal_logging(self, causal: bool) -> str:
         return CausalMode.name if causal else self.name
@@ -47,6 +48,8 @@ class CausalMode(NativeMode):
         "restart replays it"
     )
     outage_rank = None
+    # A probe of the query would log determinants (or need the causal clock): not yet.
+    parks_poison = False
 
     def with_causal_logging(self, causal: bool) -> str:
         return self.name
@@ -63,6 +66,7 @@ class CECMode(NativeMode):
     )
     keeps_own_log = True
     outage_rank = None
+    parks_poison = False  # its build starts its own query: no probe
 
     def process_mode(self, request: ModeRequest) -> ProcessMode:
         return ProcessMode.CEC

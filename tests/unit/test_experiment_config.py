@@ -27,6 +27,9 @@ def test_several_kinds_take_turns():
         ({"fail": "net-blackhole", "cluster": True}, "drop --cluster"),
         ({"fail": "broker-pause", "replay": {"persons": "mine"}}, "record the input"),
         ({"fail": "net-latency", "pause_s": 0.0}, "--pause"),
+        ({"fail": "poison", "repeat": 2, "every_s": 20.0}, "one poison per run"),
+        ({"fail": "poison", "mode": "standby"}, "use --mode native"),
+        ({"fail": "poison", "mode": "causal"}, "use --mode native"),
     ],
 )
 def test_bad_settings_are_refused_with_the_fix(changes, message):
