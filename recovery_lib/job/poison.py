@@ -118,6 +118,10 @@ class PoisonSearch:
         found: list[ParkedRecord] = []
         live = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
         empty = {tp: (r[1], r[1]) for tp, r in ranges.items()}
+        # A probe that fails on no input at all fails for its own reasons (the query cannot
+        # run this way): bisecting would blame an innocent record.
+        if (error := self.probe(empty)) is not None:
+            raise PoisonSearchUnsupported(f"a probe over no input fails: {error}")
         while len(found) < MAX_POISON_PER_BATCH:
             error = self.probe({**empty, **live})
             if error is None:

@@ -133,3 +133,20 @@ def test_the_supervisor_asks_for_a_search_after_the_same_batch_failed_again(
     assert sup._next_env == {}  # noqa: SLF001
     monkeypatch.delenv("RECOVERY_POISON_ATTEMPTS")
     reload_settings()
+
+
+def test_a_probe_that_fails_on_no_input_stops_the_search_before_it_blames_a_record(
+    tmp_path: Path,
+) -> None:
+    from recovery_lib.job.poison import PoisonSearchUnsupported
+
+    opts = JobOptions(query="q1", checkpoint_dir=str(tmp_path), kafka={"bootstrap.servers": "-"})
+
+    class Unrunnable(FakeSearch):
+        def probe(self, ranges: Ranges) -> str | None:
+            self.probes += 1
+            return "AnalysisException: append output mode not supported"
+
+    with pytest.raises(PoisonSearchUnsupported, match="no input"):
+        Unrunnable(opts, set()).find({("bids", 0): (0, 100)})
+    assert read_parked(opts.parked_path) == []
