@@ -283,6 +283,16 @@ def recoveries(path: Path) -> None:
     by_mode = rec.groupby(["mode", "query", "recovery"], as_index=False)[times].mean()
     st.dataframe(present(by_mode), hide_index=True)
     st.dataframe(present(rec.drop(columns=["ts_ms"])), hide_index=True, width="stretch")
+    parked = views.parked_records(path)
+    if not parked.empty:
+        st.subheader("Parked poison records")
+        st.caption(
+            "Input records the job's code raised on, on every attempt: found by bisecting the "
+            "failing batch, sent to the job's dead-letter topic with the exception and their "
+            "position, and skipped so that the job goes on."
+        )
+        shown = parked.assign(when=parked["ts_ms"].map(ago)).drop(columns=["ts_ms"])
+        st.dataframe(present(shown), hide_index=True, width="stretch")
 
 
 def consistency(path: Path) -> None:

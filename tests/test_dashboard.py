@@ -53,6 +53,13 @@ def populated_store(path: Path) -> Path:
             store.event(run, "ready", {"restart_time_s": restart_s}, T0 + 21_000 + restart_s * 1000)
             recovered = {"recovery_time_s": restart_s + 9, "output_gap_s": restart_s + 2}
             store.event(run, "recovery_measured", recovered, T0 + 90_000)
+            if mode == "native":  # a poison record the job found and parked
+                store.event(
+                    run,
+                    "poison_parked",
+                    {"position": "bids/0@1234", "reason": "PoisonedInput: x", "batch": 17},
+                    T0 + 80_000,
+                )
             store.add_consistency(
                 run,
                 f"ref-{mode}",
@@ -167,6 +174,8 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     replica = every[every["recovery"] == "replica replaced"].iloc[0]
     assert replica["output gap (s)"] == "1.5" and replica["restart (s)"] == "9"  # whole again
     assert every[every["recovery"] == "pipeline stage restart"].iloc[0]["recovery (s)"] == ""
+    parked = next(f for f in frames if "position" in f.columns and "reason" in f.columns)
+    assert parked["position"].tolist() == ["bids/0@1234"] and parked["batch"].tolist() == [17]
     assert any("bytes freed" in f.columns for f in frames)
     shipped = next(f for f in frames if "bytes copied" in f.columns)
     assert shipped["lag batches"].tolist() == [0, 1]  # newest first

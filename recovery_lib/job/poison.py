@@ -154,7 +154,11 @@ class PoisonSearch:
 
 
 def find_and_park(
-    spark: Any, build: Callable[[Any, JobOptions], Any], opts: JobOptions, batch: int
+    spark: Any,
+    build: Callable[[Any, JobOptions], Any],
+    opts: JobOptions,
+    batch: int,
+    on_parked: Callable[[ParkedRecord], None] | None = None,
 ) -> list[ParkedRecord]:
     """What the job does before its query starts when ``RECOVERY_POISON_BATCH`` is set."""
     ranges = batch_ranges(opts.checkpoint_path, batch)
@@ -173,6 +177,9 @@ def find_and_park(
     except PoisonSearchUnsupported as exc:
         log.warning("no poison search: %s", exc)
         return []
+    for record in found:
+        if on_parked is not None:
+            on_parked(record)
     log.warning(
         "poison search of batch %d: %d record(s) parked in %d probes (%d parked before)",
         batch,

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from recovery_lib.io.parked import POISON_BATCH_ENV
+from recovery_lib.io.parked import POISON_BATCH_ENV, ParkedRecord
 from recovery_lib.io.sinks.modes import output_partitions
 from recovery_lib.job.frames import write_output
 from recovery_lib.job.options import JobOptions
@@ -198,7 +198,17 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             heartbeat.beat()
     poison_batch = os.environ.pop(POISON_BATCH_ENV, None)
     if poison_batch is not None and standby is None:  # the same batch failed again and again
-        find_and_park(spark, build, opts, int(poison_batch))
+        batch = int(poison_batch)
+
+        def parked(record: ParkedRecord) -> None:  # the dashboard's and the report's record
+            if store is not None and run_id is not None:
+                store.event(
+                    run_id,
+                    "poison_parked",
+                    {"position": record.position, "reason": record.reason, "batch": batch},
+                )
+
+        find_and_park(spark, build, opts, batch, parked)
     df = build(spark, opts)  # a standby builds its query ahead of time
     if standby is not None:
         cause = standby.wait_for_takeover()

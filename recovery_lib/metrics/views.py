@@ -189,6 +189,16 @@ def _event_fields(path: str | Path, kind: str, fields: dict[str, str]) -> pd.Dat
     )
 
 
+def parked_records(path: str | Path) -> pd.DataFrame:
+    """Poison records jobs found and parked (job/poison.py): where, why, when, newest first."""
+    if not _has(path, "events"):
+        return pd.DataFrame()
+    parked = _event_fields(
+        path, "poison_parked", {"position": "VARCHAR", "reason": "VARCHAR", "batch": "BIGINT"}
+    )
+    return parked.iloc[::-1].reset_index(drop=True)
+
+
 def cec_state(path: str | Path) -> pd.DataFrame:
     """CEC jobs over time (events ``cec_state``): open windows, extent q, replay size u."""
     fields = ("open_windows", "extent", "replay_size", "checks")
