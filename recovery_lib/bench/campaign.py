@@ -1,6 +1,7 @@
-"""``recovery bench campaign``: many injected failures, judged by the oracle. Two suites:
-``causal`` (causal mode against native on the nondeterministic jobs, reading deduplicated) and
-``release`` (the release sink against at-least-once, read by a plain consumer, no dedup).
+"""``recovery bench campaign``: many injected failures, judged by the oracle. Three suites:
+``causal`` (causal mode against native on the nondeterministic jobs, reading deduplicated),
+``release`` (the release sink against at-least-once, read by a plain consumer, no dedup) and
+``faults`` (the network, the broker, the disk and poison input across the recovery modes).
 
 Each case is one experiment (``recovery experiment run``) whose faulty run takes ``repeat``
 failures of the listed kinds in turn, at jittered times (driver SIGKILL, SIGKILL in the middle
@@ -37,6 +38,8 @@ class Case:
     # Added to the campaign's seed: repeated cases of one pipeline get their own input and
     # failure times instead of repeating the first one's.
     seed_offset: int = 0
+    # The recovery modes whose variants run this case (None: every variant of the suite).
+    modes: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -86,10 +89,46 @@ RELEASE_CASES = (
         for i in (1, 2)
     ),
 )
+# Faults beyond a killed process (experiment/network_faults.py, chaos/): every network kind,
+# the broker pause and the unwritable checkpoint twice per run, on q3 in every variant and on
+# prices (nondeterministic) in the modes that replay it causally; a poison record per run on
+# q3 where the supervisor parks it (native). At least 20 of each kind over the suite.
+FAULT_KINDS = (
+    "net-reset", "net-blackhole", "net-latency", "broker-pause", "checkpoint-unwritable", "poison",
+)  # fmt: skip
+_ENVIRONMENT_KINDS = ",".join(FAULT_KINDS[:-1] * 2)
+FAULT_CASES = (
+    Case("q3", _ENVIRONMENT_KINDS, rate=2_000, tag="-faults"),
+    Case(
+        "prices",
+        _ENVIRONMENT_KINDS,
+        tag="-faults",
+        modes=("causal", "standby", "kazoo", "liverobin"),
+    ),
+    *(
+        Case("q3", "poison", rate=2_000, tag=f"-poison-{i}", seed_offset=i, modes=("native",))
+        for i in range(1, 8)
+    ),
+)
+FAULT_VARIANTS = (
+    Variant("native"),
+    Variant("native", "release"),
+    Variant("native", "at-least-once"),  # names the duplicates a reset leaves
+    Variant("causal"),
+    Variant("standby", "release"),
+    Variant("kazoo", "release"),
+    Variant("liverobin", "release"),
+)
 SUITES = {
     "causal": (CASES, (Variant("causal"), Variant("native"))),
     "release": (RELEASE_CASES, (Variant("native", "release"), Variant("native", "at-least-once"))),
+    "faults": (FAULT_CASES, FAULT_VARIANTS),
 }
+
+
+def planned(cases: tuple[Case, ...], variants: tuple[Variant, ...]) -> list[tuple[Case, Variant]]:
+    """The (case, variant) runs of a campaign: each case in the variants its modes allow."""
+    return [(c, v) for c in cases for v in variants if c.modes is None or v.mode in c.modes]
 
 
 def run_campaign(
@@ -125,10 +164,11 @@ def run_campaign(
                 started_cluster = True
             repeat = len(case.kinds.split(","))
             case_seed = seed + case.seed_offset
-            for variant in variants:
+            for variant in (v for c, v in planned((case,), variants)):
                 mode = variant.mode
                 if (
-                    variant.sink != "dedup"
+                    mode == "native"
+                    and variant.sink != "dedup"
                     and resolve_job(case.pipeline).contract.replay_needs_causal
                 ):
                     mode = "causal"  # what the release sink needs; both sinks run alike
@@ -169,6 +209,10 @@ def run_campaign(
                         {k: f.get(k) for k in ("kind", "at_s", "fired")} for f in result["failures"]
                     ],
                     "restarts": len(result["restarts"]),
+                    "restart_time_s": result.get("restart_time_s"),
+                    "recovery_time_s": result.get("recovery_time_s"),
+                    "output_gap_s": result.get("output_gap_s"),
+                    "parked": len(result.get("parked") or []),
                     "verdict": consistency["verdict"],
                     "guarantee": consistency.get("guarantee"),
                     "inconclusive_because": consistency.get("inconclusive_because"),

@@ -211,7 +211,9 @@ def bench_standby(
 @bench_app.command("campaign")
 def bench_campaign(
     suite: str = typer.Option(
-        "causal", help="causal (causal vs native) | release (release sink vs at-least-once)."
+        "causal",
+        help="causal (causal vs native) | release (release sink vs at-least-once) | faults "
+        "(network, broker, disk and poison faults across the recovery modes).",
     ),
     mode: list[str] = typer.Option(
         [], help="Only the variants with this mode or sink (repeatable), e.g. causal, release."
@@ -225,8 +227,9 @@ def bench_campaign(
     ),
 ) -> None:
     """20 injected failures of every kind per variant, judged by the oracle: causal logging
-    against native Spark on the nondeterministic jobs, or the release sink against
-    at-least-once read by a plain consumer."""
+    against native Spark on the nondeterministic jobs, the release sink against
+    at-least-once read by a plain consumer, or faults beyond a killed process across the
+    recovery modes."""
     from recovery_lib.bench.campaign import run_campaign, select
 
     try:

@@ -6,7 +6,15 @@ from collections import Counter
 
 import pytest
 
-from recovery_lib.bench.campaign import CASES, RELEASE_CASES, SUITES, select, summarize
+from recovery_lib.bench.campaign import (
+    CASES,
+    FAULT_KINDS,
+    RELEASE_CASES,
+    SUITES,
+    planned,
+    select,
+    summarize,
+)
 from recovery_lib.experiment.runner import FAILURE_KINDS
 
 
@@ -20,10 +28,31 @@ def test_cases_cover_every_failure_kind_and_twenty_failures_per_mode():
 def test_release_suite_has_twenty_failures_of_every_sink_failure_kind():
     kinds = Counter(k for c in RELEASE_CASES for k in c.kinds.split(","))
     # torn-write: CEC only; the pauses are stalls (a zombie test), not failures that re-run
-    assert set(kinds) == set(FAILURE_KINDS) - {"pause", "pause-mid-write", "torn-write"}
+    stalls = {"pause", "pause-mid-write", "torn-write"}
+    assert set(kinds) == set(FAILURE_KINDS) - stalls - set(FAULT_KINDS)  # faults: their suite
     assert min(kinds.values()) >= 20, kinds
     assert all("executor-kill" not in c.kinds or c.cluster for c in RELEASE_CASES)
     assert len({c.name for c in RELEASE_CASES}) == len(RELEASE_CASES)
+
+
+def test_the_faults_suite_has_twenty_of_every_new_kind_in_runs_their_modes_accept():
+    from recovery_lib.experiment.runner import ExperimentConfig
+
+    cases, variants = SUITES["faults"]
+    runs = planned(cases, variants)
+    kinds = Counter(k for case, _ in runs for k in case.kinds.split(","))
+    assert set(kinds) == set(FAULT_KINDS) and min(kinds.values()) >= 20, kinds
+    assert {v.mode for _, v in runs} == {"native", "causal", "standby", "kazoo", "liverobin"}
+    assert {c.pipeline for c, _ in runs} == {"q3", "prices"}
+    for case, variant in runs:  # every planned run passes the experiment's own validation
+        repeat = len(case.kinds.split(","))
+        mode = variant.mode
+        if mode == "native" and variant.sink != "dedup" and case.pipeline == "prices":
+            mode = "causal"
+        ExperimentConfig(
+            query=case.pipeline, mode=mode, sink=variant.sink, fail=case.kinds, repeat=repeat,
+            fail_at_s=15.0, every_s=30.0, jitter_s=8.0, duration_s=15.0 + repeat * 30.0,
+        ).validate()  # fmt: skip
 
 
 def test_repeated_release_cases_run_their_own_input_and_failure_times():
@@ -41,7 +70,7 @@ def test_select_cases_and_variants_by_name_and_refuses_unknown_ones():
     assert variant.sink == "release" and variant.name == "release (native)"
     with pytest.raises(ValueError, match="unknown case.*cases of causal are"):
         select("causal", ["lastbids-moon"], [])
-    with pytest.raises(ValueError, match="suites are causal, release"):
+    with pytest.raises(ValueError, match="suites are causal, release, faults"):
         select("exactly", [], [])
     with pytest.raises(ValueError, match="no variant"):
         select("release", [], ["standby"])
