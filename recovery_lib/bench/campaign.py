@@ -24,6 +24,7 @@ from rich.console import Console
 
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.job.spec import resolve_job
+from recovery_lib.modes import get_mode
 from recovery_lib.runtime import cluster as cluster_mod
 
 
@@ -167,11 +168,11 @@ def run_campaign(
             for variant in (v for c, v in planned((case,), variants)):
                 mode = variant.mode
                 if (
-                    mode == "native"
-                    and variant.sink != "dedup"
+                    variant.sink != "dedup"
                     and resolve_job(case.pipeline).contract.replay_needs_causal
                 ):
-                    mode = "causal"  # what the release sink needs; both sinks run alike
+                    # What the release sink needs (native becomes causal); both sinks run alike.
+                    mode = get_mode(mode).with_causal_logging(True)
                 console.print(f"[bold]{case.name} {variant.name}[/]: {case.kinds} ...")
                 cfg = ExperimentConfig(
                     query=case.pipeline,

@@ -32,6 +32,7 @@ from recovery_lib.runtime.checkpoint import source_offsets
 log = logging.getLogger(__name__)
 
 __all__ = ["POISON_BATCH_ENV", "PoisonSearch", "batch_ranges", "find_and_park"]
+PROBE_QUERY_PREFIX = "poison_probe_"  # a side query: not the job's progress (listener.py)
 MAX_POISON_PER_BATCH = 10  # more than this many in one batch is not poison but a bug
 
 Ranges = dict[tuple[str, int], tuple[int, int]]  # (topic, partition) -> [start, end)
@@ -98,7 +99,8 @@ class PoisonSearch:
         query = None
         try:
             query = (
-                df.writeStream.foreachBatch(lambda frame, _batch: frame.count())
+                df.writeStream.queryName(f"{PROBE_QUERY_PREFIX}{self.probes}")
+                .foreachBatch(lambda frame, _batch: frame.count())
                 .option("checkpointLocation", str(Path(scratch) / opts.query))
                 .trigger(availableNow=True)
                 .start()

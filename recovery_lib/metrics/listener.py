@@ -42,6 +42,15 @@ class TerminationAwareListener(StreamingQueryListener):
             self._terminated_changed.notify_all()
 
 
+# Queries a job runs beside its own, whose progress is not the job's: a standby's rehearsal
+# (ha/standby/rehearsal.py) and the probes of a poison search (job/poison.py).
+SIDE_QUERY_PREFIXES = ("rehearsal_", "poison_probe_")
+
+
+def is_side_query(name: str | None) -> bool:
+    return (name or "").startswith(SIDE_QUERY_PREFIXES)
+
+
 class MetricsListener(TerminationAwareListener):
     def __init__(self, store: MetricsStore, run_id: str) -> None:
         super().__init__()
@@ -53,7 +62,7 @@ class MetricsListener(TerminationAwareListener):
 
     def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
         p = event.progress
-        if (p.name or "").startswith("rehearsal_"):  # a standby's rehearsal, not the job
+        if is_side_query(p.name):  # a rehearsal or a probe, not the job
             return
         d = p.durationMs or {}
         state_rows = sum(op.numRowsTotal for op in p.stateOperators) if p.stateOperators else 0

@@ -19,6 +19,7 @@ from pathlib import Path
 from pyspark.sql.streaming import StreamingQueryListener
 
 from recovery_lib.kafka.outage import read_outage
+from recovery_lib.metrics.listener import is_side_query
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +120,8 @@ class HeartbeatWriter(StreamingQueryListener):
         self._stop.set()
 
     def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802
-        if (event.name or "").startswith("rehearsal_"):  # a standby's rehearsal (standby/)
-            self._rehearsals.add(str(event.runId))  # the id is the checkpoint's: shared
+        if is_side_query(event.name):  # a standby's rehearsal, a poison probe: not the job
+            self._rehearsals.add(str(event.runId))  # a rehearsal's id is the checkpoint's
             return
         self.query_active = True
         self.idle = False

@@ -37,6 +37,7 @@ def test_release_suite_has_twenty_failures_of_every_sink_failure_kind():
 
 def test_the_faults_suite_has_twenty_of_every_new_kind_in_runs_their_modes_accept():
     from recovery_lib.experiment.runner import ExperimentConfig
+    from recovery_lib.modes import get_mode
 
     cases, variants = SUITES["faults"]
     runs = planned(cases, variants)
@@ -47,8 +48,8 @@ def test_the_faults_suite_has_twenty_of_every_new_kind_in_runs_their_modes_accep
     for case, variant in runs:  # every planned run passes the experiment's own validation
         repeat = len(case.kinds.split(","))
         mode = variant.mode
-        if mode == "native" and variant.sink != "dedup" and case.pipeline == "prices":
-            mode = "causal"
+        if variant.sink != "dedup" and case.pipeline == "prices":
+            mode = get_mode(mode).with_causal_logging(True)
         ExperimentConfig(
             query=case.pipeline, mode=mode, sink=variant.sink, fail=case.kinds, repeat=repeat,
             fail_at_s=15.0, every_s=30.0, jitter_s=8.0, duration_s=15.0 + repeat * 30.0,

@@ -150,3 +150,11 @@ def test_a_probe_that_fails_on_no_input_stops_the_search_before_it_blames_a_reco
     with pytest.raises(PoisonSearchUnsupported, match="no input"):
         Unrunnable(opts, set()).find({("bids", 0): (0, 100)})
     assert read_parked(opts.parked_path) == []
+
+
+def test_poison_probes_are_side_queries_not_the_jobs_progress() -> None:
+    from recovery_lib.job.poison import PROBE_QUERY_PREFIX
+    from recovery_lib.metrics.listener import is_side_query
+
+    assert is_side_query(f"{PROBE_QUERY_PREFIX}3") and is_side_query("rehearsal_q3")
+    assert not is_side_query("q3") and not is_side_query(None)
