@@ -1,0 +1,179 @@
+"""Iceberg table sink for ``foreachBatch`` (pyiceberg): one snapshot per micro-batch, never two.
+
+Each append's snapshot summary carries a ``CommitMark`` (``rl.app``, ``rl.batch``,
+``rl.epoch``). Before writing batch b the sink walks the main branch back from its current
+snapshot to the app's newest mark: a batch at or below it is already in the table (a re-run
+after a driver kill, a task retry, a standby or replica writing the same batch) and is skipped;
+an epoch below the newest is a zombie's and is refused. The table is set to
+``commit.retry.num-retries=0``: the catalog then refuses a commit when any other commit landed
+since the snapshot the sink read, instead of re-applying the append on top of it unchecked, so
+the check and the commit are one atomic step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import ancestors_of
+
+from recovery_lib.io.sinks.lakehouse import (
+    CommitMark,
+    EpochFence,
+    TableCommit,
+    TableCommitConflict,
+)
+from recovery_lib.io.sinks.table_sink import TableSink
+
+log = logging.getLogger(__name__)
+
+NO_COMMIT_RETRY = {"commit.retry.num-retries": "0"}
+
+
+def sqlite_catalog(root: str | os.PathLike[str]) -> dict[str, str]:
+    """Properties of the default catalog: a SQLite file and a local warehouse under ``root``."""
+    base = Path(root).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    return {
+        "type": "sql",
+        "uri": f"sqlite:///{base / 'catalog.db'}",
+        "warehouse": (base / "warehouse").as_uri(),
+    }
+
+
+class IcebergTableSink(TableSink):
+    """Appends each micro-batch of query ``query`` of job ``job`` to the Iceberg table
+    ``identifier`` (``namespace.name``), created on the first write from the batch's schema
+    (lineage columns included).
+
+    ``catalog``: pyiceberg catalog properties (``load_catalog``), by default
+    ``sqlite_catalog(root)``. ``epoch``, ``newest_epoch``: as for ``DeltaTableSink``.
+    """
+
+    max_attempts = 5  # commits racing this one; each attempt re-reads the table
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        job: str,
+        query: str,
+        epoch: int = 0,
+        newest_epoch: Callable[[], int] | None = None,
+        identifier: str = "rl.output",
+        catalog: Mapping[str, str] | None = None,
+        catalog_name: str = "recovery",
+    ) -> None:
+        if "." not in identifier:
+            raise ValueError(f"identifier {identifier!r} must be namespace.table")
+        self.app_id = f"{job}:{query}"
+        self.identifier = identifier
+        self.catalog_name = catalog_name
+        self.catalog_properties = dict(catalog) if catalog is not None else sqlite_catalog(root)
+        self.fence = EpochFence(epoch, newest_epoch)
+        self.written = 0
+        self.skipped = 0
+        self._catalog: Catalog | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # foreachBatch may pickle the sink; a catalog holds a database engine.
+        return {**self.__dict__, "_catalog": None}
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = load_catalog(self.catalog_name, **self.catalog_properties)
+        return self._catalog
+
+    def write_batch(self, table: pa.Table, batch_id: int) -> None:
+        """Append ``table`` as batch ``batch_id`` unless the table holds it already. Raises
+        ``TableWriterFenced`` (nothing written) when a newer epoch exists."""
+        for _ in range(self.max_attempts):
+            try:
+                self._commit_once(table, batch_id)
+                return
+            except CommitFailedException as exc:
+                log.info("%s: batch %d raced another commit, re-reading: %s", self, batch_id, exc)
+        raise TableCommitConflict(
+            f"{self.app_id}: batch {batch_id} lost {self.max_attempts} commit races on "
+            f"{self.identifier}; too many writers commit to this table at once"
+        )
+
+    def _commit_once(self, table: pa.Table, batch_id: int) -> None:
+        # Step 1. The snapshot the commit is checked against (the table is created if missing).
+        iceberg = self._open(table.schema)
+        # Step 2. This app's newest batch and epoch in that snapshot's history.
+        last = self.last_mark(iceberg)
+        # Step 3. A zombie writes nothing, not even a batch the table lacks.
+        self.fence.check(self.app_id, batch_id, last.epoch if last else 0)
+        # Step 4. The batch is in the table already: the guarantee holds without writing.
+        if last is not None and last.batch_id >= batch_id:
+            self.skipped += 1
+            log.info(
+                "%s: batch %d skipped, the table holds up to %d",
+                self.app_id,
+                batch_id,
+                last.batch_id,
+            )
+            return
+        # Step 5. One snapshot with the rows and the mark; CommitFailedException if any commit
+        # landed after step 1 (no catalog retry: the caller re-reads and checks again).
+        mark = CommitMark(self.app_id, batch_id, self.fence.epoch)
+        iceberg.append(table, snapshot_properties=mark.to_properties())
+        self.written += 1
+
+    def _open(self, schema: pa.Schema) -> Table:
+        try:
+            iceberg = self.catalog.load_table(self.identifier)
+        except NoSuchTableError:
+            # Not create_table_if_not_exists every time: each try leaves a metadata file behind.
+            self.catalog.create_namespace_if_not_exists(self.identifier.rsplit(".", 1)[0])
+            iceberg = self.catalog.create_table_if_not_exists(
+                self.identifier, schema=schema, properties=NO_COMMIT_RETRY
+            )
+        if any(iceberg.properties.get(k) != v for k, v in NO_COMMIT_RETRY.items()):
+            # A table created elsewhere: a retried append would skip steps 2-4.
+            iceberg = iceberg.transaction().set_properties(NO_COMMIT_RETRY).commit_transaction()
+        return iceberg
+
+    def last_mark(self, iceberg: Table) -> CommitMark | None:
+        """The newest mark of this app on the main branch. Batch ids and epochs of an app only
+        grow along it (steps 3-4 and the atomic commit), so the first one found is the highest."""
+        for snapshot in ancestors_of(iceberg.current_snapshot(), iceberg.metadata):
+            summary = snapshot.summary
+            mark = CommitMark.from_properties(summary.additional_properties) if summary else None
+            if mark is not None and mark.app_id == self.app_id:
+                return mark
+        return None
+
+    def versions(self) -> list[TableCommit]:
+        """Every snapshot on the main branch, oldest first, with the mark it carried."""
+        iceberg = self.catalog.load_table(self.identifier)
+        commits = [
+            TableCommit(
+                s.sequence_number or 0,
+                CommitMark.from_properties(s.summary.additional_properties) if s.summary else None,
+            )
+            for s in ancestors_of(iceberg.current_snapshot(), iceberg.metadata)
+        ]
+        return commits[::-1]
+
+    def batch_ids(self, app_id: str | None = None) -> list[int]:
+        """The batch id of each snapshot of ``app_id`` (default: this sink's), in commit order."""
+        app = app_id or self.app_id
+        return [c.mark.batch_id for c in self.versions() if c.mark and c.mark.app_id == app]
+
+    def read(self) -> pa.Table:
+        """The table's rows (for tests and the oracle)."""
+        return self.catalog.load_table(self.identifier).scan().to_arrow()
+
+    def __repr__(self) -> str:
+        return (
+            f"IcebergTableSink({self.identifier!r}, app={self.app_id!r}, epoch={self.fence.epoch})"
+        )

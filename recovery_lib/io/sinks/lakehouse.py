@@ -1,0 +1,94 @@
+"""What the lakehouse table sinks (Delta Lake, Iceberg) share: the mark every commit carries,
+epoch fencing, and the reader's check of both.
+
+Each micro-batch becomes one table commit (a Delta version, an Iceberg snapshot) carrying a
+``CommitMark``: which application (``job:query``) wrote it, for which batch, in which fencing
+epoch. A writer reads its application's newest mark in the table version it commits against and
+skips a batch the table already holds; the table's own conflict check makes that read and the
+commit one atomic step. docs/sinks.md, "Lakehouse tables", tells the whole story.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from recovery_lib.io.exceptions import IOLayerError, WriterFenced
+
+APP_KEY, BATCH_KEY, EPOCH_KEY = "rl.app", "rl.batch", "rl.epoch"
+
+
+@dataclass(frozen=True)
+class CommitMark:
+    """Who wrote a table commit: lives in a Delta commit's ``commitInfo`` (custom metadata) and
+    in an Iceberg snapshot's summary, as the string keys ``rl.app``, ``rl.batch``, ``rl.epoch``."""
+
+    app_id: str
+    batch_id: int
+    epoch: int
+
+    def to_properties(self) -> dict[str, str]:
+        return {APP_KEY: self.app_id, BATCH_KEY: str(self.batch_id), EPOCH_KEY: str(self.epoch)}
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, object]) -> CommitMark | None:
+        """None for a commit no sink of ours made (no ``rl.app``)."""
+        app = props.get(APP_KEY)
+        if app is None:
+            return None
+        return cls(str(app), int(str(props[BATCH_KEY])), int(str(props.get(EPOCH_KEY, 0))))
+
+
+@dataclass(frozen=True)
+class TableCommit:
+    """One commit of a table as a reader sees it. ``version``: the Delta table version, or the
+    Iceberg snapshot's sequence number; both increase by commit order. ``mark``: None for
+    commits made by others (a compaction, a schema change)."""
+
+    version: int
+    mark: CommitMark | None
+
+
+class TableWriterFenced(WriterFenced):
+    """A table sink refused to commit: a writer of a newer epoch exists (this one is a zombie)."""
+
+
+class TableCommitConflict(IOLayerError):
+    """Commits of others kept landing between this writer's read of the table and its commit."""
+
+
+@dataclass(frozen=True)
+class EpochFence:
+    """A writer's epoch and where the newest one is read (``newest_epoch``: e.g. the bound
+    ``current`` of ha's ``EpochStore``; io cannot import ha, so it takes the callable)."""
+
+    epoch: int
+    newest_epoch: Callable[[], int] | None = None
+
+    def check(self, app_id: str, batch_id: int, table_epoch: int) -> None:
+        """Raise ``TableWriterFenced`` when the store or the table knows a newer epoch.
+        ``table_epoch``: the newest epoch the table holds for ``app_id`` (0 if none)."""
+        store_epoch = self.newest_epoch() if self.newest_epoch is not None else 0
+        newest = max(store_epoch, table_epoch)
+        if newest > self.epoch:
+            where = "the table already holds a commit" if table_epoch == newest else "it was taken"
+            raise TableWriterFenced(
+                f"{app_id}: batch {batch_id} refused, this writer holds epoch {self.epoch} but "
+                f"epoch {newest} is newer ({where}): a standby or a new run took over and this "
+                "process is a zombie; stop it, its batches are written by the newer writer"
+            )
+
+
+def zombie_commits(commits: Iterable[TableCommit]) -> list[TableCommit]:
+    """The reader's check of fencing: commits of an application whose epoch is below that of an
+    earlier commit of the same application (none, when the sinks fenced as they must)."""
+    newest: dict[str, int] = {}
+    found = []
+    for commit in sorted(commits, key=lambda c: c.version):
+        if commit.mark is None:
+            continue
+        app, epoch = commit.mark.app_id, commit.mark.epoch
+        if epoch < newest.get(app, 0):
+            found.append(commit)
+        newest[app] = max(newest.get(app, 0), epoch)
+    return found
