@@ -22,7 +22,9 @@ resume from what was shipped to it, so GC never passes the newest complete shipp
   replicas are collected each on its own, and input records only below what both keep.
 
 ``dry_run`` lists the same plan without touching anything. Each pass is reported to the
-metrics store (table gc_runs).
+metrics store (table gc_runs). A query's lakehouse output table (Delta, Iceberg) is vacuumed
+below the same oldest kept batch by ``vacuum_table`` (table_gc.py, apart: it loads deltalake
+and pyiceberg, which the modes importing this module need not).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ an epoch below the newest is a zombie's and is refused. The table is set to
 ``commit.retry.num-retries=0``: the catalog then refuses a commit when any other commit landed
 since the snapshot the sink read, instead of re-applying the append on top of it unchecked, so
 the check and the commit are one atomic step.
+
+``expire_iceberg`` expires snapshots below an app's recovery point (for checkpoint GC).
 """
 
 from __future__ import annotations
@@ -22,19 +24,24 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import ancestors_of
+from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
 from recovery_lib.io.sinks.lakehouse import (
     CommitMark,
     EpochFence,
     TableCommit,
     TableCommitConflict,
+    TableKind,
+    TableVacuum,
+    vacuum_cut,
 )
 from recovery_lib.io.sinks.table_sink import TableSink
 
 log = logging.getLogger(__name__)
 
 NO_COMMIT_RETRY = {"commit.retry.num-retries": "0"}
+DEFAULT_IDENTIFIER = "rl.output"
+DEFAULT_CATALOG_NAME = "recovery"
 
 
 def sqlite_catalog(root: str | os.PathLike[str]) -> dict[str, str]:
@@ -66,9 +73,9 @@ class IcebergTableSink(TableSink):
         query: str,
         epoch: int = 0,
         newest_epoch: Callable[[], int] | None = None,
-        identifier: str = "rl.output",
+        identifier: str = DEFAULT_IDENTIFIER,
         catalog: Mapping[str, str] | None = None,
-        catalog_name: str = "recovery",
+        catalog_name: str = DEFAULT_CATALOG_NAME,
     ) -> None:
         if "." not in identifier:
             raise ValueError(f"identifier {identifier!r} must be namespace.table")
@@ -154,15 +161,7 @@ class IcebergTableSink(TableSink):
 
     def versions(self) -> list[TableCommit]:
         """Every snapshot on the main branch, oldest first, with the mark it carried."""
-        iceberg = self.catalog.load_table(self.identifier)
-        commits = [
-            TableCommit(
-                s.sequence_number or 0,
-                CommitMark.from_properties(s.summary.additional_properties) if s.summary else None,
-            )
-            for s in ancestors_of(iceberg.current_snapshot(), iceberg.metadata)
-        ]
-        return commits[::-1]
+        return iceberg_commits(self.catalog.load_table(self.identifier))
 
     def batch_ids(self, app_id: str | None = None) -> list[int]:
         """The batch id of each snapshot of ``app_id`` (default: this sink's), in commit order."""
@@ -177,3 +176,88 @@ class IcebergTableSink(TableSink):
         return (
             f"IcebergTableSink({self.identifier!r}, app={self.app_id!r}, epoch={self.fence.epoch})"
         )
+
+
+def load_iceberg_table(
+    root: str | os.PathLike[str],
+    identifier: str = DEFAULT_IDENTIFIER,
+    catalog: Mapping[str, str] | None = None,
+    catalog_name: str = DEFAULT_CATALOG_NAME,
+) -> Table:
+    """The table an ``IcebergTableSink`` built with the same arguments writes."""
+    properties = dict(catalog) if catalog is not None else sqlite_catalog(root)
+    return load_catalog(catalog_name, **properties).load_table(identifier)
+
+
+def main_branch(
+    iceberg: Table, snapshot: Snapshot | None = None
+) -> list[tuple[Snapshot, TableCommit]]:
+    """The snapshots from ``snapshot`` (default: the current one) back along the main branch
+    to the oldest one not expired, oldest first, each with its commit as a reader sees it."""
+    chain = list(ancestors_of(snapshot or iceberg.current_snapshot(), iceberg.metadata))
+    return [
+        (
+            s,
+            TableCommit(
+                s.sequence_number or 0,
+                CommitMark.from_properties(s.summary.additional_properties) if s.summary else None,
+                s.timestamp_ms,
+            ),
+        )
+        for s in reversed(chain)
+    ]
+
+
+def iceberg_commits(iceberg: Table, snapshot: Snapshot | None = None) -> list[TableCommit]:
+    """The commits of the main branch up to ``snapshot`` (default: current), oldest first."""
+    return [commit for _, commit in main_branch(iceberg, snapshot)]
+
+
+def expire_iceberg(
+    root: str | os.PathLike[str],
+    app_id: str,
+    keep_from_batch: int,
+    dry_run: bool = False,
+    identifier: str = DEFAULT_IDENTIFIER,
+    catalog: Mapping[str, str] | None = None,
+    catalog_name: str = DEFAULT_CATALOG_NAME,
+    max_attempts: int = 5,
+) -> TableVacuum:
+    """Expire the main branch's snapshots below ``vacuum_cut`` (the first snapshot of ``app_id``
+    at or above ``keep_from_batch``, never past any app's newest snapshot: the sink's skip
+    check walks back to it, and the walk stops at the oldest snapshot kept).
+
+    What goes: the snapshots, from the table's metadata (time travel to them ends, their marks
+    go). Rows stay: the current snapshot holds every batch's rows. No file goes: pyiceberg
+    0.12's ``expire_snapshots`` deletes none (the expired snapshots' manifest lists and the
+    data files only they referenced stay until an engine's orphan-file removal).
+    ``dry_run``: the same plan, nothing committed."""
+    table = f"{catalog_name}:{identifier}"
+    result = TableVacuum(TableKind.ICEBERG, table, app_id, keep_from_batch, dry_run)
+    for _ in range(max_attempts):
+        iceberg = load_iceberg_table(root, identifier, catalog, catalog_name)
+        # Step 1. The cut, in the snapshot history the expiry commits against.
+        branch = main_branch(iceberg)
+        cut = result.cut_version = vacuum_cut((c for _, c in branch), app_id, keep_from_batch)
+        if cut is None:
+            result.notes.append(f"no snapshot of {app_id} on the main branch: nothing expired")
+            return result
+        doomed = [(s, c) for s, c in branch if c.version < cut]
+        result.versions_removed = [c.version for _, c in doomed]
+        if dry_run or not doomed:
+            return result
+        # Step 2. Expire them; the catalog refuses the commit if the table moved since step 1.
+        try:
+            iceberg.maintenance.expire_snapshots().by_ids(
+                [s.snapshot_id for s, _ in doomed]
+            ).commit()
+        except CommitFailedException as exc:
+            log.info("%s: expiry raced a commit, re-reading: %s", table, exc)
+            continue
+        result.notes.append("pyiceberg expires snapshots from the metadata only: no file deleted")
+        return result
+    result.versions_removed = []
+    result.errors.append(
+        f"{table}: the expiry lost {max_attempts} commit races; nothing expired this pass"
+    )
+    return result

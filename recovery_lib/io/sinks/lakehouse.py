@@ -11,11 +11,29 @@ commit one atomic step. docs/sinks.md, "Lakehouse tables", tells the whole story
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
 
-from recovery_lib.io.exceptions import IOLayerError, WriterFenced
+from recovery_lib.io.exceptions import InvalidSinkOption, IOLayerError, WriterFenced
 
 APP_KEY, BATCH_KEY, EPOCH_KEY = "rl.app", "rl.batch", "rl.epoch"
+
+
+class TableKind(StrEnum):
+    """The table formats the lakehouse sinks write."""
+
+    DELTA = "delta"
+    ICEBERG = "iceberg"
+
+
+def table_kind(name: str) -> TableKind:
+    """A table format by name (``delta``, ``iceberg``; any case)."""
+    try:
+        return TableKind(name.strip().lower())
+    except ValueError:
+        choices = ", ".join(k.value for k in TableKind)
+        raise InvalidSinkOption(f"table kind {name!r} is unknown; choose {choices}") from None
 
 
 @dataclass(frozen=True)
@@ -43,10 +61,12 @@ class CommitMark:
 class TableCommit:
     """One commit of a table as a reader sees it. ``version``: the Delta table version, or the
     Iceberg snapshot's sequence number; both increase by commit order. ``mark``: None for
-    commits made by others (a compaction, a schema change)."""
+    commits made by others (a compaction, a schema change). ``timestamp_ms``: when the commit
+    landed, i.e. when its rows became visible (0: unknown)."""
 
     version: int
     mark: CommitMark | None
+    timestamp_ms: int = 0
 
 
 class TableWriterFenced(WriterFenced):
@@ -92,3 +112,46 @@ def zombie_commits(commits: Iterable[TableCommit]) -> list[TableCommit]:
             found.append(commit)
         newest[app] = max(newest.get(app, 0), epoch)
     return found
+
+
+def vacuum_cut(commits: Iterable[TableCommit], app_id: str, keep_from_batch: int) -> int | None:
+    """The oldest version a vacuum of ``app_id``'s table keeps (versions below it may go), or
+    None to keep everything (no commit of ``app_id`` in the table: a wrong app id must not
+    vacuum). It is the first commit of ``app_id`` holding a batch at or above
+    ``keep_from_batch`` (the oldest batch its recovery may still need), and never later than
+    the newest commit of any app: the Iceberg sink's skip check reads that mark."""
+    ordered = sorted(commits, key=lambda c: c.version)
+    mine = [c for c in ordered if c.mark is not None and c.mark.app_id == app_id]
+    if not mine:
+        return None
+    needed = [c.version for c in mine if c.mark is not None and c.mark.batch_id >= keep_from_batch]
+    cut = needed[0] if needed else ordered[-1].version
+    newest_per_app = {c.mark.app_id: c.version for c in ordered if c.mark is not None}
+    return min(cut, *newest_per_app.values())
+
+
+@dataclass
+class TableVacuum:
+    """What one vacuum pass over a lakehouse table removed (``dry_run``: would remove); reported
+    beside the checkpoint GC's ``GcResult`` (recovery_lib/runtime/checkpoint_gc.py).
+
+    ``cut_version``: the oldest version kept (``vacuum_cut``; None: nothing cut).
+    ``versions_removed``: versions below it no longer readable (Delta: commits that left the
+    log; Iceberg: expired snapshots, by sequence number). ``versions_left``: versions below the
+    cut still there (Delta: younger than the table's log retention). ``files_removed``: data
+    files deleted (Delta ``vacuum``; pyiceberg deletes no file)."""
+
+    kind: TableKind
+    table: str
+    app_id: str
+    keep_from_batch: int
+    dry_run: bool
+    cut_version: int | None = None
+    versions_removed: list[int] = field(default_factory=list)
+    versions_left: list[int] = field(default_factory=list)
+    files_removed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "kind": self.kind.value}
