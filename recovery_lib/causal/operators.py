@@ -39,7 +39,7 @@ from recovery_lib.io.sinks.ids import DET_COLUMN
 from recovery_lib.io.task import task_info
 from recovery_lib.runtime.faults import maybe_kill_after_log
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)  # not "log": that name is the determinant log here
 
 
 def _needs_log_topic(config: CausalConfig, what: str) -> None:
@@ -92,7 +92,7 @@ def open_context(scope: str, config: CausalConfig, auto_flush: bool = False) -> 
                     "log, or set on_missing='recompute' to run live (outputs of this batch may "
                     "then differ from ones already released: at-least-once, not exactly-once)"
                 ) from exc
-            log.warning("causal: %s; recomputing %s live (on_missing=recompute)", exc, key)
+            logger.warning("causal: %s; recomputing %s live (on_missing=recompute)", exc, key)
     return CausalContext(
         key,
         log,
