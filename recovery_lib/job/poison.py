@@ -56,6 +56,14 @@ def _offsets_json(ranges: Ranges, pick: Callable[[tuple[int, int]], int]) -> str
     return json.dumps(out)
 
 
+def failure_reason(exc: BaseException) -> str:
+    """The exception a query failed with, in one line: the last line of the Python traceback
+    Spark quotes (before its dump of the query's plan), else the message's first line."""
+    text = str(exc).split("=== Streaming Query ===")[0].strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[-1] if lines else repr(exc))[:500]
+
+
 class PoisonSearchUnsupported(RuntimeError):
     """The job cannot be probed (its build starts its own query, e.g. a CEC aggregate)."""
 
@@ -108,7 +116,7 @@ class PoisonSearch:
             query.awaitTermination()
             return None
         except Exception as exc:  # noqa: BLE001 - the probe's answer
-            return str(exc).strip().splitlines()[-1][:500] if str(exc).strip() else repr(exc)
+            return failure_reason(exc)
         finally:
             if query is not None and query.isActive:
                 query.stop()

@@ -276,6 +276,7 @@ def raise_on_poison(batch: Any) -> None:
         return
     row = batch.filter(hits).slice(0, 1).to_pylist()[0]
     position = f"{row['topic']}/{row['partition']}@{row['offset']}"
+    directory.mkdir(parents=True, exist_ok=True)  # nothing was armed there: it may not exist
     if _claim(directory, POISON_FIRED):
         (directory / POISON_FIRED).write_text(f"{time.time()}\n{position}\n")
     raise PoisonedInput(f"the job's code cannot process the record at {position}")

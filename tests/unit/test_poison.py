@@ -98,10 +98,11 @@ def test_the_poison_hook_raises_only_in_an_experiment_and_says_where(tmp_path, m
     )
     monkeypatch.delenv(ARM_DIR_ENV, raising=False)
     raise_on_poison(batch)  # a production job: nothing happens
-    monkeypatch.setenv(ARM_DIR_ENV, str(tmp_path))
+    arm_dir = tmp_path / "arm"  # nothing armed: the directory does not exist yet
+    monkeypatch.setenv(ARM_DIR_ENV, str(arm_dir))
     with pytest.raises(PoisonedInput, match="bids/0@6"):
         raise_on_poison(batch)
-    assert "bids/0@6" in (tmp_path / POISON_FIRED).read_text()
+    assert "bids/0@6" in (arm_dir / POISON_FIRED).read_text()
     raise_on_poison(batch.slice(0, 1))  # a batch without it passes
 
 
@@ -158,3 +159,20 @@ def test_poison_probes_are_side_queries_not_the_jobs_progress() -> None:
 
     assert is_side_query(f"{PROBE_QUERY_PREFIX}3") and is_side_query("rehearsal_q3")
     assert not is_side_query("q3") and not is_side_query(None)
+
+
+def test_the_parked_reason_is_the_exception_the_users_code_raised_not_the_plan() -> None:
+    from recovery_lib.job.poison import failure_reason
+
+    spark_says = RuntimeError(
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: [PYTHON_EXCEPTION] An "
+        "exception was thrown from the Python worker: Traceback (most recent call last):\n"
+        '  File "faults.py", line 279, in raise_on_poison\n'
+        "recovery_lib.runtime.faults.PoisonedInput: the job's code cannot process bids/0@6\n"
+        "\n=== Streaming Query ===\nIdentifier: [id = 1]\n"
+        "   +- ~StreamingDataSourceV2ScanRelation[key#759, value#760] rlkafka\n"
+    )
+    assert failure_reason(spark_says) == (
+        "recovery_lib.runtime.faults.PoisonedInput: the job's code cannot process bids/0@6"
+    )
+    assert failure_reason(ValueError("bad")) == "bad"
