@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -56,12 +57,21 @@ def _offsets_json(ranges: Ranges, pick: Callable[[tuple[int, int]], int]) -> str
     return json.dumps(out)
 
 
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*): \S")
+
+
 def failure_reason(exc: BaseException) -> str:
     """The exception a query failed with, in one line: the last line of the Python traceback
     Spark quotes (before its dump of the query's plan), else the message's first line."""
     text = str(exc).split("=== Streaming Query ===")[0].strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return (lines[-1] if lines else repr(exc))[:500]
+    raised = [  # "module.Class: message", the way a Python traceback ends
+        line
+        for line in lines
+        if (m := _RAISED.match(line)) is not None and m.group(1) != "SQLSTATE"
+    ]
+    chosen = raised[-1] if raised else (lines[0] if lines else repr(exc))
+    return chosen[:500]
 
 
 class PoisonSearchUnsupported(RuntimeError):

@@ -169,6 +169,7 @@ def test_the_parked_reason_is_the_exception_the_users_code_raised_not_the_plan()
         "exception was thrown from the Python worker: Traceback (most recent call last):\n"
         '  File "faults.py", line 279, in raise_on_poison\n'
         "recovery_lib.runtime.faults.PoisonedInput: the job's code cannot process bids/0@6\n"
+        "SQLSTATE: 39000 SQLSTATE: XXKST\n"
         "\n=== Streaming Query ===\nIdentifier: [id = 1]\n"
         "   +- ~StreamingDataSourceV2ScanRelation[key#759, value#760] rlkafka\n"
     )
