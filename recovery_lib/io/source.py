@@ -101,11 +101,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None  # availableNow: never read past this
         self._probe: Any = None
         self._admin: Any = None
+        # The broker answered this reader once: from then on an outage is ridden out; before,
+        # a broker that never answers is a configuration to fix, said at once.
+        self._answered = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_probe"] = None
         state["_admin"] = None
+        state["_answered"] = False
         return state
 
     # -- driver side (Spark's Python streaming-source runner) ---------------------------------
@@ -164,8 +168,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         bound = (self.options.ending or {}).get(topic, {}).get(part)
         return bound if bound is not None else 2**63 - 1
 
+    def _offsets(self, what: str, exact: bool = True) -> Offsets:
+        """``_available`` through an outage once the broker has answered this reader."""
+        if not self._answered:
+            result = self._available(exact)
+            self._answered = True
+            return result
+        return ride_out(lambda: self._available(exact), f"{SOURCE_NAME}: {what}")
+
     def initialOffset(self) -> dict:
-        available = ride_out(self._available, f"{SOURCE_NAME}: the first offsets")
+        available = self._offsets("the first offsets")
         starting = self.options.starting
         admin, probe = self._clients()
         result: Offsets = {}
@@ -192,16 +204,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = ride_out(self._available, f"{SOURCE_NAME}: the available-now target")
+        self._target = self._offsets("the available-now target")
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         # A live batch takes what the probe sees in time; the available-now target is exact.
         # A broker that stalls (a leader election, a long GC, a network fault) is waited for
         # up to the outage budget instead of failing the query (kafka/outage.py).
         available = (
-            self._target
-            if self._target is not None
-            else ride_out(lambda: self._available(exact=False), f"{SOURCE_NAME}: latest offsets")
+            self._target if self._target is not None else self._offsets("latest offsets", False)
         )
         # Partitions that appeared since the last batch start at their beginning.
         start_full: Offsets = {
