@@ -24,13 +24,12 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from recovery_lib.io.sinks.lakehouse import (
     CommitMark,
     EpochFence,
+    MarkedTableSink,
     TableCommit,
-    TableCommitConflict,
     TableKind,
     TableVacuum,
     vacuum_cut,
 )
-from recovery_lib.io.sinks.table_sink import TableSink
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ GC_CONFIGURATION = {
 }
 
 
-class DeltaTableSink(TableSink):
+class DeltaTableSink(MarkedTableSink):
     """Appends each micro-batch of query ``query`` of job ``job`` to the Delta table at ``path``.
 
     ``epoch``: this writer's fencing epoch; ``newest_epoch``: where the newest one is read (e.g.
@@ -52,7 +51,8 @@ class DeltaTableSink(TableSink):
     epochs the table holds. Several apps (job:query) may write one table independently.
     """
 
-    max_attempts = 5  # commits of the same app racing this one; each attempt re-reads the table
+    conflict_errors = (CommitFailedError,)
+    conflict_hint = "two live writers of one app share this table (fence the older one)"
 
     def __init__(
         self,
@@ -75,19 +75,9 @@ class DeltaTableSink(TableSink):
         """The app transaction whose version is the newest epoch that committed for this app."""
         return self.app_id + EPOCH_TXN_SUFFIX
 
-    def write_batch(self, table: pa.Table, batch_id: int) -> None:
-        """Commit ``table`` as batch ``batch_id`` unless the table holds it already. Raises
-        ``TableWriterFenced`` (nothing written) when a newer epoch exists."""
-        for _ in range(self.max_attempts):
-            try:
-                self._commit_once(table, batch_id)
-                return
-            except CommitFailedError as exc:
-                log.info("%s: batch %d raced another commit, re-reading: %s", self, batch_id, exc)
-        raise TableCommitConflict(
-            f"{self.app_id}: batch {batch_id} lost {self.max_attempts} commit races on "
-            f"{self.path}; two live writers of one app share this table (fence the older one)"
-        )
+    @property
+    def where(self) -> str:
+        return str(self.path)
 
     def _commit_once(self, table: pa.Table, batch_id: int) -> None:
         # Step 1. The table version the commit is checked against (created empty if missing).

@@ -29,13 +29,12 @@ from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from recovery_lib.io.sinks.lakehouse import (
     CommitMark,
     EpochFence,
+    MarkedTableSink,
     TableCommit,
-    TableCommitConflict,
     TableKind,
     TableVacuum,
     vacuum_cut,
 )
-from recovery_lib.io.sinks.table_sink import TableSink
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ def sqlite_catalog(root: str | os.PathLike[str]) -> dict[str, str]:
     }
 
 
-class IcebergTableSink(TableSink):
+class IcebergTableSink(MarkedTableSink):
     """Appends each micro-batch of query ``query`` of job ``job`` to the Iceberg table
     ``identifier`` (``namespace.name``), created on the first write from the batch's schema
     (lineage columns included).
@@ -64,7 +63,7 @@ class IcebergTableSink(TableSink):
     ``sqlite_catalog(root)``. ``epoch``, ``newest_epoch``: as for ``DeltaTableSink``.
     """
 
-    max_attempts = 5  # commits racing this one; each attempt re-reads the table
+    conflict_errors = (CommitFailedException,)
 
     def __init__(
         self,
@@ -98,19 +97,9 @@ class IcebergTableSink(TableSink):
             self._catalog = load_catalog(self.catalog_name, **self.catalog_properties)
         return self._catalog
 
-    def write_batch(self, table: pa.Table, batch_id: int) -> None:
-        """Append ``table`` as batch ``batch_id`` unless the table holds it already. Raises
-        ``TableWriterFenced`` (nothing written) when a newer epoch exists."""
-        for _ in range(self.max_attempts):
-            try:
-                self._commit_once(table, batch_id)
-                return
-            except CommitFailedException as exc:
-                log.info("%s: batch %d raced another commit, re-reading: %s", self, batch_id, exc)
-        raise TableCommitConflict(
-            f"{self.app_id}: batch {batch_id} lost {self.max_attempts} commit races on "
-            f"{self.identifier}; too many writers commit to this table at once"
-        )
+    @property
+    def where(self) -> str:
+        return str(self.identifier)
 
     def _commit_once(self, table: pa.Table, batch_id: int) -> None:
         # Step 1. The snapshot the commit is checked against (the table is created if missing).

@@ -10,14 +10,20 @@ commit one atomic step. docs/sinks.md, "Lakehouse tables", tells the whole story
 
 from __future__ import annotations
 
+import logging
+from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from recovery_lib.io.exceptions import InvalidSinkOption, IOLayerError, WriterFenced
+from recovery_lib.io.sinks.table_sink import TableSink
 
 APP_KEY, BATCH_KEY, EPOCH_KEY = "rl.app", "rl.batch", "rl.epoch"
+
+
+log = logging.getLogger(__name__)
 
 
 class TableKind(StrEnum):
@@ -155,3 +161,38 @@ class TableVacuum:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "kind": self.kind.value}
+
+
+class MarkedTableSink(TableSink):
+    """A table sink whose every commit carries its batch's mark: one commit per batch, checked
+    against the table it read (``_commit_once``), again from a fresh read when another commit
+    won the race, at most ``max_attempts`` times."""
+
+    max_attempts = 5  # commits racing this one; each attempt re-reads the table
+    app_id: str
+    # The table format's "another commit landed first" errors, and what to say after too many.
+    conflict_errors: tuple[type[BaseException], ...] = ()
+    conflict_hint = "too many writers commit to this table at once"
+
+    def write_batch(self, table: Any, batch_id: int) -> None:
+        """Commit ``table`` as batch ``batch_id`` unless the table holds it already. Raises
+        ``TableWriterFenced`` (nothing written) when a newer epoch exists."""
+        for _ in range(self.max_attempts):
+            try:
+                self._commit_once(table, batch_id)
+                return
+            except self.conflict_errors as exc:
+                log.info("%s: batch %d raced another commit, re-reading: %s", self, batch_id, exc)
+        raise TableCommitConflict(
+            f"{self.app_id}: batch {batch_id} lost {self.max_attempts} commit races on "
+            f"{self.where}; {self.conflict_hint}"
+        )
+
+    @property
+    @abstractmethod
+    def where(self) -> str:
+        """The table, as an error names it."""
+
+    @abstractmethod
+    def _commit_once(self, table: Any, batch_id: int) -> None:
+        """Read the table, fence, skip a batch it holds, else commit the batch once."""
