@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.chaos.network import FaultyNetwork
-from recovery_lib.chaos.proxy import Api, BlackholeFired
+from recovery_lib.chaos.proxy import Api, BlackholeFired, FaultProxy
 from recovery_lib.experiment.failures import FailureStatus, InjectedFailure
 
 NETWORK_KINDS = ("net-reset", "net-blackhole", "net-latency", "broker-pause")
@@ -65,7 +65,7 @@ class NetworkFaults:
         self.network.stop()
 
     @property
-    def proxy(self):  # noqa: ANN201 - the started FaultProxy
+    def proxy(self) -> FaultProxy:
         if self.network.proxy is None:
             raise RuntimeError("the faulty network is not started")
         return self.network.proxy

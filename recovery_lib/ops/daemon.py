@@ -210,27 +210,19 @@ def run_daemon(name: str) -> int:
                 status.status = (
                     "running" if sup.serving() else ("restarting" if sup.restarts else "starting")
                 )
-                status.message = sup.restarts[-1].cause if sup.restarts else ""
-                waiting = broker_wait(beat)
-                if waiting:  # riding out a broker stall, not failed (kafka/outage.py)
-                    status.message = "; ".join(m for m in (status.message, waiting) if m)
+                notes = [sup.restarts[-1].cause if sup.restarts else ""]
+                notes.append(broker_wait(beat))  # riding out a broker stall (kafka/outage.py)
                 if isinstance(sup, StandbyPair):
                     if not sup.standby_ready():  # the job serves; its next failure would not
-                        status.message = "; ".join(
-                            m for m in (status.message, "no warm standby yet") if m
-                        )
+                        notes.append("no warm standby yet")
                     info = getattr(sup.standby_beat(), "info", None) or {}
                     status.standby_lag_batches = info.get("lag_batches")
                     status.standby_lag_bytes = info.get("lag_bytes")
                 if replicas is not None and replicas.failed:  # it serves, but unprotected
-                    status.message = "; ".join(
-                        m
-                        for m in (
-                            status.message,
-                            f"running on one replica: {sorted(replicas.failed)} being replaced",
-                        )
-                        if m
+                    notes.append(
+                        f"running on one replica: {sorted(replicas.failed)} being replaced"
                     )
+                status.message = "; ".join(n for n in notes if n)
                 status.ts_ms = now_ms()
                 _write_status(job, status, store)
                 _observe(metrics, sup, job, status, store, run_id, probe, output)
