@@ -197,13 +197,14 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
         )
         # What Prometheus sees: the restart counter moved, GC's bytes, the job up again.
         wait_for(lambda: restarts_scraped(before.metrics_port) >= 1, 30, "the restart scraped")
-        text = httpx.get(f"http://127.0.0.1:{before.metrics_port}/metrics", timeout=10).text
-        assert 'recovery_job_up{job="q3_ops",mode="native"} 1.0' in text, text
+        up = 'recovery_job_up{job="q3_ops",mode="native"} 1.0'
+        wait_for(lambda: up in scrape(before.metrics_port), 30, "the job up again, scraped")
+        text = scrape(before.metrics_port)
         assert re.search(r"recovery_checkpoint_gc_freed_bytes_total\{[^}]*\} [1-9]", text), text
         # The failure's effect on the output, from the daemon's own follower of the topic: the
         # silence after the kill (at least the restart's time), and the input's age.
         wait_for(lambda: output_gap_scraped(before.metrics_port) > 0, 30, "the output gap")
-        text = httpx.get(f"http://127.0.0.1:{before.metrics_port}/metrics", timeout=10).text
+        text = scrape(before.metrics_port)
         assert re.search(r"recovery_input_lag_seconds\{[^}]*\} [0-9]", text), text
 
         wait_for(lambda: consumed_all(job, gen), 240, "the restarted job to consume all input")
@@ -530,6 +531,11 @@ def output_gap_scraped(port: int) -> float:
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     found = re.search(r"^recovery_last_output_gap_seconds\{[^}]*\} (\S+)$", text, re.M)
     return float(found.group(1)) if found else 0.0
+
+
+def scrape(port: int) -> str:
+    """The daemon's /metrics text, as Prometheus would scrape it."""
+    return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
 
 
 def restarts_scraped(port: int) -> float:

@@ -224,8 +224,9 @@ def run_daemon(name: str) -> int:
                     )
                 status.message = "; ".join(n for n in notes if n)
                 status.ts_ms = now_ms()
-                _write_status(job, status, store)
+                # /metrics first: whoever reads the status then scrapes sees this check or later.
                 _observe(metrics, sup, job, status, store, run_id, probe, output)
+                _write_status(job, status, store)
             time.sleep(0.5)
         if not code:
             status.status, status.message = "stopped", "stopped on request"

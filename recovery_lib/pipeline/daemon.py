@@ -135,8 +135,9 @@ def run_daemon(name: str) -> int:
                         f"({'local' if last.plan.local else 'global'} recovery)"
                     )
                 status.ts_ms = now_ms()
-                _write(name, status, store)
+                # /metrics first: whoever reads the status then scrapes sees this check or later.
                 metrics.observe_pipeline(serving and not recovering, run.recoveries)
+                _write(name, status, store)
                 try:  # the dashboard's view of stages, checkpoints and the recovery line
                     store.event(run_id, "pipeline_state", snapshot(run))
                     state_warning.clear()
