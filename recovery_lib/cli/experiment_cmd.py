@@ -78,8 +78,14 @@ def experiment_run(
     sink: str = typer.Option(
         None,
         help="How outputs reach consumers: at-least-once | dedup (readers dedup by id) | "
-        "release (a plain consumer sees each once) | two-phase (visible at batch commit). "
+        "release (a plain consumer sees each once) | two-phase (visible at batch commit) | "
+        "delta | iceberg (a lakehouse table, one commit per batch, never twice). "
         "Default: dedup, release for kazoo and liverobin.",
+    ),
+    table: str = typer.Option(
+        None,
+        help="--sink delta | iceberg: the table's path (iceberg: the catalog and warehouse "
+        "root; add #namespace.table to name it). Default: under the experiment's directory.",
     ),
     victim: str = typer.Option(
         None,
@@ -140,6 +146,7 @@ def experiment_run(
         duration_s=duration,
         seed=seed,
         sink=sink or _default_sink(mode),
+        table=table,
         victim=victim,
         heartbeat_period_s=heartbeat_period,
         replace_after_s=replace_after,

@@ -38,7 +38,8 @@ from recovery_lib.experiment.network_faults import (
     needs_network,
 )
 from recovery_lib.io.parked import park, read_parked
-from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
+from recovery_lib.io.sinks.lakehouse import TableKind, zombie_commits
 from recovery_lib.io.sinks.modes import (
     NEEDS_BROKER_TRANSACTIONS,
     SINK_MODES,
@@ -48,6 +49,7 @@ from recovery_lib.io.sinks.modes import (
     sink_flag,
     visibility_gate,
 )
+from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
@@ -57,6 +59,7 @@ from recovery_lib.metrics.openmetrics import JobMetrics, LiveMetrics
 from recovery_lib.metrics.recovery import output_gap_s, p99_around, per_second_p50, recovery_time_s
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.metrics.table_latency import TableLatencyCollector
 from recovery_lib.modes import (
     REFERENCE_MODE,
     ModeOptions,
@@ -114,6 +117,8 @@ HOOK_FAULTS = {
 # spelling; the oracle reads the output as each mode's consumer does. (transactional needs a
 # broker that hides aborted records.)
 SINKS = {sink_flag(m): m for m in SINK_MODES if m not in NEEDS_BROKER_TRANSACTIONS}
+# Or a lakehouse table (io/sinks/table_target.py): the oracle reads the table's rows.
+TABLE_SINKS = tuple(k.value for k in TableKind)
 
 
 @dataclass
@@ -130,6 +135,7 @@ class ExperimentConfig:
     duration_s: float = 60.0
     seed: int = 42
     sink: str = "dedup"
+    table: str | None = None  # --sink delta|iceberg: the table's location (default: the run's)
     cluster: bool = False
     executor_cores: int | None = None  # cluster: 1 -> one executor per worker core
     pause_s: float = 5.0
@@ -224,9 +230,24 @@ class ExperimentConfig:
                 )
             if self.pause_s <= 0:
                 raise ValueError("--pause (how long a network fault lasts) must be positive")
-        if self.sink not in SINKS:
-            raise ValueError(f"--sink must be one of {', '.join(SINKS)}, got {self.sink!r}")
+        if self.sink not in SINKS and self.sink not in TABLE_SINKS:
+            raise ValueError(
+                f"--sink must be one of {', '.join([*SINKS, *TABLE_SINKS])}, got {self.sink!r}"
+            )
+        if self.table and self.sink not in TABLE_SINKS:
+            raise ValueError("--table is where a table sink writes: add --sink delta or iceberg")
         recovery.validate(self.request)
+
+    @property
+    def sink_mode(self) -> str:
+        """The Kafka sink's mode (a table run's topic sink is unused: dedup)."""
+        return SINKS.get(self.sink, "dedup")
+
+    def table_target(self, workdir: Path) -> TableTarget | None:
+        """The faulty run's table (None: it writes its output topic)."""
+        if self.sink not in TABLE_SINKS:
+            return None
+        return TableTarget.parse(f"{self.sink}:{self.table or workdir / 'faulty' / 'table'}")
 
     @property
     def recovery_mode(self) -> RecoveryMode:
@@ -237,7 +258,8 @@ class ExperimentConfig:
         """What the experiment's faulty run asks of its mode."""
         return ModeRequest(
             job=self.job,
-            sink_mode=SINKS[self.sink],
+            sink_mode=self.sink_mode,
+            table_sink=self.sink in TABLE_SINKS,
             failures=self.kinds,
             cluster=self.cluster,
             options=self.mode_options,
@@ -259,16 +281,18 @@ class _Run:
     out_topic: str
     arm_dir: Path
     sup: JobSupervisor
-    collector: LatencyCollector
+    collector: LatencyCollector | TableLatencyCollector
     t0: float  # start of the timed phase (monotonic, and wall clock ms)
     t0_ms: int
     failures: list[InjectedFailure] = field(default_factory=list)
     not_injected: list[dict[str, Any]] = field(default_factory=list)
     metrics: LiveMetrics | None = None  # the faulty run's /metrics
     metrics_url: str | None = None
+    table: TableTarget | None = None  # the output's table (None: its topic)
 
     def result(self) -> dict[str, Any]:
         return {
+            "table": self.table.spell() if self.table is not None else None,
             "name": self.name,
             "run_id": self.run_id,
             "out_topic": self.out_topic,
@@ -439,8 +463,10 @@ class Experiment:
         """Phase 1: output topic, metrics run, the job under its mode's supervisor, ready."""
         cfg = self.cfg
         out_topic = f"{self.gen.topic_prefix}.out.{name}"
-        sink = SINKS[cfg.sink] if name == "faulty" else "dedup"
-        self.admin.create(out_topic, output_partitions(sink, self.gen.partitions))
+        sink = cfg.sink_mode if name == "faulty" else "dedup"
+        table = cfg.table_target(self.workdir) if name == "faulty" else None
+        if table is None:  # a table sink's first batch creates its table
+            self.admin.create(out_topic, output_partitions(sink, self.gen.partitions))
         mode = cfg.recovery_mode if name == "faulty" else REFERENCE_MODE
         run_id = self.store.start_run(
             self.job.name,
@@ -460,6 +486,7 @@ class Experiment:
             checkpoints=str(self.workdir / name / "ck"),
             output_topic=out_topic,
             sink_mode=sink,  # the reference run is read deduplicated, whatever the sink
+            table_sink=table.spell() if table is not None else None,
             metrics=str(self.store.path),
             run_id=run_id,
             params=dict(self.params),
@@ -484,9 +511,14 @@ class Experiment:
         )
         sup.start()
         sup.wait_ready()
-        gate = visibility_gate(SINKS[cfg.sink]) if name == "faulty" else None
-        collector = LatencyCollector(out_topic, run_id, self.store, gate=gate).start()
+        collector: LatencyCollector | TableLatencyCollector
+        if table is not None:
+            collector = TableLatencyCollector(table, run_id, self.store).start()
+        else:
+            gate = visibility_gate(sink) if name == "faulty" else None
+            collector = LatencyCollector(out_topic, run_id, self.store, gate=gate).start()
         run = _Run(name, run_id, out_topic, arm_dir, sup, collector, time.monotonic(), now_ms())
+        run.table = table
         if name == "faulty":  # where Prometheus looks, as for a job under a daemon
             run.metrics = LiveMetrics(
                 JobMetrics(self.job.name, mode.name),
@@ -723,6 +755,13 @@ class Experiment:
 
     # -- judging -----------------------------------------------------------------------------
 
+    def _faulty_outputs(self, faulty: dict[str, Any]) -> list[SinkRecord]:
+        """What a consumer of the faulty run's output reads: its topic as the sink mode's
+        consumer does, or every row of its table."""
+        if faulty["table"]:
+            return TableTarget.parse(faulty["table"]).read_outputs()
+        return list(consumer_records(faulty["out_topic"], self.cfg.sink_mode))
+
     def _report(self, faulty: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
         cfg = self.cfg
         not_fired = len(faulty["not_injected"]) + sum(
@@ -731,9 +770,9 @@ class Experiment:
         report = judge(
             self.job.name,
             self.job.contract,
-            list(consumer_records(faulty["out_topic"], SINKS[cfg.sink])),
+            self._faulty_outputs(faulty),
             list(read_topic(reference["out_topic"])),
-            dedup=consumer_dedups(SINKS[cfg.sink]),
+            dedup=consumer_dedups(cfg.sink_mode) and not faulty["table"],
             inputs=self.input.view(self.events),
             failures_not_fired=not_fired,
         )
@@ -778,6 +817,8 @@ class Experiment:
             "_timeline": {"t0_ms": faulty["t0_ms"], "samples": samples},
             "metrics_url": faulty.get("metrics_url"),
         }
+        if faulty["table"]:
+            result["table"] = table_summary(TableTarget.parse(faulty["table"]))
         if self.network is not None:  # the topics lived on the experiment's own broker
             result["network"] = self.network.summary()
         parked = read_parked(self._parked_path("faulty"))
@@ -789,6 +830,31 @@ class Experiment:
                 faulty["run_id"], "recovery_measured", {k: result.get(k) for k in measured}
             )
         return result
+
+
+def table_summary(target: TableTarget) -> dict[str, Any]:
+    """A table run's own evidence beside the oracle's verdict: one commit per micro-batch (the
+    versions its sinks made = the batches they wrote), no batch committed twice, no commit of a
+    fenced epoch after a newer one."""
+    commits = target.commits()
+    marked = [c for c in commits if c.mark is not None]
+    batches: dict[str, dict[int, int]] = {}
+    for c in marked:
+        assert c.mark is not None
+        per_app = batches.setdefault(c.mark.app_id, {})
+        per_app[c.mark.batch_id] = per_app.get(c.mark.batch_id, 0) + 1
+    return {
+        "table": target.spell(),
+        "kind": target.kind.value,
+        "versions": len(commits),
+        "batch_commits": len(marked),
+        "batches": sum(len(b) for b in batches.values()),
+        "batches_twice": {
+            app: sorted(b for b, n in per.items() if n > 1) for app, per in batches.items()
+        },
+        "epochs": sorted({c.mark.epoch for c in marked if c.mark is not None}),
+        "zombie_commits": [c.version for c in zombie_commits(commits)],
+    }
 
 
 def write_report(report: dict[str, Any], path: str | Path) -> Path:

@@ -9,6 +9,7 @@ A job's output DataFrame has columns ``key`` (string), ``value`` (JSON string) a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -17,17 +18,23 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from recovery_lib.causal.operators import flushing, open_context, stamped
-from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK
+from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore
 from recovery_lib.ha.standby.follow import FOLLOW_POLICY
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.parked import PARKED_OPTION
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, DET_COLUMN, ID_HEADER
+from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.io.task import task_info
 from recovery_lib.job.options import JobOptions
 from recovery_lib.kafka.headers import INGEST_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
 from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
-from recovery_lib.runtime.faults import SINK_FAULT_HOOK, maybe_fail_task, raise_on_poison
+from recovery_lib.runtime.faults import (
+    SINK_FAULT_HOOK,
+    maybe_fail_task,
+    raise_on_poison,
+    sink_write_fault,
+)
 
 
 def _ingest_ms() -> Column:
@@ -189,6 +196,8 @@ def output(key: Column, value_fields: list[Column], ingest_ms: Column) -> list[C
 
 
 def write_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQuery
+    if opts.table_sink:
+        return write_table_output(df, opts)
     out = df.select(
         "key",
         "value",
@@ -223,8 +232,34 @@ def write_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQu
         # release barrier needs the same numbering in a re-run. (The sink keeps the order of
         # rows that carry determinants.)
         writer = writer.option("stableOrder", "true")
+    return _triggered(writer, opts).start()
+
+
+def write_table_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQuery
+    """The output (``key``, ``value``, ``ingest_ms`` and the lineage columns) appended to a
+    lakehouse table, one commit per micro-batch; a batch the table holds is skipped, a fenced
+    epoch's batch refused (io/sinks/table_target.py, lakehouse.py). The sink runs in the
+    driver (``foreachBatch``), so an armed mid-write kill fires after the table commit and
+    before Spark's: the re-run batch must find its commit."""
+    target = TableTarget.parse(opts.table_sink or "")
+    newest = EpochStore(opts.epoch_store).current if opts.epoch_store else None
+    # The app id outlives a process: a restart, a standby and a replica share the prefix.
+    sink = target.sink(opts.prefix, opts.query, opts.epoch, newest)
+    sink.fault = sink_write_fault
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        sink.fence = dataclasses.replace(sink.fence, epoch=opts.epoch)  # a standby took over
+        sink(batch.select("key", "value", "ingest_ms"), batch_id)
+
+    writer = (
+        df.writeStream.foreachBatch(write)
+        .option("checkpointLocation", opts.checkpoint_path)
+        .queryName(opts.query)
+    )
+    return _triggered(writer, opts).start()
+
+
+def _triggered(writer: Any, opts: JobOptions) -> Any:
     if opts.available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=opts.trigger_interval)
-    return writer.start()
+        return writer.trigger(availableNow=True)
+    return writer.trigger(processingTime=opts.trigger_interval)

@@ -52,6 +52,8 @@ class JobOptions:
     # commit hook, record headers), given to every input and to the sink as they are.
     source_options: dict[str, str] = field(default_factory=dict)
     sink_options: dict[str, str] = field(default_factory=dict)
+    # The output goes to this lakehouse table instead of the output topic (TableTarget.parse).
+    table_sink: str | None = None
     # Standby jobs (recovery_lib/ha/standby): the fencing epoch the sink writes with and the epoch
     # store it checks; a standby replays its primary's batches from this shipped offset-log tail.
     epoch: int = 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from recovery_lib.io.parked import POISON_BATCH_ENV, ParkedRecord
 from recovery_lib.io.sinks.modes import output_partitions
+from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job.frames import write_output
 from recovery_lib.job.options import JobOptions
 from recovery_lib.job.poison import find_and_park
@@ -78,6 +79,7 @@ def job_options(spec: JobSpec, launch: JobLaunch) -> JobOptions:
         follow_log=launch.follow_log,
         source_options=dict(launch.source_options),
         sink_options=dict(launch.sink_options),
+        table_sink=launch.table_sink,
     )
     if launch.causal:
         settings = get_settings()
@@ -89,6 +91,19 @@ def job_options(spec: JobSpec, launch: JobLaunch) -> JobOptions:
                 causal, source=source, source_options=shared, storage="kafka"
             )
     check_sink_mode(spec, opts.sink_mode, opts.causal is not None)
+    if opts.table_sink:
+        TableTarget.parse(opts.table_sink)  # raises naming the spelling
+        if launch.own_log:
+            raise ValueError(
+                "--table-sink with --mode cec: a CEC aggregate's output log is its state; "
+                "write its results to a table downstream, or run it native or causal"
+            )
+        if opts.causal is not None and opts.causal.storage == "output":
+            raise ValueError(
+                "--table-sink with causal determinants piggybacked on the output "
+                "(RECOVERY_CAUSAL_STORAGE=output): a table row does not carry them; set "
+                "RECOVERY_CAUSAL_STORAGE=kafka"
+            )
     return opts
 
 
@@ -148,7 +163,8 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
         else None
     )
     admin = TopicAdmin(opts.kafka)
-    admin.create(opts.out_topic, output_partitions(opts.sink_mode, opts.partitions))
+    if not opts.table_sink:  # a table sink creates its table with the first batch
+        admin.create(opts.out_topic, output_partitions(opts.sink_mode, opts.partitions))
     admin.create(opts.dlq_topic, 1)
     master = None
     if launch.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):

@@ -79,6 +79,7 @@ class ModeRequest:
 
     job: JobSpec
     sink_mode: str = "dedup"
+    table_sink: bool = False  # the output goes to a lakehouse table (io/sinks/table_target.py)
     failures: tuple[str, ...] = ()
     cluster: bool = False
     process: ProcessMode | None = None
@@ -123,6 +124,9 @@ class RecoveryMode(ABC):
     # Its supervisor counts a batch that fails again and again and has the job find and park
     # the poison record in it (job/poison.py): a plain Supervisor, one process.
     parks_poison = False
+    # One writer per batch commits to a lakehouse table (the table's marks and epochs keep a
+    # re-run or a zombie out); replicas write their own outputs through a gate instead.
+    writes_tables = True
 
     def with_causal_logging(self, causal: bool) -> str:
         """The mode to recommend when the job needs causal logging (``causal``): this one,
@@ -143,6 +147,16 @@ class RecoveryMode(ABC):
 
     def validate(self, request: ModeRequest) -> None:
         """Raise ``ModeRefused`` saying what to change when the mode cannot run the request."""
+        if request.table_sink and not self.writes_tables:
+            instead = (
+                f"its replicas write through the replica gate; {request.surface.sink('release')}"
+                if self.replicated
+                else f"its output log is its state; {request.surface.sink('dedup')}"
+            )
+            raise ModeRefused(
+                f"{request.surface.prefix}mode {self.name} cannot write a lakehouse table: "
+                f"{instead}, or choose mode native, causal or standby for a table"
+            )
         problem = self.problem(request)
         if problem is None and request.cluster and "pause-mid-write" in request.failures:
             problem = (

@@ -67,6 +67,7 @@ class CECMode(NativeMode):
     keeps_own_log = True
     outage_rank = None
     parks_poison = False  # its build starts its own query: no probe
+    writes_tables = False
 
     def process_mode(self, request: ModeRequest) -> ProcessMode:
         return ProcessMode.CEC

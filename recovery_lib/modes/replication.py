@@ -46,6 +46,8 @@ class ReplicationMode(RecoveryMode):
         kind = "leaderless" if self.leaderless else "leader-based"
         self.compute = f"two live replicas (2x compute), {kind}"
 
+    writes_tables = False
+
     def process_mode(self, request: ModeRequest) -> ProcessMode:
         return replay_process_mode(request)
 

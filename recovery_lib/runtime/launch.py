@@ -91,6 +91,9 @@ class JobLaunch:
     output_topic: str | None = None
     sink_mode: str = "dedup"
     sink_options: Mapping[str, str] = field(default_factory=dict)
+    # A lakehouse table instead of the output topic: io/sinks/table_target.py's spelling
+    # (delta:<path>, iceberg:<root>[#ns.table]).
+    table_sink: str | None = None
     source_options: Mapping[str, str] = field(default_factory=dict)
     max_records: int | None = None
     trigger_interval: str = DEFAULT_TRIGGER
@@ -195,6 +198,8 @@ class JobLaunch:
             argv += ["--output-topic", self.output_topic]
         argv += ["--sink-mode", self.sink_mode]
         argv += _pairs("--sink-option", self.sink_options)
+        if self.table_sink:
+            argv += ["--table-sink", self.table_sink]
         argv += _pairs("--source-option", self.source_options)
         if self.max_records is not None:
             argv += ["--max-records", str(self.max_records)]
@@ -261,6 +266,7 @@ class JobLaunch:
                 output_topic=args.output_topic,
                 sink_mode=args.sink_mode,
                 sink_options=parse_pairs(args.sink_option, "--sink-option"),
+                table_sink=args.table_sink,
                 source_options=parse_pairs(args.source_option, "--source-option"),
                 max_records=args.max_records,
                 trigger_interval=args.trigger_interval,
@@ -314,6 +320,12 @@ def _parser(description: str, prefix_help: str, param_help: str) -> argparse.Arg
         default="dedup",
         type=sink_mode,
         help=f"how outputs reach consumers: {', '.join(SINK_MODES)} (io/sinks/modes.py)",
+    )
+    parser.add_argument(
+        "--table-sink",
+        default=None,
+        help="write the output to a lakehouse table instead of the output topic: "
+        "delta:<path> or iceberg:<root>[#namespace.table] (io/sinks/table_target.py)",
     )
     parser.add_argument("--max-records", type=int, default=None)
     parser.add_argument(

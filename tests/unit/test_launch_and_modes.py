@@ -45,6 +45,7 @@ def launches(draw: st.DrawFn) -> JobLaunch:
         output_topic=draw(st.none() | names),
         sink_mode=draw(st.sampled_from(["dedup", "release", "two_phase", "at_least_once"])),
         sink_options=draw(pairs),
+        table_sink=draw(st.none() | st.sampled_from(["delta:/t/out", "iceberg:/lake#ns.t"])),
         source_options=draw(pairs),
         max_records=draw(st.none() | st.integers(1, 10**6)),
         trigger_interval=draw(st.sampled_from(["0 seconds", "2 seconds"])),
