@@ -49,7 +49,7 @@ from recovery_lib.io.sinks.modes import (
     sink_flag,
     visibility_gate,
 )
-from recovery_lib.io.sinks.table_target import TableTarget
+from recovery_lib.io.sinks.table_target import PLAIN_APPEND, TableTarget
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
@@ -117,8 +117,9 @@ HOOK_FAULTS = {
 # spelling; the oracle reads the output as each mode's consumer does. (transactional needs a
 # broker that hides aborted records.)
 SINKS = {sink_flag(m): m for m in SINK_MODES if m not in NEEDS_BROKER_TRANSACTIONS}
-# Or a lakehouse table (io/sinks/table_target.py): the oracle reads the table's rows.
-TABLE_SINKS = tuple(k.value for k in TableKind)
+# Or a lakehouse table (io/sinks/table_target.py): the oracle reads the table's rows. The
+# "-append" ones append every attempt of a batch (no guard): a campaign's contrast.
+TABLE_SINKS = (*(k.value for k in TableKind), *(k.value + PLAIN_APPEND for k in TableKind))
 
 
 @dataclass

@@ -86,9 +86,9 @@ class DeltaTableSink(MarkedTableSink):
         done = delta.transaction_version(self.app_id)
         table_epoch = delta.transaction_version(self.epoch_app_id) or 0
         # Step 3. A zombie writes nothing, not even a batch the table lacks.
-        self.fence.check(self.app_id, batch_id, table_epoch)
+        self.check_fence(batch_id, table_epoch)
         # Step 4. The batch is in the table already: the guarantee holds without writing.
-        if done is not None and done >= batch_id:
+        if self.holds(done, batch_id):
             self.skipped += 1
             log.info("%s: batch %d skipped, the table holds up to %d", self.app_id, batch_id, done)
             return
@@ -104,7 +104,9 @@ class DeltaTableSink(MarkedTableSink):
                 app_transactions=[
                     Transaction(self.app_id, batch_id),
                     Transaction(self.epoch_app_id, self.fence.epoch),
-                ],
+                ]
+                if self.guarded
+                else None,
             ),
         )
         self.written += 1

@@ -107,9 +107,9 @@ class IcebergTableSink(MarkedTableSink):
         # Step 2. This app's newest batch and epoch in that snapshot's history.
         last = self.last_mark(iceberg)
         # Step 3. A zombie writes nothing, not even a batch the table lacks.
-        self.fence.check(self.app_id, batch_id, last.epoch if last else 0)
+        self.check_fence(batch_id, last.epoch if last else 0)
         # Step 4. The batch is in the table already: the guarantee holds without writing.
-        if last is not None and last.batch_id >= batch_id:
+        if self.holds(last.batch_id if last else None, batch_id):
             self.skipped += 1
             log.info(
                 "%s: batch %d skipped, the table holds up to %d",

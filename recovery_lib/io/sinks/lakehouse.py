@@ -170,6 +170,10 @@ class MarkedTableSink(TableSink):
 
     max_attempts = 5  # commits racing this one; each attempt re-reads the table
     app_id: str
+    # False: a plain append, as a foreachBatch without our guard writes (every attempt of a
+    # batch lands, no fencing); only for contrast in campaigns. Its commits keep their marks,
+    # so a reader counts the batches that landed twice.
+    guarded = True
     # The table format's "another commit landed first" errors, and what to say after too many.
     conflict_errors: tuple[type[BaseException], ...] = ()
     conflict_hint = "too many writers commit to this table at once"
@@ -187,6 +191,15 @@ class MarkedTableSink(TableSink):
             f"{self.app_id}: batch {batch_id} lost {self.max_attempts} commit races on "
             f"{self.where}; {self.conflict_hint}"
         )
+
+    def holds(self, done: int | None, batch_id: int) -> bool:
+        """Whether the table, whose newest batch of this app is ``done``, holds ``batch_id``
+        (a plain append never asks)."""
+        return self.guarded and done is not None and done >= batch_id
+
+    def check_fence(self, batch_id: int, table_epoch: int) -> None:
+        if self.guarded:
+            self.fence.check(self.app_id, batch_id, table_epoch)
 
     @property
     @abstractmethod

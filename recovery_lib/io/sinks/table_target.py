@@ -4,7 +4,9 @@ and ``table:``) through the job's launch (``--table-sink delta:PATH``) to the si
 writes with, the reader the oracle judges and the vacuum checkpoint GC runs.
 
 Spelled ``delta:<path or URI>`` or ``iceberg:<root>[#namespace.table]`` (an Iceberg root holds
-the SQLite catalog and the warehouse, io/sinks/iceberg_sink.py).
+the SQLite catalog and the warehouse, io/sinks/iceberg_sink.py). ``delta-append:`` and
+``iceberg-append:`` are the plain appends a ``foreachBatch`` without the guard makes, every
+attempt of a batch landing: campaigns run them for contrast.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from recovery_lib.io.sinks.iceberg_sink import DEFAULT_IDENTIFIER
 from recovery_lib.io.sinks.lakehouse import MarkedTableSink, TableCommit, TableKind, table_kind
 from recovery_lib.io.sinks.table_sink import BATCH_COL
 
+PLAIN_APPEND = "-append"  # delta-append:<path>: the unguarded contrast
+
 
 @dataclass(frozen=True)
 class TableTarget:
@@ -28,6 +32,9 @@ class TableTarget:
     kind: TableKind
     location: str
     identifier: str = DEFAULT_IDENTIFIER
+    # False: a plain append (``delta-append:...``), every attempt of a batch lands; for
+    # contrast in campaigns, never for a job's output.
+    guarded: bool = True
 
     @classmethod
     def parse(cls, spelled: str) -> TableTarget:
@@ -38,7 +45,8 @@ class TableTarget:
                 f"table sink {spelled!r}: spell it delta:<path> or iceberg:<root>[#ns.table]"
             )
         location, _, identifier = rest.partition("#")
-        target = cls(table_kind(kind), location, identifier or DEFAULT_IDENTIFIER)
+        kind, plain, _ = kind.partition(PLAIN_APPEND)
+        target = cls(table_kind(kind), location, identifier or DEFAULT_IDENTIFIER, not plain)
         if target.kind is TableKind.DELTA and identifier:
             raise InvalidSinkOption(f"table sink {spelled!r}: a Delta table is named by its path")
         if "." not in target.identifier:
@@ -49,9 +57,10 @@ class TableTarget:
 
     def spell(self) -> str:
         """The launch's spelling (``parse`` reads it back)."""
+        kind = self.kind.value + ("" if self.guarded else PLAIN_APPEND)
         if self.kind is TableKind.ICEBERG and self.identifier != DEFAULT_IDENTIFIER:
-            return f"{self.kind.value}:{self.location}#{self.identifier}"
-        return f"{self.kind.value}:{self.location}"
+            return f"{kind}:{self.location}#{self.identifier}"
+        return f"{kind}:{self.location}"
 
     @property
     def where(self) -> str:
@@ -67,12 +76,15 @@ class TableTarget:
         if self.kind is TableKind.DELTA:
             from recovery_lib.io.sinks.delta_sink import DeltaTableSink
 
-            return DeltaTableSink(self.location, job, query, epoch, newest_epoch)
-        from recovery_lib.io.sinks.iceberg_sink import IcebergTableSink
+            sink: MarkedTableSink = DeltaTableSink(self.location, job, query, epoch, newest_epoch)
+        else:
+            from recovery_lib.io.sinks.iceberg_sink import IcebergTableSink
 
-        return IcebergTableSink(
-            self.location, job, query, epoch, newest_epoch, identifier=self.identifier
-        )
+            sink = IcebergTableSink(
+                self.location, job, query, epoch, newest_epoch, identifier=self.identifier
+            )
+        sink.guarded = self.guarded
+        return sink
 
     def exists(self) -> bool:
         """Whether the table has been created (a job's first batch creates it)."""
