@@ -9,7 +9,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param, task
 
-from recovery_lib.experiment.runner import FAILURE_KINDS, SINKS
+from recovery_lib.experiment.runner import FAILURE_KINDS, SINKS, TABLE_SINKS
 from recovery_lib.modes import mode_names
 
 with DAG(
@@ -32,7 +32,11 @@ with DAG(
         "repeat": Param(1, type="integer", minimum=1, description="Number of failures"),
         "rate": Param(2000, type="number", exclusiveMinimum=0, description="Events per second"),
         "duration_s": Param(60, type="number", exclusiveMinimum=0, description="Seconds of input"),
-        "sink": Param("dedup", enum=list(SINKS), description="Sink mode"),
+        "sink": Param(
+            "dedup",
+            enum=[*SINKS, *TABLE_SINKS],
+            description="Sink mode, or a lakehouse table (delta, iceberg; -append: unguarded)",
+        ),
         "cluster": Param(False, type="boolean", description="On the standalone cluster"),
         "fail_on_inconsistent": Param(
             False, type="boolean", description="Fail the task when the oracle says inconsistent"

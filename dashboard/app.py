@@ -169,6 +169,7 @@ def overview(path: Path) -> None:
             [
                 "job",
                 "status",
+                "output",
                 "restarts",
                 "last_heartbeat",
                 "committed_batch",

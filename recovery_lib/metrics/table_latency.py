@@ -23,6 +23,8 @@ INGEST_COL = "ingest_ms"
 
 
 class TableLatencyCollector:
+    max_batches_kept = 10_000  # a windowed follower's memory of which batches it has seen
+
     def __init__(
         self,
         target: TableTarget,
@@ -30,7 +32,11 @@ class TableLatencyCollector:
         store: MetricsStore | None,
         poll_s: float = 0.5,
         max_samples_per_s: int = 500,
+        from_beginning: bool = True,
+        window_s: float | None = None,
     ) -> None:
+        """``from_beginning`` False: only commits after the first poll (a daemon's view);
+        ``window_s``: keep only that many seconds of samples and counts (a long-lived one)."""
         self.target = target
         self.run_id = run_id
         self.store = store
@@ -40,6 +46,8 @@ class TableLatencyCollector:
         self.per_second: dict[int, int] = defaultdict(int)
         self.commits_seen: dict[int, int] = {}  # batch id -> commits of it (1 when correct)
         self._version = -1
+        self.from_beginning = from_beginning
+        self.window_s = window_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="latency-table", daemon=True)
 
@@ -73,7 +81,10 @@ class TableLatencyCollector:
     def poll(self) -> int:
         """Read the commits landed since the last poll; the outputs they added."""
         added = 0
-        for commit in self.target.commits():
+        commits = self.target.commits()
+        if not self.from_beginning and self._version < 0 and commits:
+            self._version = commits[-1].version  # what the table held before we looked
+        for commit in commits:
             if commit.version <= self._version:
                 continue
             self._version = commit.version
@@ -85,7 +96,19 @@ class TableLatencyCollector:
                 continue  # its rows were counted with its first commit
             rows = self.target.batch_rows(batch, [INGEST_COL]).column(INGEST_COL).to_pylist()
             added += self._record(commit.timestamp_ms, rows)
+        self._trim()
         return added
+
+    def _trim(self) -> None:
+        if self.window_s is None or not self.samples:
+            return
+        oldest_ms = self.samples[-1][0] - self.window_s * 1000
+        keep = next((i for i, s in enumerate(self.samples) if s[0] >= oldest_ms), 0)
+        del self.samples[:keep]
+        for second in [s for s in self.per_second if s * 1000 < oldest_ms]:
+            del self.per_second[second]
+        for batch in sorted(self.commits_seen)[: -self.max_batches_kept]:
+            del self.commits_seen[batch]
 
     def _record(self, visible: int, ingests: list[int | None]) -> int:
         second = visible // 1000

@@ -58,14 +58,23 @@ def runs(path: str | Path, limit: int = 200) -> pd.DataFrame:
 
 
 def job_status(path: str | Path) -> pd.DataFrame:
-    """The newest status row of each supervised long-running job."""
+    """The newest status row of each supervised long-running job, with where its output goes
+    (``output``: its topic's sink mode, or the lakehouse table it writes), from its run's
+    configuration (the jobs file's entry)."""
     if not _has(path, "job_status"):
         return pd.DataFrame()
     return read_frame(
         path,
-        """SELECT * FROM job_status
-           QUALIFY row_number() OVER (PARTITION BY job ORDER BY ts_ms DESC) = 1
-           ORDER BY job""",
+        """SELECT s.*,
+                  CASE WHEN coalesce(json_extract_string(r.config, '$.sink'), 'topic') = 'topic'
+                       THEN 'topic · ' || coalesce(json_extract_string(r.config, '$.sink_mode'),
+                                                   'dedup')
+                       ELSE json_extract_string(r.config, '$.sink') || ' table' ||
+                            coalesce(' · ' || json_extract_string(r.config, '$.table'), '')
+                  END AS output
+           FROM job_status s LEFT JOIN runs r USING (run_id)
+           QUALIFY row_number() OVER (PARTITION BY s.job ORDER BY s.ts_ms DESC) = 1
+           ORDER BY s.job""",
     )
 
 

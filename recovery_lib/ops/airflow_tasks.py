@@ -160,11 +160,14 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
     reference = job.launch().as_reference(str(ref_dir), reference_topic)
     args = reference.replace(available_now=True, ending_offsets=json.dumps(snap["offsets"]))
     args = args.to_argv()
+    target = job.table_target
     return {
         "snapshot": snap,
         "reference_topic": reference_topic,
         "inputs": job.input_topics,
         "args": args,
+        # A job writing a table is judged on the table's rows (the reference writes a topic).
+        "table": target.spell() if target is not None else None,
     }
 
 
@@ -233,6 +236,7 @@ def judge_output(
             sink_mode=sink_mode,
             store=store,
             inputs=info.get("inputs"),
+            table=info.get("table"),
         )
     # The task log's last line of our own: the verdict and where the report is kept.
     log.info(

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from recovery_lib.causal.log import CausalConfig
 from recovery_lib.io.sinks.modes import sink_mode
+from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job.options import input_topic
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.clients import client_config
@@ -44,6 +45,11 @@ class StreamJob(BaseModel):
     # deterministic job or mode causal.
     sink_mode: str = "dedup"
     output_topic: str | None = None
+    # Or a lakehouse table instead of the output topic (io/sinks/table_target.py): delta or
+    # iceberg, at ``table`` (default <RECOVERY_HOME>/jobs/<name>/table; iceberg: the catalog
+    # and warehouse root, #namespace.table to name the table). Native, causal or standby.
+    sink: Literal["topic", "delta", "iceberg"] = "topic"
+    table: str | None = None
     heartbeat_timeout_s: float = Field(default=10.0, gt=0)
     max_restarts: int = Field(default=3, ge=0)
     keep_batches: int = Field(default=10, ge=1)
@@ -98,10 +104,23 @@ class StreamJob(BaseModel):
         return ModeRequest(
             job=self.spec,
             sink_mode=self.sink_mode,
+            table_sink=self.table_target is not None,
             cluster=self.placement == "cluster",
             process=self.mode,
             surface=job_entry(self.name),
         )
+
+    @property
+    def table_target(self) -> TableTarget | None:
+        """The table the job writes (None: its output topic)."""
+        if self.sink == "topic":
+            return None
+        return TableTarget.parse(f"{self.sink}:{self.table or self.workdir / 'table'}")
+
+    @property
+    def table_app_id(self) -> str:
+        """Whose commits in the table are the job's (the sink's app id)."""
+        return TableTarget.app_id(self.input_prefix, self.query)
 
     @property
     def spec(self) -> JobSpec:
@@ -186,6 +205,7 @@ class StreamJob(BaseModel):
             checkpoints=str(self.workdir / "checkpoints"),
             output_topic=self.out_topic,
             sink_mode=self.sink_mode,
+            table_sink=self.table_target.spell() if self.table_target is not None else None,
         )
         if self.extra_args:  # the launcher's own flags, as a user would type them
             base = JobLaunch.from_argv([*base.to_argv(), *self.extra_args]).replace(name=self.query)

@@ -31,6 +31,7 @@ from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.latency import LatencyCollector
 from recovery_lib.metrics.openmetrics import JobMetrics
 from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.metrics.table_latency import TableLatencyCollector
 from recovery_lib.ops.config import StreamJob, get_job
 from recovery_lib.runtime import cluster as cluster_mod
 from recovery_lib.runtime.checkpoint import committed_offsets, last_committed
@@ -179,13 +180,20 @@ def run_daemon(name: str) -> int:
     )
     # The job's output from now on (a window of it): output gap and recovery time after a
     # failure. Not stored: the metrics store keeps an experiment's samples, not a daemon's.
-    output = LatencyCollector(
-        job.out_topic,
-        run_id,
-        None,
-        from_beginning=False,
-        gate=visibility_gate(job.sink_mode),
-        window_s=settings.daemon_output_window_s,
+    target = job.table_target
+    output: LatencyCollector | TableLatencyCollector = (
+        LatencyCollector(
+            job.out_topic,
+            run_id,
+            None,
+            from_beginning=False,
+            gate=visibility_gate(job.sink_mode),
+            window_s=settings.daemon_output_window_s,
+        )
+        if target is None
+        else TableLatencyCollector(
+            target, run_id, None, from_beginning=False, window_s=settings.daemon_output_window_s
+        )
     )
     code = 0
     last_report = 0.0

@@ -11,6 +11,7 @@ from typing import Any
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.ops.config import get_job
 from recovery_lib.runtime.checkpoint_gc import GcResult, run_gc
+from recovery_lib.runtime.table_gc import vacuum_table
 from recovery_lib.settings import get_settings
 
 
@@ -71,6 +72,20 @@ def gc_job(
         for result in results:
             record(store, name, result)
     summary = results[0].to_dict()
+    target = job.table_target
+    kept = [r.plan.oldest_kept_batch for r in results]
+    if target is not None and target.exists() and None not in kept:
+        # Table versions go only below the job's recovery point: the oldest batch any of its
+        # checkpoints may re-run must still find its commit (or a re-run would land again).
+        recovery_point = min(b for b in kept if b is not None)
+        summary["table_vacuum"] = vacuum_table(
+            target.kind,
+            target.location,
+            job.table_app_id,
+            recovery_point,
+            dry_run,
+            identifier=target.identifier,
+        )
     summary["planned_files"] = [path for r in results for path, _ in r.plan.files][:200]
     if len(results) > 1:
         summary["replicas"] = [r.to_dict() for r in results]

@@ -24,6 +24,7 @@ from typing import Any
 from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
 from recovery_lib.io.sinks.ids import parse_output_id
 from recovery_lib.io.sinks.modes import consumer_dedups, consumer_records
+from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.runtime.checkpoint import last_committed, source_offsets
 from recovery_lib.verify.inputs import InputRecord, InputView
@@ -102,15 +103,21 @@ def consistency_report(
     expectations: bool = True,
     store: Any = None,
     inputs: dict[str, str] | None = None,
+    table: str | None = None,
 ) -> dict[str, Any]:
     """The oracle (and GX) on the job's output; ``snap`` restricts to a snapshot. ``query`` is
     the job (module:attr or a name of jobs/). The job's output is read as a consumer of its
     ``sink_mode`` reads it (io/sinks/modes.py). ``inputs`` (input name -> topic): a job whose
     contract has no agreement with a reference (nondeterministic, judged by invariants alone)
-    has its invariants read the input, up to the snapshot's offsets."""
+    has its invariants read the input, up to the snapshot's offsets. ``table`` (a
+    ``TableTarget`` spelled): the job writes that table, whose rows are judged instead, every
+    copy counted (a table's reader sees them all)."""
     spec = resolve_job(query)
-    dedup = consumer_dedups(sink_mode)
-    run = list(consumer_records(run_topic, sink_mode))
+    if table:
+        dedup, run = False, TableTarget.parse(table).read_outputs()
+        run_topic = table
+    else:
+        dedup, run = consumer_dedups(sink_mode), list(consumer_records(run_topic, sink_mode))
     reference = list(read_topic(reference_topic))
     restricted: dict[str, int] = {}
     if snap is not None:

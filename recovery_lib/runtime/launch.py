@@ -179,6 +179,7 @@ class JobLaunch:
             checkpoints=checkpoints,
             output_topic=output_topic,
             sink_mode="dedup",
+            table_sink=None,  # a table job's reference writes its topic
             causal=False,
             causal_options={},
             own_log=False,

@@ -126,3 +126,37 @@ def test_modes_without_a_single_table_writer_refuse_a_table_sink(mode, says):
 @pytest.mark.parametrize("mode", ["native", "causal", "standby"])
 def test_modes_with_one_writer_per_batch_accept_a_table_sink(mode):
     get_mode(mode).validate(ModeRequest(resolve_job("q3"), table_sink=True))
+
+
+def test_a_jobs_file_entry_writes_a_table_through_its_launch_and_refuses_replicas(
+    tmp_path, monkeypatch
+):
+    from recovery_lib.ops.config import load_jobs
+    from recovery_lib.settings import reload_settings
+
+    monkeypatch.setenv("RECOVERY_HOME", str(tmp_path / "home"))
+    reload_settings()
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "jobs:\n"
+        "  - {name: d, job: q1, sink: delta}\n"
+        "  - {name: i, job: q1, sink: iceberg, table: /lake#ns.q1, standby: true}\n"
+        "  - {name: t, job: q1}\n"
+    )
+    loaded = load_jobs(jobs)
+    assert loaded["d"].table_target == TableTarget(
+        TableKind.DELTA, str(tmp_path / "home" / "jobs" / "d" / "table")
+    )
+    argv = loaded["i"].launch().to_argv()
+    assert argv[argv.index("--table-sink") + 1] == "iceberg:/lake#ns.q1"
+    assert loaded["i"].table_app_id == "nexmark:q1"
+    assert loaded["t"].table_target is None and "--table-sink" not in loaded["t"].launch().to_argv()
+    # The reference run of a table job writes a topic.
+    assert loaded["d"].launch().as_reference("/ck", "ref").table_sink is None
+    jobs.write_text("jobs:\n  - {name: r, job: q3, sink: delta, replication: kazoo}\n")
+    with pytest.raises(ValueError, match="job r: mode kazoo cannot write a lakehouse table"):
+        load_jobs(jobs)
+    jobs.write_text("jobs:\n  - {name: p, job: q1, sink: parquet}\n")
+    with pytest.raises(ValueError, match="sink"):
+        load_jobs(jobs)
+    reload_settings()

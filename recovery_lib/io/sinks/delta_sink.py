@@ -64,7 +64,7 @@ class DeltaTableSink(MarkedTableSink):
         storage_options: dict[str, str] | None = None,
     ) -> None:
         self.path = str(path)
-        self.app_id = f"{job}:{query}"
+        self.app_id = f"{job}:{query}"  # TableTarget.app_id
         self.fence = EpochFence(epoch, newest_epoch)
         self.storage_options = storage_options
         self.written = 0

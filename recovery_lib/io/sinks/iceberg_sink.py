@@ -78,7 +78,7 @@ class IcebergTableSink(MarkedTableSink):
     ) -> None:
         if "." not in identifier:
             raise ValueError(f"identifier {identifier!r} must be namespace.table")
-        self.app_id = f"{job}:{query}"
+        self.app_id = f"{job}:{query}"  # TableTarget.app_id
         self.identifier = identifier
         self.catalog_name = catalog_name
         self.catalog_properties = dict(catalog) if catalog is not None else sqlite_catalog(root)

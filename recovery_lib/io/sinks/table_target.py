@@ -69,6 +69,11 @@ class TableTarget:
             return f"iceberg {self.identifier} under {self.location}"
         return f"delta {self.location}"
 
+    @staticmethod
+    def app_id(job: str, query: str) -> str:
+        """Whose commits a table sink of query ``query`` of ``job`` makes (its marks' app)."""
+        return f"{job}:{query}"
+
     def sink(
         self, job: str, query: str, epoch: int = 0, newest_epoch: Callable[[], int] | None = None
     ) -> MarkedTableSink:
