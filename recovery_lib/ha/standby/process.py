@@ -192,7 +192,9 @@ class StandbyJob:
         expected = self.info.get("primary_epoch")
         epoch = self.epochs.advance(f"standby {self.dir}", expected=expected)
         self.epoch_file.write_text(str(epoch))
-        topics = [self.opts.out_topic]
+        # A table sink is fenced by the epoch store and the epochs its table's commits carry,
+        # not by fence records in a topic.
+        topics = [] if self.opts.table_sink else [self.opts.out_topic]
         if self.opts.causal is not None and self.opts.causal.storage == "kafka":
             topics.append(self.opts.causal.topic)
         fences = write_fences(topics, epoch, self.opts.kafka)
