@@ -286,6 +286,27 @@ def bench_sinks(
         abort(exc)
 
 
+@bench_app.command("tables")
+def bench_tables(
+    intervals: str = typer.Option("1,2,5", help="Trigger intervals (s), comma-separated."),
+    rate: float = typer.Option(3000, help="Input events per second (the same for every run)."),
+    duration: float = typer.Option(30, help="Seconds of input per point (at least 6 intervals)."),
+    out: str = typer.Option("reports/bench_tables", help="Report prefix (.json and .png)."),
+) -> None:
+    """Per-batch time of the Delta and Iceberg table sinks against the Parquet sink, by
+    trigger interval, one after another in one application (goal: <= 1.5x Parquet)."""
+    from recovery_lib.bench.table_bench import run_table_bench
+
+    try:
+        values = [float(x) for x in intervals.split(",") if x.strip()]
+    except ValueError:
+        abort(ValueError(f"--intervals takes seconds separated by commas, got {intervals!r}"))
+    try:
+        run_table_bench(values, rate, duration, out, console)
+    except (ValueError, KafkaLayerError) as exc:
+        abort(exc)
+
+
 @bench_app.command("cec")
 def bench_cec(
     scale: float = typer.Option(1.0, help="Multiplies every backlog (0.1 for a quick look)."),
