@@ -1,7 +1,8 @@
-"""``recovery bench campaign``: many injected failures, judged by the oracle. Three suites:
+"""``recovery bench campaign``: many injected failures, judged by the oracle. Four suites:
 ``causal`` (causal mode against native on the nondeterministic jobs, reading deduplicated),
-``release`` (the release sink against at-least-once, read by a plain consumer, no dedup) and
-``faults`` (the network, the broker, the disk and poison input across the recovery modes).
+``release`` (the release sink against at-least-once, read by a plain consumer, no dedup),
+``faults`` (the network, the broker, the disk and poison input across the recovery modes) and
+``tables`` (the Delta and Iceberg table sinks against plain appends, every row read).
 
 Each case is one experiment (``recovery experiment run``) whose faulty run takes ``repeat``
 failures of the listed kinds in turn, at jittered times (driver SIGKILL, SIGKILL in the middle
@@ -41,6 +42,8 @@ class Case:
     seed_offset: int = 0
     # The recovery modes whose variants run this case (None: every variant of the suite).
     modes: tuple[str, ...] | None = None
+    # The sinks whose variants run this case (None: every variant of the suite).
+    sinks: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -120,16 +123,52 @@ FAULT_VARIANTS = (
     Variant("kazoo", "release"),
     Variant("liverobin", "release"),
 )
+# Lakehouse tables (io/sinks/table_target.py): every kind a driver-side sink meets, 4 of each
+# per run; 5 runs per table sink (20 of each kind), q1 (stateless) and q3 (a stateful join),
+# and one run per plain append (the foreachBatch a user writes without the guard) for contrast.
+_TABLE_KINDS = ",".join(["driver-kill", "mid-write", "task-retry", "write-retry"] * 4)
+_GUARDED_TABLES = ("delta", "iceberg")
+TABLE_CASES = (
+    *(
+        Case("q1", _TABLE_KINDS, tag=f"-tables-{i}", seed_offset=i - 1, sinks=_GUARDED_TABLES)
+        for i in range(1, 4)
+    ),
+    *(
+        Case(
+            "q3",
+            _TABLE_KINDS,
+            rate=4_000,
+            tag=f"-tables-{i}",
+            midwrite_rows=2,
+            seed_offset=i - 1,
+            sinks=_GUARDED_TABLES,
+        )
+        for i in (1, 2)
+    ),  # fmt: skip
+    Case("q1", _TABLE_KINDS, tag="-tables-append", sinks=("delta-append", "iceberg-append")),
+)
+TABLE_VARIANTS = tuple(
+    Variant("native", sink) for sink in (*_GUARDED_TABLES, "delta-append", "iceberg-append")
+)
 SUITES = {
     "causal": (CASES, (Variant("causal"), Variant("native"))),
     "release": (RELEASE_CASES, (Variant("native", "release"), Variant("native", "at-least-once"))),
     "faults": (FAULT_CASES, FAULT_VARIANTS),
+    "tables": (TABLE_CASES, TABLE_VARIANTS),
 }
+# When failures come (first, between, jitter); a suite not named takes run_campaign's. A table
+# sink's job restarts in ~9 s: its failures come closer than a Kafka sink's.
+SUITE_TIMING = {"tables": {"fail_at_s": 8.0, "every_s": 14.0, "jitter_s": 3.0}}
 
 
 def planned(cases: tuple[Case, ...], variants: tuple[Variant, ...]) -> list[tuple[Case, Variant]]:
     """The (case, variant) runs of a campaign: each case in the variants its modes allow."""
-    return [(c, v) for c in cases for v in variants if c.modes is None or v.mode in c.modes]
+    return [
+        (c, v)
+        for c in cases
+        for v in variants
+        if (c.modes is None or v.mode in c.modes) and (c.sinks is None or v.sink in c.sinks)
+    ]
 
 
 def run_campaign(

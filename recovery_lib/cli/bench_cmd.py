@@ -213,7 +213,8 @@ def bench_campaign(
     suite: str = typer.Option(
         "causal",
         help="causal (causal vs native) | release (release sink vs at-least-once) | faults "
-        "(network, broker, disk and poison faults across the recovery modes).",
+        "(network, broker, disk and poison faults across the recovery modes) | tables (Delta "
+        "and Iceberg table sinks vs plain appends).",
     ),
     mode: list[str] = typer.Option(
         [], help="Only the variants with this mode or sink (repeatable), e.g. causal, release."
@@ -230,12 +231,13 @@ def bench_campaign(
     against native Spark on the nondeterministic jobs, the release sink against
     at-least-once read by a plain consumer, or faults beyond a killed process across the
     recovery modes."""
-    from recovery_lib.bench.campaign import run_campaign, select
+    from recovery_lib.bench.campaign import SUITE_TIMING, run_campaign, select
 
     try:
         cases, variants = select(suite, case, mode)
         out = out or f"reports/{suite}_campaign"
-        run_campaign(out, console, cases=cases, variants=variants, merge=merge)
+        timing = SUITE_TIMING.get(suite, {})
+        run_campaign(out, console, cases=cases, variants=variants, merge=merge, **timing)
     except (ValueError, KafkaLayerError) as exc:
         abort(exc)
 

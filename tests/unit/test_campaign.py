@@ -56,6 +56,29 @@ def test_the_faults_suite_has_twenty_of_every_new_kind_in_runs_their_modes_accep
         ).validate()  # fmt: skip
 
 
+def test_the_tables_suite_has_twenty_of_every_kind_per_table_sink_and_a_plain_append_contrast():
+    from recovery_lib.bench.campaign import SUITE_TIMING
+    from recovery_lib.experiment.runner import ExperimentConfig
+
+    cases, variants = SUITES["tables"]
+    runs = planned(cases, variants)
+    timing = SUITE_TIMING["tables"]
+    per_sink: dict[str, Counter] = {}
+    for case, variant in runs:
+        per_sink.setdefault(variant.sink, Counter()).update(case.kinds.split(","))
+        repeat = len(case.kinds.split(","))
+        ExperimentConfig(
+            query=case.pipeline, mode=variant.mode, sink=variant.sink, fail=case.kinds,
+            repeat=repeat, duration_s=timing["fail_at_s"] + repeat * timing["every_s"],
+            **timing,
+        ).validate()  # fmt: skip
+    kinds = {"driver-kill", "mid-write", "task-retry", "write-retry"}
+    for sink in ("delta", "iceberg"):
+        assert set(per_sink[sink]) == kinds and min(per_sink[sink].values()) >= 20, per_sink
+    assert set(per_sink) == {"delta", "iceberg", "delta-append", "iceberg-append"}
+    assert {c.pipeline for c, v in runs if v.sink == "delta"} == {"q1", "q3"}
+
+
 def test_repeated_release_cases_run_their_own_input_and_failure_times():
     by_kind: dict[tuple[str, bool], list[int]] = {}
     for c in RELEASE_CASES:
@@ -71,7 +94,7 @@ def test_select_cases_and_variants_by_name_and_refuses_unknown_ones():
     assert variant.sink == "release" and variant.name == "release (native)"
     with pytest.raises(ValueError, match="unknown case.*cases of causal are"):
         select("causal", ["lastbids-moon"], [])
-    with pytest.raises(ValueError, match="suites are causal, release, faults"):
+    with pytest.raises(ValueError, match="suites are causal, release, faults, tables"):
         select("exactly", [], [])
     with pytest.raises(ValueError, match="no variant"):
         select("release", [], ["standby"])
