@@ -155,3 +155,31 @@ def test_gc_of_a_replicated_job_collects_each_replicas_checkpoint(tmp_path, sett
     lines = [r["plan"]["recovery_line"] for r in summary["replicas"]]
     assert lines == [10, 7]  # each replica on its own line
     assert [r["plan"]["oldest_kept_batch"] for r in summary["replicas"]] == [9, 6]
+
+
+def test_gc_of_a_table_job_vacuums_the_table_only_below_its_oldest_kept_batch(
+    tmp_path, settings_env
+):
+    from recovery_lib.io.sinks.table_target import TableTarget
+    from recovery_lib.ops.config import get_job
+    from recovery_lib.ops.gc import gc_job
+    from tests.unit.test_table_target import batch
+
+    jobs = tmp_path / "jobs.yaml"
+    table = tmp_path / "lake" / "q1"
+    jobs.write_text(f"jobs:\n  - {{name: q1d, job: q1, sink: delta, table: {table}}}\n")
+    settings_env(RECOVERY_JOBS_FILE=jobs, RECOVERY_HOME=tmp_path / "home")
+    job = get_job("q1d")
+    job.checkpoint_dir.mkdir(parents=True)
+    make_checkpoint(job.checkpoint_dir, committed=12, snapshot_every=0).rename(job.checkpoint)
+    sink = TableTarget.parse(f"delta:{table}").sink(job.input_prefix, job.query)
+    for b in range(13):
+        sink.write_batch(batch(b), b)
+    summary = gc_job("q1d", keep_batches=4)
+    vacuum = summary["table_vacuum"]
+    assert summary["plan"]["oldest_kept_batch"] == 9
+    assert vacuum["app_id"] == "nexmark:q1" and vacuum["keep_from_batch"] == 9
+    marks = {c.version: c.mark for c in TableTarget.parse(f"delta:{table}").commits()}
+    kept = sorted(m.batch_id for m in marks.values() if m is not None)
+    assert kept == list(range(9, 13)), vacuum  # the commits a re-run from batch 9 reads
+    assert vacuum["versions_removed"], vacuum
