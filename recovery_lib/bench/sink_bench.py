@@ -22,6 +22,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,33 +97,15 @@ def _measure_sink(
     admin.create(opts.dlq_topic, 1)
     collector = LatencyCollector(opts.out_topic, prefix, None, gate=visibility_gate(sink)).start()
     query = write_output(spec.build(spark, opts), opts)
-    produced = [0]
     try:
-        deadline = time.monotonic() + 120
-        while query.lastProgress is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{job} with sink {sink} did not start within 120 s")
-            time.sleep(0.2)
-        feeder = threading.Thread(
-            target=lambda: produce_events(
-                gen,
-                duration_s=point.duration_s,
-                rate=rate,
-                on_progress=lambda n: produced.__setitem__(0, n),
-            ),
-            name="sink-bench-generator",
+        t0_ms, produced = feed_paced(
+            query,
+            gen,
+            point.duration_s,
+            f"{job} with sink {sink}",
+            console,
+            lambda: f"every {interval_s:g} s: {len(collector.samples):,} outputs",
         )
-        t0_ms = int(time.time() * 1000)
-        feeder.start()
-        progress = ProgressThrottle(console.print)  # a line per 10 s, not per check
-        while feeder.is_alive():
-            feeder.join(timeout=5)
-            if query.exception() is not None:
-                raise RuntimeError(f"{job} with sink {sink} failed: {query.exception()}")
-            progress(
-                f"  {job} {sink} every {interval_s:g} s: {produced[0]:,} events, "
-                f"{len(collector.samples):,} outputs"
-            )
         _drain(query, collector, interval_s, console)
         time.sleep(2.0)  # the last outputs and commit records reach the collector
     finally:
@@ -131,12 +114,49 @@ def _measure_sink(
     skip_ms = t0_ms + int(point.warmup_s * 1000)
     lat = [latency for visible, latency in collector.samples if visible >= skip_ms]
     return {
-        "events": produced[0],
+        "events": produced,
         "outputs": len(collector.samples),
         "measured": len(lat),
         "p50_ms": percentile(lat, 50),
         "p99_ms": percentile(lat, 99),
     }
+
+
+def feed_paced(
+    query: Any,
+    gen: GeneratorConfig,
+    duration_s: float,
+    what: str,
+    console: Console,
+    status: Callable[[], str],
+) -> tuple[int, int]:
+    """Once ``query`` has made its first progress: ``duration_s`` of generated input at the
+    generator's rate, the query watched (its failure raised, a progress line per 10 s with
+    ``status()``). Returns when the input started (epoch ms) and how many events went in."""
+    deadline = time.monotonic() + 120
+    while query.lastProgress is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start within 120 s")
+        time.sleep(0.2)
+    produced = [0]
+    feeder = threading.Thread(
+        target=lambda: produce_events(
+            gen,
+            duration_s=duration_s,
+            rate=gen.event_time_rate,
+            on_progress=lambda n: produced.__setitem__(0, n),
+        ),
+        name="bench-generator",
+    )
+    t0_ms = int(time.time() * 1000)
+    feeder.start()
+    progress = ProgressThrottle(console.print)  # a line per 10 s, not per check
+    while feeder.is_alive():
+        feeder.join(timeout=5)
+        if query.exception() is not None:
+            raise RuntimeError(f"{what} failed: {query.exception()}")
+        progress(f"  {what}: {produced[0]:,} events, {status()}")
+    return t0_ms, produced[0]
 
 
 def _drain(query: Any, collector: LatencyCollector, interval_s: float, console: Console) -> None:

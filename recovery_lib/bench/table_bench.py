@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.sink_bench import feed_paced
 from recovery_lib.io.sinks.table_sink import ParquetTableSink, TableSink, with_lineage
 from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job import JobOptions
@@ -32,8 +32,7 @@ from recovery_lib.job.spec import resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.nexmark.config import GeneratorConfig
-from recovery_lib.nexmark.producer import ensure_topics, produce_events
-from recovery_lib.runtime.logs import ProgressThrottle
+from recovery_lib.nexmark.producer import ensure_topics
 from recovery_lib.settings import get_settings
 from recovery_lib.spark.session import build_session
 
@@ -102,32 +101,15 @@ def measure(
         .queryName(opts.query)
         .start()
     )
-    produced = [0]
     try:
-        deadline = time.monotonic() + 120
-        while query.lastProgress is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"q1 with the {kind} sink did not start within 120 s")
-            time.sleep(0.2)
-        feeder = threading.Thread(
-            target=lambda: produce_events(
-                gen,
-                duration_s=duration_s,
-                rate=rate,
-                on_progress=lambda n: produced.__setitem__(0, n),
-            ),
-            name="table-bench-generator",
+        t0_ms, produced = feed_paced(
+            query,
+            gen,
+            duration_s,
+            f"q1 with the {kind} sink",
+            console,
+            lambda: f"every {interval_s:g} s: {timed.rows:,} written",
         )
-        t0_ms = int(time.time() * 1000)
-        feeder.start()
-        progress = ProgressThrottle(console.print)
-        while feeder.is_alive():
-            feeder.join(timeout=5)
-            if query.exception() is not None:
-                raise RuntimeError(f"q1 with the {kind} sink failed: {query.exception()}")
-            progress(
-                f"  {kind} every {interval_s:g} s: {produced[0]:,} events, {timed.rows:,} rows"
-            )
         time.sleep(2 * interval_s + 2)  # the last batch
         batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     finally:
@@ -139,7 +121,7 @@ def measure(
     writes = [ms for end, ms in timed.writes_ms if end >= skip_ms]
     lat = [lat for visible, lat in timed.latencies if visible >= skip_ms]
     return {
-        "events": produced[0],
+        "events": produced,
         "rows": timed.rows,
         "batches": len(add_batch),
         "batch_ms_p50": _median(add_batch),

@@ -54,7 +54,7 @@ from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
-from recovery_lib.metrics.latency import LatencyCollector
+from recovery_lib.metrics.latency import LatencyCollector, OutputFollower
 from recovery_lib.metrics.openmetrics import JobMetrics, LiveMetrics
 from recovery_lib.metrics.recovery import output_gap_s, p99_around, per_second_p50, recovery_time_s
 from recovery_lib.metrics.stats import percentile
@@ -282,7 +282,7 @@ class _Run:
     out_topic: str
     arm_dir: Path
     sup: JobSupervisor
-    collector: LatencyCollector | TableLatencyCollector
+    collector: OutputFollower
     t0: float  # start of the timed phase (monotonic, and wall clock ms)
     t0_ms: int
     failures: list[InjectedFailure] = field(default_factory=list)
@@ -512,7 +512,7 @@ class Experiment:
         )
         sup.start()
         sup.wait_ready()
-        collector: LatencyCollector | TableLatencyCollector
+        collector: OutputFollower
         if table is not None:
             collector = TableLatencyCollector(table, run_id, self.store).start()
         else:
@@ -710,7 +710,7 @@ class Experiment:
             time.sleep(0.5)
         return count
 
-    def _drain(self, sup: JobSupervisor, collector: LatencyCollector, name: str) -> None:
+    def _drain(self, sup: JobSupervisor, collector: OutputFollower, name: str) -> None:
         """Until the committed offsets reach the end of every input partition, then until the
         output has been quiet for quiet_s (late windows), supervising all the while."""
         deadline = time.monotonic() + 300
@@ -743,7 +743,7 @@ class Experiment:
             return False  # the broker did not say where the ends are: ask again
         return all(committed[t][str(p)] >= end for (t, p), end in ends.items())
 
-    def _tick_and_drain(self, sup: JobSupervisor, collector: LatencyCollector, name: str) -> None:
+    def _tick_and_drain(self, sup: JobSupervisor, collector: OutputFollower, name: str) -> None:
         """Processing-time windows close only when later input arrives: send ticks."""
         ticks = self.job.closing_ticks
         assert ticks is not None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Self
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -28,7 +28,36 @@ from recovery_lib.kafka.headers import INGEST_HEADER
 from recovery_lib.metrics.store import MetricsStore
 
 
-class LatencyCollector:
+class OutputFollower:
+    """A daemon thread that follows a job's output until stopped (``_run`` checks
+    ``_stop``); ``samples`` and ``per_second`` are what the followers share."""
+
+    samples: list[tuple[int, int]]  # (visible_ms, latency_ms)
+    per_second: dict[int, int]  # outputs per second of visibility
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
+
+    def stop(self) -> None:
+        """Safe to call when never started."""
+        self._stop.set()
+        if self.started:
+            self._thread.join(timeout=15)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class LatencyCollector(OutputFollower):
     def __init__(
         self,
         topic: str,
@@ -55,22 +84,7 @@ class LatencyCollector:
         self.window_s = window_s
         self._trimmed_s = 0
         self._newest_ms = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"latency-{topic}", daemon=True)
-
-    def start(self) -> LatencyCollector:
-        self._thread.start()
-        return self
-
-    @property
-    def started(self) -> bool:
-        return self._thread.ident is not None
-
-    def stop(self) -> None:
-        """Safe to call when never started."""
-        self._stop.set()
-        if self.started:
-            self._thread.join(timeout=15)
+        super().__init__(f"latency-{topic}")
 
     def _run(self) -> None:
         partitions = TopicAdmin(self.config).partitions(self.topic)

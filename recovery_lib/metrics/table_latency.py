@@ -11,10 +11,10 @@ broken sink), which the report shows beside the oracle's verdict.
 from __future__ import annotations
 
 import logging
-import threading
 from collections import defaultdict
 
 from recovery_lib.io.sinks.table_target import TableTarget
+from recovery_lib.metrics.latency import OutputFollower
 from recovery_lib.metrics.store import MetricsStore
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 INGEST_COL = "ingest_ms"
 
 
-class TableLatencyCollector:
+class TableLatencyCollector(OutputFollower):
     max_batches_kept = 10_000  # a windowed follower's memory of which batches it has seen
 
     def __init__(
@@ -48,26 +48,11 @@ class TableLatencyCollector:
         self._version = -1
         self.from_beginning = from_beginning
         self.window_s = window_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="latency-table", daemon=True)
+        super().__init__("latency-table")
 
     @property
     def batches_twice(self) -> list[int]:
         return sorted(b for b, n in self.commits_seen.items() if n > 1)
-
-    def start(self) -> TableLatencyCollector:
-        self._thread.start()
-        return self
-
-    @property
-    def started(self) -> bool:
-        return self._thread.ident is not None
-
-    def stop(self) -> None:
-        """Safe to call when never started."""
-        self._stop.set()
-        if self.started:
-            self._thread.join(timeout=15)
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):

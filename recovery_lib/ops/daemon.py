@@ -28,7 +28,7 @@ from recovery_lib.ha.standby.pair import StandbyPair
 from recovery_lib.io.sinks.modes import visibility_gate
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
-from recovery_lib.metrics.latency import LatencyCollector
+from recovery_lib.metrics.latency import LatencyCollector, OutputFollower
 from recovery_lib.metrics.openmetrics import JobMetrics
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.metrics.table_latency import TableLatencyCollector
@@ -181,7 +181,7 @@ def run_daemon(name: str) -> int:
     # The job's output from now on (a window of it): output gap and recovery time after a
     # failure. Not stored: the metrics store keeps an experiment's samples, not a daemon's.
     target = job.table_target
-    output: LatencyCollector | TableLatencyCollector = (
+    output: OutputFollower = (
         LatencyCollector(
             job.out_topic,
             run_id,
