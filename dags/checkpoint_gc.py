@@ -15,11 +15,12 @@ from airflow.sdk import DAG, Param, task
 
 from recovery_lib.ops.config import load_jobs
 from recovery_lib.pipeline.spec import load_pipelines
+from recovery_lib.settings import get_settings
 
 with DAG(
     dag_id="checkpoint_gc",
     description="Checkpoint, state and determinant-log garbage collection",
-    schedule=timedelta(hours=1),
+    schedule=timedelta(minutes=get_settings().ops_gc_every_min),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

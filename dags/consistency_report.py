@@ -48,7 +48,7 @@ def reference_run(group: str) -> SparkSubmitOperator:
 with DAG(
     dag_id="consistency_report",
     description="Oracle + Great Expectations on every job's output against a reference run",
-    schedule=timedelta(days=1),
+    schedule=timedelta(minutes=SETTINGS.ops_consistency_every_min),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

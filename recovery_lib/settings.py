@@ -234,6 +234,19 @@ class Settings(BaseSettings):
     ops_stop_timeout_s: float = Field(
         default=30.0, description="`recovery ops down`: SIGTERM, this long, then SIGKILL."
     )
+    ops_gc_every_min: float = Field(
+        default=60.0, gt=0, description="The checkpoint_gc DAG's schedule (minutes)."
+    )
+    ops_consistency_every_min: float = Field(
+        default=1440.0, gt=0, description="The consistency_report DAG's schedule (minutes)."
+    )
+    # The soak (`recovery soak`, recovery_lib/ops/soak.py) and its `chaos` DAG.
+    chaos_every_min: float = Field(
+        default=3.0, gt=0, description="The chaos DAG's schedule (minutes): one fault a run."
+    )
+    chaos_fault_s: float = Field(
+        default=10.0, gt=0, description="How long a chaos fault lasts (blackhole, pause, ...)."
+    )
 
     @field_validator("state_store")
     @classmethod

@@ -113,7 +113,9 @@ def test_every_dag_imports_cleanly(tmp_path, recovery_home):
         "state_shipping",
         "stream_q3_ops",
         "stream_q3_kazoo",
+        "chaos",
     } <= set(result["dags"])
+    assert result["tasks"]["chaos"] == ["inject"]
     assert result["tasks"]["stream_q3_kazoo"] == ["ensure_running", "replica_health", "watch"]
     assert "replica_health" not in result["tasks"]["stream_q3_ops"]
     assert result["tasks"]["reproduce"] == ["reproduce"]

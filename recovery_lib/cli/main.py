@@ -23,6 +23,7 @@ from recovery_lib.cli.nexmark_cmd import nexmark_app
 from recovery_lib.cli.ops_cmd import ops_app
 from recovery_lib.cli.pipeline_cmd import pipeline_app
 from recovery_lib.cli.reproduce_cmd import reproduce
+from recovery_lib.cli.soak_cmd import soak
 from recovery_lib.cli.standby_cmd import standby_app
 from recovery_lib.cli.topics_cmd import topics_app
 from recovery_lib.cli.verify_cmd import expectations_cmd, verify
@@ -36,6 +37,7 @@ app.command("gc")(gc)
 app.command("expectations")(expectations_cmd)
 app.command("reproduce")(reproduce)
 app.command("advise")(advise)
+app.command("soak")(soak)
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(bench_app, name="bench")

@@ -1,0 +1,114 @@
+"""The soak's pieces that need no stack: the chaos endpoint and what each kind does to a real
+process and a real directory (the network faults stand in by a recorder: their own tests are
+tests/unit/test_fault_proxy.py and tests/test_faults_e2e.py), and the growth the report gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import httpx
+import pytest
+
+from recovery_lib.ops.chaos import CHAOS_KINDS, ChaosControl, ChaosTarget, control_file
+from recovery_lib.ops.soak import Sample, growth, tree_rss_mb
+
+
+class RecordedNetwork:
+    """Stands in for NetworkFaults: records what was injected, and when it is over."""
+
+    def __init__(self) -> None:
+        self.injected: list[str] = []
+        self.until = 0.0
+
+    def over(self) -> bool:
+        return time.monotonic() >= self.until
+
+    def inject(self, kind: str, failure) -> None:  # noqa: ANN001
+        self.injected.append(kind)
+        failure.pause_s = 0.5
+        self.until = time.monotonic() + 0.5
+
+
+@pytest.fixture()
+def victim():
+    """A driver stand-in: a process group of its own."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+def test_each_kind_hurts_what_it_names_and_a_fault_waits_for_the_last(
+    tmp_path, victim, settings_env
+):
+    settings_env(RECOVERY_HOME=tmp_path / "home", RECOVERY_CHAOS_FAULT_S=0.5)
+    checkpoint = tmp_path / "ck"
+    (checkpoint / "offsets").mkdir(parents=True)
+    network = RecordedNetwork()
+    target = ChaosTarget(network, lambda: checkpoint, lambda: victim.pid)  # type: ignore[arg-type]
+
+    frozen = target.inject("checkpoint-unwritable")
+    assert frozen.fired and frozen.detail["directories"] == 2
+    with pytest.raises(OSError):
+        (checkpoint / "offsets" / "7").write_text("x")
+    assert target.inject("net-blackhole").detail == {
+        "skipped": "the checkpoint still refuses writes"
+    }
+    time.sleep(0.8)
+    (checkpoint / "offsets" / "7").write_text("x")  # thawed
+
+    assert target.inject("net-blackhole").fired and network.injected == ["net-blackhole"]
+    assert "still lasts" in target.inject("driver-kill").detail["skipped"]
+    time.sleep(0.6)
+    killed = target.inject("driver-kill")
+    assert killed.fired and killed.detail == {"pid": victim.pid}
+    assert victim.wait(timeout=10) == -9
+    with pytest.raises(ValueError, match="unknown chaos kind 'meteor'"):
+        target.inject("meteor")
+    assert [e.fired for e in target.events] == [True, False, True, False, True]
+
+
+def test_the_control_endpoint_serves_faults_and_says_where_it_is_while_it_runs(
+    tmp_path, victim, settings_env
+):
+    settings_env(RECOVERY_HOME=tmp_path / "home")
+    target = ChaosTarget(RecordedNetwork(), lambda: tmp_path, lambda: victim.pid)  # type: ignore[arg-type]
+    control = ChaosControl(target)
+    url = control.start()
+    try:
+        told = json.loads(control_file().read_text())
+        assert told["url"] == url and told["kinds"] == list(CHAOS_KINDS)
+        assert told["pid"] == os.getpid() and url.startswith("http://127.0.0.1:")
+        answer = httpx.post(f"{url}/fault", json={"kind": "net-latency"}, timeout=10)
+        assert answer.status_code == 200 and answer.json()["fired"] is True
+        refused = httpx.post(f"{url}/fault", json={"kind": "flood"}, timeout=10)
+        assert refused.status_code == 400 and "unknown chaos kind" in refused.json()["error"]
+    finally:
+        control.stop()
+    assert not control_file().exists()
+
+
+def test_growth_compares_the_last_sample_with_the_one_an_hour_before():
+    samples = [
+        Sample(t, {"job": 1000.0 + t / 36, "daemon": 80.0}, {"checkpoint_bytes": 5e6}, 0, "running")
+        for t in range(0, 7201, 600)
+    ]
+    grown = growth(samples, 3600.0)
+    assert grown["job"] == {"from": 1100.0, "to": 1200.0, "growth_pct": 9.1, "over_s": 3600}
+    assert grown["daemon"]["growth_pct"] == 0.0
+    assert grown["checkpoint_bytes"]["growth_pct"] == 0.0
+    short = growth(samples[:3], 3600.0)  # a soak shorter than the window: from its start
+    assert short["job"]["over_s"] == 1200
+    assert growth(samples[:1], 3600.0) == {}
+
+
+def test_resident_memory_counts_a_process_tree_and_leaves_out_a_subtree(victim):
+    me = tree_rss_mb(os.getpid())
+    assert me is not None and me > 10
+    without = tree_rss_mb(os.getpid(), {victim.pid})
+    assert without is not None and without < me
+    assert tree_rss_mb(None) is None
