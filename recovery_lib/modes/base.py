@@ -18,6 +18,7 @@ from recovery_lib.io.sinks.modes import sink_flag
 from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec
 from recovery_lib.runtime.launch import JobLaunch, ProcessMode
+from recovery_lib.settings import get_settings
 
 if TYPE_CHECKING:
     from recovery_lib.metrics.store import MetricsStore
@@ -156,6 +157,16 @@ class RecoveryMode(ABC):
             raise ModeRefused(
                 f"{request.surface.prefix}mode {self.name} cannot write a lakehouse table: "
                 f"{instead}, or choose mode native, causal or standby for a table"
+            )
+        if (
+            request.table_sink
+            and self.process_mode(request).causal
+            and get_settings().causal_storage == "output"
+        ):
+            raise ModeRefused(
+                f"{request.surface.prefix}a table sink with causal determinants piggybacked "
+                "on the output (RECOVERY_CAUSAL_STORAGE=output): a table row does not carry "
+                "them; set RECOVERY_CAUSAL_STORAGE=kafka"
             )
         problem = self.problem(request)
         if problem is None and request.cluster and "pause-mid-write" in request.failures:

@@ -160,3 +160,12 @@ def test_a_jobs_file_entry_writes_a_table_through_its_launch_and_refuses_replica
     with pytest.raises(ValueError, match="sink"):
         load_jobs(jobs)
     reload_settings()
+
+
+def test_causal_mode_refuses_a_table_when_determinants_ride_on_the_output(settings_env):
+    request = ModeRequest(resolve_job("prices"), table_sink=True)
+    get_mode("causal").validate(request)  # determinants in their own topic: fine
+    settings_env(RECOVERY_CAUSAL_STORAGE="output")
+    with pytest.raises(ModeRefused, match="RECOVERY_CAUSAL_STORAGE=kafka"):
+        get_mode("causal").validate(request)
+    get_mode("native").validate(ModeRequest(resolve_job("q1"), table_sink=True))
