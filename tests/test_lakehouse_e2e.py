@@ -53,6 +53,15 @@ def test_a_table_sink_is_exactly_once_through_a_driver_kill_and_a_kill_between_c
     assert report["table"]["kind"] == kind
     assert_one_commit_per_batch(report["table"])
     assert report["output_records"] > 0  # the latency follower read the table's commits
+    # What the consistency DAG runs for a job that writes a table: the oracle and the job's GX
+    # suite on the table's rows, against the reference run's topic.
+    from recovery_lib.ops.reports import consistency_report
+
+    again = consistency_report(
+        "q1", "", report["out_topics"]["reference"], table=report["table"]["table"]
+    )
+    assert again["verdict"] == "consistent" and again["ok"], again
+    assert again["expectations"]["success"] and again["outputs"] == c["outputs"], again
 
 
 @pytest.mark.long

@@ -81,7 +81,6 @@ class TableLatencyCollector(OutputFollower):
                 continue  # its rows were counted with its first commit
             rows = self.target.batch_rows(batch, [INGEST_COL]).column(INGEST_COL).to_pylist()
             added += self._record(commit.timestamp_ms, rows)
-        self._trim()
         return added
 
     def _trim(self) -> None:
@@ -106,4 +105,5 @@ class TableLatencyCollector(OutputFollower):
                 "latency_samples", [(self.run_id, v, v - lat, lat, None) for v, lat in kept]
             )
             self.store.add("throughput", [(self.run_id, second, 0, len(ingests))])
+        self._trim()
         return len(ingests)

@@ -169,3 +169,17 @@ def test_causal_mode_refuses_a_table_when_determinants_ride_on_the_output(settin
     with pytest.raises(ModeRefused, match="RECOVERY_CAUSAL_STORAGE=kafka"):
         get_mode("causal").validate(request)
     get_mode("native").validate(ModeRequest(resolve_job("q1"), table_sink=True))
+
+
+def test_a_daemons_follower_starts_at_the_tables_end_and_keeps_a_window(tmp_path):
+    target = TableTarget.parse(f"delta:{tmp_path / 'table'}")
+    sink = target.sink("exp", "q1")
+    follower = TableLatencyCollector(target, "run", None, from_beginning=False, window_s=5)
+    for b in (0, 1):  # before the daemon looked
+        sink.write_batch(batch(b), b)
+    assert follower.poll() == 0 and follower.samples == []
+    sink.write_batch(batch(2, 5_000), 2)
+    assert follower.poll() == ROWS
+    follower._record(follower.samples[-1][0] + 60_000, [70_000])  # a minute later
+    assert len(follower.samples) == 1  # the older ones left the 5 s window
+    assert all(s * 1000 >= follower.samples[0][0] - 5_000 for s in follower.per_second)
