@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.long]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(1800)]
 
 
 def test_a_ten_minute_soak_under_chaos_stays_exactly_once_and_leaves_nothing_running(

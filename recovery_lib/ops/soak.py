@@ -235,9 +235,7 @@ def _soak(
     """The soak on its broker and jobs file: everything it starts is stopped when it ends."""
     job = get_job(name)
     stack = OpsStack(get_settings())
-    control = ChaosControl(
-        ChaosTarget(faults, lambda: job.checkpoint_dir, lambda: daemon.check(name).job_pid)
-    )
+    control = ChaosControl(ChaosTarget(faults, lambda: job.checkpoint_dir, lambda: _job_pid(name)))
     api: AirflowApi | None = None
     unpaused: list[str] = []
     stop_input = threading.Event()
@@ -267,7 +265,7 @@ def _soak(
         unpaused.append(stream_dag)
         api.trigger(stream_dag)
         progress(f"Airflow launches {name} ({stream_dag}) ...")
-        _wait(lambda: daemon.check(name).status == "running", 600, f"{name} running")
+        _wait(lambda: _status(name) == "running", 600, f"{name} running")
         for dag in SCHEDULED_DAGS:
             api.set_paused(dag, False)
             unpaused.append(dag)
@@ -298,6 +296,22 @@ def _soak(
             daemon.stop(name)
         stack.down()
         control.stop()
+
+
+def _status(name: str) -> str | None:
+    """The job daemon's status, None before the daemon said anything."""
+    try:
+        return daemon.check(name).status
+    except RuntimeError:  # not started yet (the DAG's task is on its way)
+        return None
+
+
+def _job_pid(name: str) -> int | None:
+    try:
+        status = daemon.check(name)
+    except RuntimeError:
+        return None
+    return status.job_pid if status.alive else None
 
 
 def _wait(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -339,15 +353,16 @@ def _sample_until(
         while time.monotonic() < deadline:
             status = daemon.check(name)
             job_pid = status.job_pid if status.alive else None
-            rss = {
-                "job": tree_rss_mb(job_pid),
-                "daemon": tree_rss_mb(
-                    status.supervisor_pid, {job_pid} if job_pid is not None else set()
-                ),
-                "broker": tree_rss_mb(_broker_pid(faults)),
-                "soak": tree_rss_mb(os.getpid(), {status.supervisor_pid, job_pid} - {None}),
-                **{c: tree_rss_mb(stack.running_pid(c)) for c in COMPONENTS if c != "broker"},
+            pids = {
+                "job": job_pid,
+                "daemon": status.supervisor_pid,
+                "broker": _broker_pid(faults),
+                **{c: stack.running_pid(c) for c in COMPONENTS if c != "broker"},
             }
+            rss = {name: tree_rss_mb(pid) for name, pid in pids.items()}
+            rss["daemon"] = tree_rss_mb(status.supervisor_pid, {job_pid} - {None})  # not its job
+            # The soak itself without what it started (each counted on its own above).
+            rss["soak"] = tree_rss_mb(os.getpid(), set(pids.values()) - {None})
             sizes: dict[str, float] = {
                 "checkpoint_bytes": dir_bytes(job.workdir / "checkpoints"),
                 "metrics_store_bytes": store.stat().st_size if store.exists() else 0,
