@@ -56,11 +56,10 @@ class TableLatencyCollector(OutputFollower):
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
-            if not self.target.exists():  # the first batch creates the table
-                continue
             try:
                 self.poll()
-            except Exception as exc:  # noqa: BLE001 - a read racing a commit: the next poll
+            except Exception as exc:  # noqa: BLE001 - not created yet (the first batch does),
+                # or a read racing a commit: the next poll
                 log.debug("table %s not read now: %r", self.target.where, exc)
 
     def poll(self) -> int:
