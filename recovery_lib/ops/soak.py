@@ -280,7 +280,7 @@ def _soak(
         feeder.join(timeout=60)
         progress("input stopped; waiting for the last fault to end and the job to drain ...")
         _wait(faults.over, 120, "the last fault to end")
-        _wait(lambda: _drained(job, gen), 900, "the job to consume all input")
+        _wait(lambda: _drained(job, gen.partitions), 900, "the job to consume all input")
         progress("the consistency_report DAG judges the whole output ...")
         run_id = api.trigger("consistency_report")
         state = api.wait_run("consistency_report", run_id, timeout_s=1800)
@@ -322,16 +322,22 @@ def _wait(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
         time.sleep(2.0)
 
 
-def _drained(job: Any, gen: GeneratorConfig) -> bool:
+def _drained(job: Any, partitions: int) -> bool:
+    """Whether the job's last committed batch ends at the end of every input topic it reads
+    (only its own inputs: q3 never reads the bids the generator also writes)."""
     committed = committed_offsets(job.checkpoint)
-    if not committed:
+    topics = list(job.input_topics.values())
+    if not committed or any(t not in committed for t in topics):
         return False
+    positions = {(t, p): int(committed[t].get(str(p), 0)) for t in topics for p in range(partitions)}
     probe = TailProbe(client_config(), 10.0, 10.0)
     try:
-        ends = probe.ends((t, p) for t in gen.topics for p in range(gen.partitions))
+        ends = probe.ends(list(positions))
+    except TimeoutError:  # the broker did not say where the ends are: ask again
+        return False
     finally:
         probe.close()
-    return all(int(committed.get(t, {}).get(str(p), 0)) >= end for (t, p), end in ends.items())
+    return all(positions[tp] >= end for tp, end in ends.items())
 
 
 def _sample_until(

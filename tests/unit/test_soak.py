@@ -112,3 +112,41 @@ def test_resident_memory_counts_a_process_tree_and_leaves_out_a_subtree(victim):
     without = tree_rss_mb(os.getpid(), {victim.pid})
     assert without is not None and without < me
     assert tree_rss_mb(None) is None
+
+
+def test_the_job_has_drained_when_its_own_inputs_are_consumed_not_every_topic(
+    tmp_path, admin, topic_name
+):
+    """q3 reads persons and auctions; the bids the generator also writes never count."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import Producer
+
+    from recovery_lib.kafka.clients import client_config
+    from recovery_lib.ops.soak import _drained
+
+    read, unread = f"{topic_name}.read", f"{topic_name}.unread"
+    producer = Producer(client_config())
+    for topic in (read, unread):
+        admin.create(topic, partitions=2)
+        for p in (0, 1):
+            for _ in range(3):
+                producer.produce(topic, value=b"x", partition=p)
+    producer.flush(10)
+    checkpoint = tmp_path / "ck"
+    job = SimpleNamespace(checkpoint=checkpoint, input_topics={"one": read})
+
+    def commit(batch: int, offsets: dict[str, int]) -> None:
+        for d in ("offsets", "commits"):
+            (checkpoint / d).mkdir(parents=True, exist_ok=True)
+        line = json.dumps({read: offsets})
+        (checkpoint / "offsets" / str(batch)).write_text(f"v1\n{{}}\n{line}\n")
+        (checkpoint / "commits" / str(batch)).write_text("v1\n{}\n")
+
+    assert not _drained(job, 2)  # nothing committed yet
+    commit(0, {"0": 3})
+    assert not _drained(job, 2)  # partition 1 not in the batch: behind
+    commit(1, {"0": 3, "1": 2})
+    assert not _drained(job, 2)
+    commit(2, {"0": 3, "1": 3})
+    assert _drained(job, 2)  # the unread topic's records do not hold it back
