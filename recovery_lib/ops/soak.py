@@ -329,7 +329,9 @@ def _drained(job: Any, partitions: int) -> bool:
     topics = list(job.input_topics.values())
     if not committed or any(t not in committed for t in topics):
         return False
-    positions = {(t, p): int(committed[t].get(str(p), 0)) for t in topics for p in range(partitions)}
+    positions = {
+        (t, p): int(committed[t].get(str(p), 0)) for t in topics for p in range(partitions)
+    }
     probe = TailProbe(client_config(), 10.0, 10.0)
     try:
         ends = probe.ends(list(positions))
