@@ -99,6 +99,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.schema = schema
         self.cut_policy = make_cut_policy(options.cut_policy, options.raw)
         self._target: Offsets | None = None  # availableNow: never read past this
+        self._latest: Offsets | None = None  # what the last latestOffset saw (for progress)
         self._probe: Any = None
         self._admin: Any = None
         # The broker answered this reader once: from then on an outage is ridden out; before,
@@ -110,6 +111,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         state["_probe"] = None
         state["_admin"] = None
         state["_answered"] = False
+        state["_latest"] = None
         return state
 
     # -- driver side (Spark's Python streaming-source runner) ---------------------------------
@@ -218,6 +220,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             t: {p: start.get(t, {}).get(p, 0) for p in parts} for t, parts in available.items()
         }
         self._refuse_a_log_behind(start_full, available)
+        self._latest = available
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = self.cut_policy.cut(start_full, available, max_rows)
         # Never move backwards (a broker that lost data would otherwise rewind the query).
@@ -227,7 +230,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         }
 
     def reportLatestOffset(self) -> dict | None:
-        """For the query's progress report only; None is "unknown there"."""
+        """For the query's progress report only; None is "unknown there". What the batch's
+        planning saw (as Spark's Kafka source reports): a second probe per batch cost a
+        metadata request and a watermark round trip per partition on the batch's path."""
+        if self._latest is not None:
+            return self._latest
         try:
             return self._available()
         except Exception as exc:  # noqa: BLE001 - a status probe must not fail the query

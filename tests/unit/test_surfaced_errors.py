@@ -130,6 +130,28 @@ def test_a_source_that_cannot_tell_its_latest_offset_says_why_and_keeps_the_quer
     assert "latest offset unknown: broker unreachable" in caplog.text
 
 
+def test_the_progress_report_gives_what_the_batch_planning_saw_without_asking_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from recovery_lib.io.source import KafkaStreamReader, SourceOptions, source_schema
+
+    options = SourceOptions.parse({"subscribe": "t", "kafka.bootstrap.servers": "127.0.0.1:9"})
+    reader = KafkaStreamReader(options, source_schema())
+    asked = []
+
+    def available(exact: bool = True) -> dict:
+        asked.append(exact)
+        return {"t": {"0": 10 * len(asked)}}
+
+    monkeypatch.setattr(reader, "_available", available)
+    assert reader.reportLatestOffset() == {"t": {"0": 10}}  # before any batch: asks
+    assert reader.latestOffset({"t": {"0": 0}}, ReadAllAvailable()) == {"t": {"0": 20}}
+    assert reader.reportLatestOffset() == {"t": {"0": 20}}
+    assert len(asked) == 2
+
+
 def test_a_source_whose_log_ends_before_its_checkpoint_refuses_naming_both_offsets(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
