@@ -246,7 +246,7 @@ def bench_campaign(
 def bench_causal(
     pipeline: list[str] = typer.Option(["q12", "prices"], help="q12 | prices (repeatable)."),
     events: int = typer.Option(200_000, help="Backlog size for the capacity runs."),
-    rounds: int = typer.Option(3, help="Capacity runs per variant (alternating off/on)."),
+    rounds: int = typer.Option(7, help="Capacity runs per variant (alternating off/on)."),
     duration: float = typer.Option(30, help="Seconds of each paced latency run."),
     out: str = typer.Option("reports/bench_causal", help="Report prefix (.json and .png)."),
 ) -> None:
