@@ -238,6 +238,7 @@ class LiveMetrics:
         self.every_s = every_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="live-metrics", daemon=True)
+        self._last_warning: str | None = None  # a failure that repeats is logged once
 
     def start(self, port: int = 0) -> int:
         """Serve on 127.0.0.1 (``port`` 0: a free one) and keep the metrics current."""
@@ -254,7 +255,12 @@ class LiveMetrics:
             try:
                 self.observe()
             except Exception as exc:  # noqa: BLE001 - a metric must not stop the run
-                log.warning("metrics not updated: %r", exc)
+                message = f"metrics not updated: {exc!r}"
+                level = logging.DEBUG if message == self._last_warning else logging.WARNING
+                log.log(level, "%s", message)
+                self._last_warning = message
+            else:
+                self._last_warning = None
 
     def stop(self) -> None:
         self._stop.set()

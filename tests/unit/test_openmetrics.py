@@ -205,3 +205,31 @@ def test_live_metrics_follow_a_run_the_experiment_drives_and_stop_serving() -> N
         live.stop()
     with pytest.raises(httpx.TransportError):
         httpx.get(url, timeout=2)
+
+
+def test_live_metrics_log_a_failure_that_repeats_once_not_every_few_seconds(caplog) -> None:
+    import logging
+
+    from recovery_lib.metrics.latency import LatencyCollector
+    from recovery_lib.metrics.openmetrics import LiveMetrics
+
+    class Broken:
+        calls = 0
+
+        def serving(self) -> bool:
+            Broken.calls += 1
+            raise RuntimeError("supervisor gone")
+
+    output = LatencyCollector("out", "r", None, config={})
+    live = LiveMetrics(JobMetrics("q3", "native"), Broken(), output, every_s=0.02)
+    caplog.set_level(logging.WARNING, logger="recovery_lib.metrics.openmetrics")
+    live.start(0)
+    try:
+        deadline = time.monotonic() + 10
+        while Broken.calls < 5:
+            assert time.monotonic() < deadline, "the thread did not observe"
+            time.sleep(0.02)
+    finally:
+        live.stop()
+    warnings = [r for r in caplog.records if "supervisor gone" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
