@@ -20,6 +20,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from recovery_lib.kafka.outage import read_outage
 from recovery_lib.metrics.listener import is_side_query
+from recovery_lib.runtime.logs import WarnOnChange
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +111,14 @@ class HeartbeatWriter(StreamingQueryListener):
             os.replace(tmp, self.path)
 
     def _loop(self) -> None:
+        warn = WarnOnChange(log)  # a beat that keeps failing (a full disk): once, not per beat
         while not self._stop.wait(self.interval_s):
             try:
                 self.beat()
             except Exception as exc:  # noqa: BLE001 - a lost beat must not end the lease
-                log.warning("heartbeat: %s", exc)
+                warn(f"heartbeat: {exc}")
+            else:
+                warn.clear()
 
     def stop(self) -> None:
         self._stop.set()
