@@ -47,6 +47,7 @@ from recovery_lib.io.sinks.fences import FenceFilter
 from recovery_lib.io.sinks.ids import DET_HEADER
 from recovery_lib.kafka.control_topic import ControlTopic
 from recovery_lib.kafka.headers import EPOCH_HEADER
+from recovery_lib.settings import get_settings
 
 STORAGES = ("kafka", "output")
 ON_MISSING = ("fail", "recompute")
@@ -279,7 +280,9 @@ class KafkaDeterminantLog(DeterminantLog):
                 headers=[(EPOCH_HEADER, str(run.epoch).encode())],
                 on_delivery=delivered,
             )
-        remaining = producer.flush(30)
+        # As long as the sinks wait: a broker that stalls within the outage budget is waited
+        # for, not a failed task.
+        remaining = producer.flush(get_settings().sink_flush_timeout_s)
         if remaining or errors:
             raise RuntimeError(
                 f"determinant log {self.config.topic}: {remaining} records undelivered, "

@@ -76,3 +76,35 @@ def test_deleted_records_keep_the_watermark_and_a_zero_watermark_is_not_checked(
     b, _ = barrier(fresh, {})
     assert b.last_released("out", 0) is None
     assert fresh.first_calls == []
+
+
+def test_a_write_task_waits_for_a_stalled_broker_instead_of_failing_the_batch(monkeypatch):
+    """The barrier of a release-mode task rides out a broker that stalls for longer than one
+    request timeout (a 15 s pause failed the batch and restarted the job)."""
+    from recovery_lib.io.sinks import kafka_sink
+    from recovery_lib.io.sinks.kafka_sink import KafkaStreamWriter, SinkOptions
+    from recovery_lib.kafka import outage
+
+    calls = {"count": 0, "barrier": 0}
+
+    def stalled_count(producer, topic):  # noqa: ANN001, ANN202
+        calls["count"] += 1
+        if calls["count"] < 3:
+            raise TimeoutError("no metadata within 10 s")
+        return 2
+
+    class StalledBarrier:
+        def last_released(self, topic, partition, prefix=""):  # noqa: ANN001, ANN202
+            calls["barrier"] += 1
+            if calls["barrier"] < 2:
+                raise TimeoutError("release barrier: no answer within 10 s")
+            return Released(batch=4, seq=6)
+
+    monkeypatch.setattr(kafka_sink, "partition_count", stalled_count)
+    monkeypatch.setattr(kafka_sink, "cached", lambda kind, config, factory: StalledBarrier())
+    monkeypatch.setattr(outage.time, "sleep", lambda s: None)
+    writer = KafkaStreamWriter.__new__(KafkaStreamWriter)
+    writer.options = SinkOptions(topic="out", kafka={}, mode="release", sink_id="s")
+    skip = writer._released_rows(None, batch_id=4, partition=1, config={})  # noqa: SLF001
+    assert skip == 7  # rows 0..6 of batch 4 were released before the stall
+    assert calls == {"count": 3, "barrier": 2}

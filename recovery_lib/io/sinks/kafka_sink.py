@@ -59,6 +59,7 @@ from recovery_lib.io.sinks.ids import DET_COLUMN, DET_HEADER, EPOCH_HEADER, ID_H
 from recovery_lib.io.sinks.modes import SINK_MODES
 from recovery_lib.io.sinks.release import ReleaseBarrier
 from recovery_lib.io.task import task_info
+from recovery_lib.kafka.outage import ride_out
 from recovery_lib.settings import get_settings
 
 HEADERS_SPARK_TYPE = ArrayType(
@@ -310,7 +311,11 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
     ) -> int | None:
         """Rows of this task already in its partition (release.py); None: all of them."""
         topic = self.options.topic
-        count = partition_count(producer, topic)
+        # A broker that stalls (a pause, a network fault) is waited for up to the outage
+        # budget, as the source does: a write task that gave up after one request timeout
+        # failed the batch and cost the job a restart.
+        what = f"release barrier of {topic}/{partition}"
+        count = ride_out(lambda: partition_count(producer, topic), what)
         if partition >= count:
             raise InvalidSinkOption(
                 f"mode={self.options.mode} writes task partition p to Kafka partition p, and "
@@ -324,7 +329,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             config,
             lambda c: ReleaseBarrier(c, settings.kafka_request_timeout_s),
         )
-        last = barrier.last_released(topic, partition, self.options.sink_id)
+        last = ride_out(lambda: barrier.last_released(topic, partition, self.options.sink_id), what)
         return last.skip_for(batch_id) if last is not None else 0
 
     def _write_transactional(
