@@ -4,7 +4,8 @@ recovery line or the newest checkpoint shipped to a standby, keeping ``keep_batc
 For every pipeline that has run here, the same per stage below the pipeline's recovery line,
 and the in-flight topics between stages below what every downstream line can re-read
 (recovery_lib/pipeline/gc.py). ``dry_run`` lists what it would delete. Bytes freed go to the
-metrics store (gc_runs)."""
+metrics store (gc_runs), whose own per-batch and per-second rows older than
+``metrics_keep_hours`` go too."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ with DAG(
             0, type="integer", minimum=0, description="0: each job's own keep_batches."
         ),
         "delete_input_records": Param(
-            False, type="boolean", description="Also DeleteRecords on input topics (unshared)."
+            get_settings().ops_gc_delete_input_records,
+            type="boolean",
+            description="Also DeleteRecords on input topics (unshared).",
         ),
     },
     tags=["checkpoints"],
@@ -69,5 +72,18 @@ with DAG(
         record(report, dry_run)
         return report
 
+    @task
+    def prune_metrics(params: dict | None = None) -> dict:
+        """The metrics store's time series older than RECOVERY_METRICS_KEEP_HOURS."""
+        from recovery_lib.metrics.store import init_store, prune
+
+        settings = get_settings()
+        store = settings.home / "metrics.duckdb"
+        if (params or {}).get("dry_run"):
+            return {"dry_run": True}
+        init_store(store)
+        return prune(store, settings.metrics_keep_hours)
+
     gc_job.expand(name=sorted(load_jobs()))
     gc_pipeline.expand(name=sorted(load_pipelines()))
+    prune_metrics()

@@ -237,6 +237,17 @@ class Settings(BaseSettings):
     ops_gc_every_min: float = Field(
         default=60.0, gt=0, description="The checkpoint_gc DAG's schedule (minutes)."
     )
+    ops_gc_delete_input_records: bool = Field(
+        default=False,
+        description="The checkpoint_gc DAG's default: also delete input records no recovery "
+        "can re-read (off by default: other consumers may share the input topics).",
+    )
+    metrics_keep_hours: float = Field(
+        default=168.0,
+        gt=0,
+        description="The checkpoint_gc DAG deletes the metrics store's per-batch, per-second "
+        "and status rows older than this (runs, events, verdicts and GC passes are kept).",
+    )
     ops_consistency_every_min: float = Field(
         default=1440.0, gt=0, description="The consistency_report DAG's schedule (minutes)."
     )

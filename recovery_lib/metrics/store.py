@@ -156,6 +156,39 @@ def read_frame(path: str | Path, sql: str, params: list[Any] | None = None):  # 
     return with_lock_retry(query)
 
 
+# The time series that grow with every batch, second or status check, and their time column
+# (what ``prune`` bounds); runs, events, verdicts and GC passes stay.
+TIME_SERIES = {
+    "micro_batches": "ts_ms",
+    "latency_samples": "visible_ms",
+    "throughput": "second * 1000",
+    "job_status": "ts_ms",
+}
+
+
+def prune(path: str | Path, keep_hours: float, now: int | None = None) -> dict[str, int]:
+    """Delete the time series' rows older than ``keep_hours``; returns the rows deleted per
+    table. DuckDB reuses the freed blocks after the checkpoint: the file stops growing."""
+    cutoff = (now if now is not None else now_ms()) - int(keep_hours * 3_600_000)
+
+    def delete() -> dict[str, int]:
+        deleted: dict[str, int] = {}
+        with duckdb.connect(str(path)) as con:
+            con.execute("BEGIN")
+            for table, column in TIME_SERIES.items():
+                (n,) = con.execute(
+                    f"SELECT count(*) FROM {table} WHERE {column} < ?", [cutoff]
+                ).fetchone()
+                if n:
+                    con.execute(f"DELETE FROM {table} WHERE {column} < ?", [cutoff])
+                deleted[table] = int(n)
+            con.execute("COMMIT")
+            con.execute("CHECKPOINT")
+        return deleted
+
+    return with_lock_retry(delete)
+
+
 class MetricsStore:
     def __init__(self, path: str | Path, flush_interval_s: float = 1.0) -> None:
         self.path = Path(path)

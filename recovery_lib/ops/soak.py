@@ -69,6 +69,7 @@ class SoakConfig:
     gc_every_min: float = 10.0
     consistency_every_min: float = 60.0
     fault_s: float = 10.0  # how long a blackhole, a pause or an unwritable checkpoint lasts
+    metrics_keep_hours: float = 1.0  # GC prunes the metrics store's time series older than this
     seed: int = 42
     report: str = "reports/soak"
 
@@ -213,6 +214,9 @@ def run_soak(cfg: SoakConfig, progress: Callable[[str], None]) -> dict[str, Any]
         "RECOVERY_CHAOS_FAULT_S": str(cfg.fault_s),
         "RECOVERY_OPS_GC_EVERY_MIN": str(cfg.gc_every_min),
         "RECOVERY_OPS_CONSISTENCY_EVERY_MIN": str(cfg.consistency_every_min),
+        "RECOVERY_METRICS_KEEP_HOURS": str(cfg.metrics_keep_hours),
+        # Input records stay (GC's default): the final verdict compares the whole output with
+        # a failure-free run over the whole input.
     }
     try:
         with faults.use(), environment(env):

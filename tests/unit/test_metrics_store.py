@@ -96,3 +96,33 @@ def test_a_reader_process_polling_the_store_does_not_block_the_writer(tmp_path):
     assert reads > 10 and flushes > 10
     total = read_frame(path, "SELECT count(*) AS n FROM throughput").loc[0, "n"]
     assert total == flushes  # every flush landed despite the concurrent reader
+
+
+def test_prune_bounds_the_time_series_and_keeps_runs_events_and_verdicts(tmp_path):
+    from recovery_lib.metrics.store import COLUMNS, TIME_SERIES, now_ms, prune
+
+    store = MetricsStore(tmp_path / "m.duckdb")
+    run = store.start_run("q1", "native", {})
+    now = now_ms()
+    old, new = now - 3 * 3_600_000, now - 60_000  # 3 h ago and a minute ago
+
+    def row(table: str, ts: int) -> tuple:
+        values = {"run_id": run, "job": "j", "status": "running", "batch_id": 1}
+        time_column = TIME_SERIES[table].split()[0]
+        stamp = ts // 1000 if time_column == "second" else ts
+        return tuple(stamp if c == time_column else values.get(c, 0) for c in COLUMNS[table])
+
+    for table in TIME_SERIES:
+        store.add(table, [row(table, old), row(table, old), row(table, new)])
+    store.event(run, "restart", {}, old)
+    store.flush()
+    with duckdb.connect(str(store.path), read_only=True) as con:
+        events = con.execute("SELECT count(*) FROM events").fetchone()[0]
+    deleted = prune(store.path, keep_hours=1.0, now=now)
+    assert deleted == dict.fromkeys(TIME_SERIES, 2)
+    with duckdb.connect(str(store.path), read_only=True) as con:
+        for table in TIME_SERIES:
+            assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 1, table
+        assert con.execute("SELECT count(*) FROM events").fetchone()[0] == events  # kept
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    assert prune(store.path, keep_hours=1.0, now=now) == dict.fromkeys(TIME_SERIES, 0)
