@@ -115,3 +115,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     for name in ("py4j", "py4j.clientserver", "py4j.java_gateway"):  # a level set on each
         logging.getLogger(name).setLevel(logging.WARNING)
+    # py4j's finalizer thread also logs through the root logger ("Exception while sending
+    # command", when the JVM is already gone); whatever still logs after the summary must not
+    # print "--- Logging error ---" tracebacks about the closed streams.
+    logging.getLogger().setLevel(logging.WARNING)
+    logging.raiseExceptions = False
