@@ -175,12 +175,8 @@ def prune(path: str | Path, keep_hours: float, now: int | None = None) -> dict[s
         deleted: dict[str, int] = {}
         with duckdb.connect(str(path)) as con:
             con.execute("BEGIN")
-            for table, column in TIME_SERIES.items():
-                (n,) = con.execute(
-                    f"SELECT count(*) FROM {table} WHERE {column} < ?", [cutoff]
-                ).fetchone()
-                if n:
-                    con.execute(f"DELETE FROM {table} WHERE {column} < ?", [cutoff])
+            for table, column in TIME_SERIES.items():  # DELETE answers with its row count
+                (n,) = con.execute(f"DELETE FROM {table} WHERE {column} < ?", [cutoff]).fetchone()
                 deleted[table] = int(n)
             con.execute("COMMIT")
             con.execute("CHECKPOINT")

@@ -302,20 +302,22 @@ def _soak(
         control.stop()
 
 
-def _status(name: str) -> str | None:
+def _daemon_status(name: str) -> Any:
     """The job daemon's status, None before the daemon said anything."""
     try:
-        return daemon.check(name).status
+        return daemon.check(name)
     except RuntimeError:  # not started yet (the DAG's task is on its way)
         return None
 
 
+def _status(name: str) -> str | None:
+    status = _daemon_status(name)
+    return status.status if status is not None else None
+
+
 def _job_pid(name: str) -> int | None:
-    try:
-        status = daemon.check(name)
-    except RuntimeError:
-        return None
-    return status.job_pid if status.alive else None
+    status = _daemon_status(name)
+    return status.job_pid if status is not None and status.alive else None
 
 
 def _wait(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -371,10 +373,14 @@ def _sample_until(
                 "broker": _broker_pid(faults),
                 **{c: stack.running_pid(c) for c in COMPONENTS if c != "broker"},
             }
-            rss = {name: tree_rss_mb(pid) for name, pid in pids.items()}
-            rss["daemon"] = tree_rss_mb(status.supervisor_pid, {job_pid} - {None})  # not its job
-            # The soak itself without what it started (each counted on its own above).
-            rss["soak"] = tree_rss_mb(os.getpid(), set(pids.values()) - {None})
+            # The daemon without its job; the soak itself without what it started (each is
+            # counted on its own).
+            pids["soak"] = os.getpid()
+            leave_out = {"daemon": {job_pid}, "soak": set(pids.values()) - {os.getpid()}}
+            rss = {
+                proc: tree_rss_mb(pid, leave_out.get(proc, set()) - {None})
+                for proc, pid in pids.items()
+            }
             sizes: dict[str, float] = {
                 "checkpoint_bytes": dir_bytes(job.workdir / "checkpoints"),
                 "metrics_store_bytes": store.stat().st_size if store.exists() else 0,
