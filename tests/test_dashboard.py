@@ -46,7 +46,7 @@ def populated_store(path: Path) -> Path:
             store.add(
                 "micro_batches",
                 [(run, "q", b, T0 + b * 1000, 1000, 1000.0, 1100.0, 900, 700, 5, 20, 10, 10,
-                  100 * b, 4096, 0, 3) for b in range(30)],
+                  100 * b, 4096, 0, 3, None) for b in range(30)],
             )  # fmt: skip
             store.event(run, "failure_injected", {"kind": "mid-write"}, T0 + 20_000)
             store.event(run, "failure_detected", {"cause": "exit -9"}, T0 + 21_000)

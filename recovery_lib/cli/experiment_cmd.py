@@ -44,6 +44,15 @@ def experiment_run(
     replay_to: str = typer.Option(
         None, help="Offsets to replay up to (exclusive), JSON (default: the end)."
     ),
+    keys: int = typer.Option(
+        None,
+        help="Generate keyed events {account, amount} over this many distinct keys instead of "
+        "NexMark events (every key once in the warm-up), for a job with one such input (e.g. "
+        "keyed_state).",
+    ),
+    catch_up_timeout: float = typer.Option(
+        300.0, help="Seconds the warm-up's processing and the final drain may take."
+    ),
     param: list[str] = typer.Option(None, help="name=value for the job (repeat)."),
     mode: str = typer.Option(
         "native",
@@ -131,6 +140,8 @@ def experiment_run(
         replay=replay_map or None,
         replay_start=replay_start,
         replay_end=replay_end,
+        keys=keys,
+        catch_up_timeout_s=catch_up_timeout,
         params=params or None,
         mode=mode,
         fail=None if fail == "none" else fail,

@@ -1,9 +1,11 @@
 """The input of an experiment: what the faulty run and the reference run both read.
 
 ``GeneratedInput``: NexMark events from the generator (seeded, so the oracle can re-generate
-them). ``RecordedInput``: records already in a set of topics (a team's recorded production
-input), within an offset range, replayed into fresh topics with their keys and partitions, so
-that both runs read the same records and the originals stay untouched.
+them). ``KeyedInput``: ``{"account", "amount"}`` events over a fixed number of distinct keys, every
+key once in the warm-up (a keyed job's state then holds them all before the timed phase).
+``RecordedInput``: records already in a set of topics (a team's recorded production input),
+within an offset range, replayed into fresh topics with their keys and partitions, so that both
+runs read the same records and the originals stay untouched.
 
 Both produce a warm-up share unpaced, then the rest paced at the experiment's rate while the
 faulty run is watched.
@@ -17,12 +19,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 from confluent_kafka import Producer
 
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.nexmark.config import GeneratorConfig
+from recovery_lib.nexmark.generator import Draws
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.nexmark.streams import KINDS
 from recovery_lib.verify.inputs import InputView
@@ -91,6 +95,84 @@ class GeneratedInput:
 
     def view(self, produced: int) -> InputView:
         return InputView(dict(self.topics), generator=self.generator, events=produced)
+
+
+class KeyedInput:
+    """Events ``{"account": "a00000042", "amount": 17}`` on input ``input`` over ``keys``
+    distinct accounts, Kafka-keyed by the account: event ``i < keys`` has key ``i`` (the warm-up states every
+    key), a later one a key drawn uniformly (seeded, so any range can be re-generated)."""
+
+    KEY_FIELD, AMOUNT_FIELD = 0, 1  # the draw streams (nexmark.generator.Draws)
+    CHUNK = 50_000  # events built and produced at a time
+
+    def __init__(self, input: str, keys: int, prefix: str, seed: int, partitions: int = 2):
+        if keys < 1:
+            raise ValueError(f"keyed input needs at least one key, got {keys}")
+        self.input, self.keys, self.seed, self.partitions = input, keys, seed, partitions
+        self.topics = {input: f"{prefix}.{input}"}
+
+    def create_topics(self, admin: TopicAdmin) -> None:
+        admin.create(self.topics[self.input], self.partitions)
+
+    def events(self, first: int, count: int) -> list[tuple[bytes, bytes]]:
+        """(Kafka key, value) of events ``first .. first + count - 1``."""
+        ids = np.arange(first, first + count, dtype=np.int64)
+        draws = Draws(self.seed, ids)
+        keys = np.where(ids < self.keys, ids, draws.below(self.KEY_FIELD, self.keys))
+        amounts = draws.below(self.AMOUNT_FIELD, 100)
+        out = []
+        for key, amount in zip(keys.tolist(), amounts.tolist(), strict=True):
+            name = f"a{key:08d}"
+            out.append((name.encode(), f'{{"account":"{name}","amount":{amount}}}'.encode()))
+        return out
+
+    def _send(self, producer: Producer, first: int, count: int) -> None:
+        topic = self.topics[self.input]
+        for key, value in self.events(first, count):
+            while True:
+                try:
+                    producer.produce(topic, value, key)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    producer.poll(0.05)
+        producer.poll(0)
+
+    def warm_up(self, count: int) -> int:
+        """At least one event per key, unpaced."""
+        count = max(count, self.keys)
+        producer = Producer(client_config())
+        for first in range(0, count, self.CHUNK):
+            self._send(producer, first, min(self.CHUNK, count - first))
+        if producer.flush(60):
+            raise RuntimeError("the broker did not acknowledge the keyed warm-up events")
+        return count
+
+    def produce(
+        self,
+        first: int,
+        rate: float,
+        duration_s: float,
+        on_progress: Callable[[int], None],
+        stop: Callable[[], bool],
+    ) -> None:
+        producer = Producer(client_config())
+        total = int(rate * duration_s)
+        step = max(1, int(rate / 20))  # 50 ms of events at a time
+        started = time.monotonic()
+        sent = 0
+        while sent < total and not stop():
+            delay = started + sent / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            count = min(step, total - sent)
+            self._send(producer, first + sent, count)
+            sent += count
+            on_progress(sent)
+        if producer.flush(30):
+            raise RuntimeError("the broker did not acknowledge every keyed event")
+
+    def view(self, produced: int) -> InputView:
+        return InputView(dict(self.topics), events=produced)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from recovery_lib.io.offsets import (
     Offsets,
 )
 from recovery_lib.io.range_reader import read_range
-from recovery_lib.io.sinks.kafka_sink import KafkaStreamWriter, SinkOptions
+from recovery_lib.io.sinks.kafka_sink import KafkaBatchWriter, KafkaStreamWriter, SinkOptions
 from recovery_lib.io.source_options import (
     DEFAULT_DEAD_LETTER_TOPIC,
     HEADERS_TYPE,
@@ -91,6 +91,9 @@ class KafkaDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool):  # noqa: ANN201
 
         return KafkaStreamWriter(SinkOptions.parse(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool):  # noqa: ANN201
+        return KafkaBatchWriter(SinkOptions.parse(self.options), schema)
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

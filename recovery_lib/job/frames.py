@@ -209,30 +209,43 @@ def write_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQu
         ).alias("headers"),
         *([F.col(DET_COLUMN)] if DET_COLUMN in df.columns else []),
     )
-    writer = (
-        out.writeStream.format(SOURCE_NAME)
-        .options(**opts.kafka_options())
-        .option("topic", opts.out_topic)
-        .option("mode", opts.sink_mode)
-        .option("checkpointLocation", opts.checkpoint_path)
-        .option("epoch", str(opts.epoch))
-        .option("writeFault", SINK_FAULT_HOOK)  # experiments arm mid-write kills at run time
-        .options(**opts.sink_options)
-        .queryName(opts.query)
-    )
+    sink = sink_options(opts)
+    if opts.output_mode == "update":
+        # Spark's Python stream writers take append and complete only: each batch's changed
+        # rows go through the same sink as a batch write carrying the batch's id.
+        def write(batch: DataFrame, batch_id: int) -> None:
+            batch.write.format(SOURCE_NAME).options(**sink).option("batchId", str(batch_id)).mode(
+                "append"
+            ).save()
+
+        writer = out.writeStream.outputMode("update").foreachBatch(write)
+    else:
+        writer = out.writeStream.format(SOURCE_NAME).options(**sink)
+    writer = writer.option("checkpointLocation", opts.checkpoint_path).queryName(opts.query)
+    return _triggered(writer, opts).start()
+
+
+def sink_options(opts: JobOptions) -> dict[str, str]:
+    """The Kafka sink's options for the job's output (io/sinks/kafka_sink.py)."""
+    sink = {
+        **opts.kafka_options(),
+        "topic": opts.out_topic,
+        "mode": opts.sink_mode,
+        "epoch": str(opts.epoch),
+        "writeFault": SINK_FAULT_HOOK,  # experiments arm mid-write kills at run time
+        **opts.sink_options,
+    }
     if opts.epoch_store:  # standby jobs: a zombie primary's sink is fenced
-        writer = writer.option("writeGuard", EPOCH_GUARD_HOOK).option(
-            "epochStore", opts.epoch_store
-        )
+        sink.update(writeGuard=EPOCH_GUARD_HOOK, epochStore=opts.epoch_store)
     if opts.causal is not None and opts.causal.storage == "output":
-        writer = writer.option("causalCarrier", "required")
+        sink["causalCarrier"] = "required"
     if opts.causal is not None or opts.sink_mode == "release":
         # Causal mode covers Spark's own nondeterminism too: a stateful operator emits its rows
         # in state-store order, which changes when a re-executed batch reloads the store. The
         # release barrier needs the same numbering in a re-run. (The sink keeps the order of
         # rows that carry determinants.)
-        writer = writer.option("stableOrder", "true")
-    return _triggered(writer, opts).start()
+        sink["stableOrder"] = "true"
+    return sink
 
 
 def write_table_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQuery
@@ -252,7 +265,8 @@ def write_table_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - Strea
         sink(batch.select("key", "value", "ingest_ms"), batch_id)
 
     writer = (
-        df.writeStream.foreachBatch(write)
+        df.writeStream.outputMode(opts.output_mode)
+        .foreachBatch(write)
         .option("checkpointLocation", opts.checkpoint_path)
         .queryName(opts.query)
     )

@@ -36,6 +36,9 @@ class JobOptions:
     output_topic: str | None = None
     dead_letter_topic: str | None = None
     sink_mode: str = "dedup"
+    # "update": the output is a running aggregate (JobSpec.output_mode); each batch writes the
+    # rows it changed, through foreachBatch (frames.write_output).
+    output_mode: str = "append"
     available_now: bool = False
     trigger_interval: str = "0 seconds"
     max_records_per_batch: int | None = None

@@ -118,6 +118,7 @@ class PoisonSearch:
         try:
             query = (
                 df.writeStream.queryName(f"{PROBE_QUERY_PREFIX}{self.probes}")
+                .outputMode(opts.output_mode)
                 .foreachBatch(lambda frame, _batch: frame.count())
                 .option("checkpointLocation", str(Path(scratch) / opts.query))
                 .trigger(availableNow=True)

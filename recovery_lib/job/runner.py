@@ -22,7 +22,7 @@ from recovery_lib.job.spec import JobSpec, StartsItsQuery
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.outage import OUTAGE_FILE_ENV
 from recovery_lib.metrics.listener import MetricsListener
-from recovery_lib.metrics.store import MetricsStore
+from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.faults import mark_driver_process_group
 from recovery_lib.runtime.heartbeat import HeartbeatWriter
 from recovery_lib.runtime.launch import JobLaunch
@@ -31,6 +31,10 @@ from recovery_lib.settings import get_settings
 from recovery_lib.spark.session import build_session
 
 log = logging.getLogger(__name__)
+
+# When this module (and with it the library and PySpark's Python side) finished importing: the
+# first of a job process's start-up phases (the "job_phases" event, see ``run``).
+IMPORTED_MS = now_ms()
 
 
 def parse_options(spec: JobSpec, argv: list[str] | None = None) -> tuple[JobOptions, JobLaunch]:
@@ -72,6 +76,7 @@ def job_options(spec: JobSpec, launch: JobLaunch) -> JobOptions:
         checkpoint_dir=launch.checkpoints,
         output_topic=launch.output_topic,
         sink_mode=launch.sink_mode,
+        output_mode=spec.output_mode,
         available_now=launch.available_now,
         max_records_per_batch=launch.max_records,
         trigger_interval=launch.trigger_interval,
@@ -170,6 +175,8 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
     if launch.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         master = f"local[2,{launch.task_retries}]"
     spark = build_session(f"job_{query}", master=master)
+    # Where a start-up's time goes (the restart breakdown of `recovery bench state`).
+    phases = {"imported_ms": IMPORTED_MS, "session_ready_ms": now_ms()}
     if heartbeat is not None:
         spark.streams.addListener(heartbeat)
     store: Any = None
@@ -226,8 +233,10 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
 
         find_and_park(spark, build, opts, batch, parked)
     df = build(spark, opts)  # a standby builds its query ahead of time
+    phases["query_built_ms"] = now_ms()
     if standby is not None:
         cause = standby.wait_for_takeover()
+        phases["takeover_ms"] = now_ms()
         standby.take_over(cause)
     if opts.causal is not None:
         from recovery_lib.causal.driver import TruncatingListener, enable
@@ -250,6 +259,8 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
                 store.event(run_id, kind, detail)
 
         streaming = _start(df, opts, launch.own_log, events)
+        if store is not None:
+            store.event(run_id, "job_phases", {**phases, "query_started_ms": now_ms()})
         streaming.awaitTermination()
         status = "finished"
         if store is not None:  # the last batches' progress events may still be on their way

@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     from recovery_lib.job.options import JobOptions
 
 
+# Spark's output modes a job may declare (complete mode rewrites every key each batch).
+OUTPUT_MODES = ("append", "update")
+
+
 @runtime_checkable
 class StartsItsQuery(Protocol):
     """What a job's ``build`` may return instead of a DataFrame: a plan that starts its own
@@ -76,7 +80,9 @@ class JobSpec:
     (the newest input's ingest time); the runtime writes it through the sink. ``inputs`` are
     the job's input names (see ``JobOptions.topic_for``). ``services`` is entered around an
     experiment's runs and yields the params the job needs (e.g. a local HTTP service's URL);
-    ``params`` names what the job requires (``--param name=value``)."""
+    ``params`` names what the job requires (``--param name=value``). ``output_mode``
+    "update": the output is a running aggregate without a window (``groupBy(...).agg(...)``);
+    each micro-batch writes the rows whose aggregate changed."""
 
     name: str
     build: Callable[[SparkSession, JobOptions], DataFrame]
@@ -87,6 +93,7 @@ class JobSpec:
     services: Callable[[], AbstractContextManager[dict[str, str]]] = _no_services
     closing_ticks: ClosingTicks | None = None
     description: str = ""
+    output_mode: str = "append"
     # Where the job module was found (module:attr), filled in by load_job.
     ref: str = ""
 
@@ -95,6 +102,10 @@ class JobSpec:
             raise ValueError(f"job name {self.name!r}: letters, digits and _ only")
         if not self.inputs:
             raise ValueError(f"job {self.name}: declare at least one input")
+        if self.output_mode not in OUTPUT_MODES:
+            raise ValueError(
+                f"job {self.name}: output_mode {self.output_mode!r}; choose {list(OUTPUT_MODES)}"
+            )
 
     @property
     def nondeterministic(self) -> bool:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -68,6 +71,7 @@ class MetricsListener(TerminationAwareListener):
         state_rows = sum(op.numRowsTotal for op in p.stateOperators) if p.stateOperators else 0
         state_mem = sum(op.memoryUsedBytes for op in p.stateOperators) if p.stateOperators else 0
         state_commit = sum(op.commitTimeMs for op in p.stateOperators or ())
+        custom = state_custom_metrics(p.stateOperators or ())
         dead = 0
         observed = p.observedMetrics or {}
         for name, row in observed.items():
@@ -95,6 +99,7 @@ class MetricsListener(TerminationAwareListener):
                     state_mem,
                     dead,
                     state_commit,
+                    json.dumps(custom) if custom else None,
                 )
             ],
         )
@@ -110,6 +115,15 @@ class MetricsListener(TerminationAwareListener):
             self.run_id, "query_failed" if event.exception else "query_stopped", detail
         )
         self._mark_terminated(event.id)
+
+
+def state_custom_metrics(operators: Iterable[Any]) -> dict[str, int]:
+    """The state stores' own metrics (``customMetrics``), summed over the stateful operators."""
+    summed: dict[str, int] = {}
+    for op in operators:
+        for name, value in (op.customMetrics or {}).items():
+            summed[name] = summed.get(name, 0) + int(value)
+    return summed
 
 
 def _num(value: float | None) -> float | None:

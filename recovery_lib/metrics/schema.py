@@ -6,7 +6,9 @@ runs            one row per job run: query, mode ('native', later 'causal', 'sta
                 config (JSON), started_ms, stopped_ms, status ('running'|'finished'|'failed')
 micro_batches   one row per streaming progress event: batch id, input rows and rates,
                 duration parts (ms), state rows and memory, dead letters seen in the batch,
-                the state stores' commit time (ms)
+                the state stores' commit time (ms), their custom metrics summed over the
+                stateful operators (JSON: RocksDB's load and changelog-replay latency, SST
+                size, ...; the HDFS-backed store's cache hits and size)
 latency_samples one row per sampled output record: visible_ms (record's time at the sink)
                 minus ingest_ms (ingest time of the newest input it depends on)
 throughput      per run and second: input events and output records
@@ -27,7 +29,7 @@ standby_shipments    one row per state-shipping round (DAG, CLI): job, copy numb
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 DDL = [
     """CREATE TABLE IF NOT EXISTS runs (
@@ -139,6 +141,8 @@ DDL = [
     """CREATE TABLE IF NOT EXISTS schema_info (version INTEGER)""",
     # v5: the state stores' commit time per batch (a stage's snapshot in checkpoint protocols)
     """ALTER TABLE micro_batches ADD COLUMN IF NOT EXISTS state_commit_ms BIGINT""",
+    # v6: the state stores' own metrics (a restart's state load time is among them)
+    """ALTER TABLE micro_batches ADD COLUMN IF NOT EXISTS state_custom JSON""",
 ]
 
 TABLES = (

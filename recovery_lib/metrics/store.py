@@ -46,6 +46,7 @@ COLUMNS = {
         "state_memory_bytes",
         "dead_letters",
         "state_commit_ms",
+        "state_custom",
     ),
     "latency_samples": ("run_id", "visible_ms", "ingest_ms", "latency_ms", "output_id"),
     "throughput": ("run_id", "second", "input_events", "output_records"),

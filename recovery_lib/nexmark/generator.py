@@ -81,7 +81,10 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-class _Draws:
+class Draws:
+    """Counter-based random draws: field ``f`` of event ``i`` is a pure function of (seed, i, f),
+    so any range of events can be re-generated without the ones before it."""
+
     def __init__(self, seed: int, event_ids: np.ndarray) -> None:
         with np.errstate(over="ignore"):
             seed_term = np.uint64(seed & 0xFFFFFFFF) * _GOLDEN
@@ -139,7 +142,7 @@ class NexmarkGenerator:
     def block(self, start: int, count: int) -> EventBlock:
         cfg = self.config
         ids = np.arange(start, start + count, dtype=np.int64)
-        d = _Draws(cfg.seed, ids)
+        d = Draws(cfg.seed, ids)
         rem = ids % TOTAL_PROPORTION
         kinds = np.where(
             rem < PERSON_PROPORTION,

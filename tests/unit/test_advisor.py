@@ -95,10 +95,10 @@ def test_the_load_is_measured_from_the_newest_run_and_the_nexmark_reports(tmp_pa
             for batch in range(3):
                 ts = 1_000 * batch + (run == new) * 10**6
                 store.add("micro_batches", [(run, "q3", batch, ts, 100, rate + batch, rate,
-                          1, 1, 1, 1, 1, 1, rows, rows * 1000, 0, 1)])  # fmt: skip
+                          1, 1, 1, 1, 1, 1, rows, rows * 1000, 0, 1, None)])  # fmt: skip
         reference = store.start_run("q3", "reference", {})
         store.add("micro_batches", [(reference, "q3", 0, 10**9, 1, 9e9, 1, 1, 1, 1, 1, 1, 1, 1,
-                                     1, 0, 1)])  # fmt: skip
+                                     1, 0, 1, None)])  # fmt: skip
     reports = tmp_path / "reports"
     reports.mkdir()
     for name, mst in (("bench_nexmark.json", 90_000), ("bench_nexmark_joins.json", 40_000)):

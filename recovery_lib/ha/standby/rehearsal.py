@@ -48,6 +48,7 @@ def rehearse(
         query = (
             build(spark, scratch_opts)
             .writeStream.format("noop")
+            .outputMode(scratch_opts.output_mode)
             .option("checkpointLocation", scratch_opts.checkpoint_path)
             .queryName(f"{REHEARSAL_QUERY_PREFIX}{opts.query}")
             .trigger(once=True)

@@ -26,11 +26,15 @@ several queries share a topic), brokerSupportsTransactions, causalCarrier (``req
 job piggybacks determinants on its outputs, refuse to start without their column),
 stableOrder (``true``: sort a task's rows by key and value before numbering them, so that a
 re-executed batch gives each output the id it had; not with piggybacked determinants, whose
-carrier must stay first), kafka.<property>.
+carrier must stay first), batchId (a batch write only, see below), kafka.<property>.
 Input columns: value (string or binary, required), key (string or binary), partition (int),
 headers (array<struct<key:string,value:binary>>), rl_determinants (binary: piggybacked
 determinants, written as header ``rl.det``; a task's records then all go to one partition, in
 order, so none is visible before the determinants it depends on).
+
+``batch.write.format("rlkafka").option("batchId", id)`` inside ``foreachBatch`` writes a
+streaming batch the sink cannot take directly (an aggregate in update mode: Spark's Python
+stream writers take append and complete only), with the ids, modes and commit of batch ``id``.
 """
 
 from __future__ import annotations
@@ -41,7 +45,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -96,6 +104,7 @@ class SinkOptions:
     commit_hook: str = ""  # hook module:attr, io.hooks.CommitHook factory
     record_headers: str = ""  # hook module:attr, io.hooks.RecordHeaders factory
     hook_options: tuple[tuple[str, str], ...] = ()  # what the guard factory is given
+    batch_id: int | None = None  # a batch write: the streaming batch it writes (foreachBatch)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -116,6 +125,12 @@ class SinkOptions:
             epoch = int(opts.get("epoch", "0"))
         except ValueError:
             raise InvalidSinkOption(f"epoch must be an integer, got {opts['epoch']!r}") from None
+        try:
+            batch_id = int(opts["batchid"]) if "batchid" in opts else None
+        except ValueError:
+            raise InvalidSinkOption(
+                f"batchId must be the streaming batch's id, got {opts['batchid']!r}"
+            ) from None
         kafka = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
         if "bootstrap.servers" not in kafka:
             from recovery_lib.kafka.clients import client_config
@@ -134,6 +149,7 @@ class SinkOptions:
             commit_hook=opts.get("commithook", ""),
             record_headers=opts.get("recordheaders", ""),
             hook_options=tuple(sorted(opts.items())),
+            batch_id=batch_id,
         )
 
     def guard(self) -> WriteGuard | None:
@@ -243,7 +259,10 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         task = task_info()
-        batch_id, partition = int(task["batch_id"]), int(task["partition"])
+        batch_id = self.options.batch_id
+        if batch_id is None:
+            batch_id = int(task["batch_id"])
+        partition = int(task["partition"])
         attempt = int(task["attempt"])
         if self.options.stable_order and DET_COLUMN not in self.columns:
             iterator = stable_order(iterator)
@@ -481,6 +500,29 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo outside transactional mode: consumers dedup by id."""
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    """One streaming batch written from ``foreachBatch`` (option ``batchId``): the stream
+    writer's tasks, ids and commit, with the batch id the option names."""
+
+    def __init__(self, options: SinkOptions, schema: StructType) -> None:
+        if options.batch_id is None:
+            raise InvalidSinkOption(
+                "a batch write of rlkafka writes one streaming batch: call it in foreachBatch "
+                "with .option('batchId', batch_id), so that a re-run batch gets its ids again"
+            )
+        self.batch_id = options.batch_id
+        self.stream = KafkaStreamWriter(options, schema)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        return self.stream.write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.stream.commit(messages, self.batch_id)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.stream.abort(messages, self.batch_id)
 
 
 _partition_counts: dict[str, int] = {}
