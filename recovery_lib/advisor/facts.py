@@ -67,7 +67,7 @@ def job_facts(name: str, **kw: object) -> Facts:
     return Facts(
         name=spec.name,
         kind="job",
-        nondeterministic=not contract.deterministic,
+        nondeterministic=not (contract.deterministic or contract.batch_deterministic),
         order_sensitive=contract.ordered,
         **kw,  # type: ignore[arg-type]
     )
@@ -79,7 +79,9 @@ def pipeline_facts(name: str, **kw: object) -> Facts:
     return Facts(
         name=pipeline.name,
         kind="pipeline",
-        nondeterministic=any(not s.contract.deterministic for s in specs),
+        nondeterministic=any(
+            not (s.contract.deterministic or s.contract.batch_deterministic) for s in specs
+        ),
         order_sensitive=any(s.contract.ordered for s in specs),
         stages=len(pipeline.stages),
         cycle=bool(pipeline.feedback_topics()),

@@ -87,6 +87,8 @@ class CompareConfig:
     seed: int = 42
     liverobin_period_s: float = 8.0  # must exceed a batch's cost with two replicas (see docs)
     pipeline: str | None = None  # protocols: default, the pipeline whose last stage is the job
+    keys: int | None = None  # keyed input over this many accounts (keyed_state), else NexMark
+    catch_up_timeout_s: float = 300.0  # the warm-up's processing and the drain
 
 
 def failure_figures(samples: list[tuple[int, int]], failure_ms: int | None) -> dict[str, Any]:
@@ -155,7 +157,7 @@ class CompareBench:
                 with sampler:
                     entry = self._protocol(variant)
             else:
-                entry = self._experiment(variant, sampler)
+                entry = self.experiment(variant, sampler)
             entry.update(name=name, elapsed_s=round(time.monotonic() - started, 1))
             if "not_applicable" not in entry:
                 entry.update(sampler.figures)
@@ -167,7 +169,7 @@ class CompareBench:
 
     # -- one variant -------------------------------------------------------------------------
 
-    def _experiment(self, variant: Variant, sampler: ResourceSampler) -> dict[str, Any]:
+    def experiment(self, variant: Variant, sampler: ResourceSampler) -> dict[str, Any]:
         """The variant as an experiment; ``sampler`` measures its faulty run only (the
         reference run is native for every variant)."""
 
@@ -189,6 +191,8 @@ class CompareBench:
             fail_at_s=cfg.fail_at_s,
             seed=cfg.seed,
             heartbeat_period_s=cfg.liverobin_period_s if mode.leaderless else None,
+            keys=cfg.keys,
+            catch_up_timeout_s=cfg.catch_up_timeout_s,
         )
         try:
             exp = Experiment(
@@ -222,6 +226,9 @@ class CompareBench:
             "guarantee": c.get("guarantee"),
             "inconclusive_because": c.get("inconclusive_because"),
             "experiment_report": str(path),
+            "faulty_run_id": result["faulty_run_id"],
+            "failure_ms": failure_ms,
+            "workdir": str(exp.workdir),
         }
 
     def _protocol(self, variant: Variant) -> dict[str, Any]:

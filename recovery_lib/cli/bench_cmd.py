@@ -521,6 +521,77 @@ def bench_compare(
     console.print(f"report: {out}.json, chart: {out}.png")
 
 
+@bench_app.command("state")
+def bench_state(
+    sizes: str = typer.Option(
+        "10000,100000,1000000", help="Distinct keys in state per point, comma-separated."
+    ),
+    store: list[str] = typer.Option(
+        None, help="rocksdb | hdfs (repeatable; default both; hdfs up to --hdfs-max-keys)."
+    ),
+    variant: list[str] = typer.Option(
+        None, help="native | standby | kazoo | liverobin (repeatable; default: all four)."
+    ),
+    hdfs_max_keys: int = typer.Option(
+        1_000_000, help="Largest state for the HDFS-backed store (it keeps state in the heap)."
+    ),
+    rate: float = typer.Option(2_000, help="Timed input rate (ev/s), the same at every size."),
+    duration: float = typer.Option(90, help="Seconds of timed input per run."),
+    fail_at: float = typer.Option(40, help="The job's process is SIGKILLed this far in."),
+    seed: int = typer.Option(42, help="The input's seed: the same events at every point."),
+    append: bool = typer.Option(
+        False, help="Keep the points of an existing report (re-measured points are replaced)."
+    ),
+    keep_workdirs: bool = typer.Option(
+        False, help="Keep each point's checkpoints (a 10^7-key point's are gigabytes)."
+    ),
+    out: str = typer.Option("reports/bench_state", help="Report prefix (.json and .png)."),
+) -> None:
+    """Recovery against state size: a keyed job with 10^4 .. 10^7 keys in state, one SIGKILL
+    after the state is built, under native, standby, kazoo and liverobin, with RocksDB and
+    the HDFS-backed store: restart, recovery, output gap, state load and where a restart's
+    time goes, and the oracle's verdict per point."""
+    from rich.progress import Progress
+
+    from recovery_lib.bench.state_bench import STATE_VARIANTS, STORES, StateBench, StateConfig
+
+    try:
+        keys = tuple(int(x) for x in sizes.split(",") if x.strip())
+    except ValueError:
+        abort(f"--sizes takes integers separated by commas, got {sizes!r}")
+        return
+    cfg = StateConfig(
+        sizes=keys,
+        stores=tuple(store or STORES),
+        variants=tuple(variant or STATE_VARIANTS),
+        hdfs_max_keys=hdfs_max_keys,
+        rate=rate,
+        duration_s=duration,
+        fail_at_s=fail_at,
+        seed=seed,
+        keep_workdirs=keep_workdirs,
+    )
+    points = cfg.points()
+    # Two runs of duration seconds per point, plus the warm-up and start-up.
+    estimate_min = sum(2 * duration + 90 + 2 * k / 20_000 for _, k, _ in points) / 60
+    console.print(f"{len(points)} points, about {estimate_min:.0f} min")
+    bench = StateBench(cfg, out, console)
+    if append:
+        bench.load()
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("state", total=len(points))
+
+        def step(done: int, name: str) -> None:
+            progress.update(task, description=f"{name} ({done + 1}/{len(points)})", completed=done)
+
+        try:
+            bench.run(progress=step)
+        except (ValueError, KafkaLayerError) as exc:
+            abort(exc)
+        progress.update(task, completed=len(points))
+    console.print(f"report: {out}.json, chart: {out}.png")
+
+
 @bench_app.command("oracle")
 def bench_oracle(
     sizes: str = typer.Option(

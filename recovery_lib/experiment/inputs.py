@@ -99,8 +99,9 @@ class GeneratedInput:
 
 class KeyedInput:
     """Events ``{"account": "a00000042", "amount": 17}`` on input ``input`` over ``keys``
-    distinct accounts, Kafka-keyed by the account: event ``i < keys`` has key ``i`` (the warm-up states every
-    key), a later one a key drawn uniformly (seeded, so any range can be re-generated)."""
+    distinct accounts, Kafka-keyed by the account: event ``i < keys`` has account ``i`` (the
+    warm-up states every account), a later one an account drawn uniformly (seeded, so any
+    range can be re-generated)."""
 
     KEY_FIELD, AMOUNT_FIELD = 0, 1  # the draw streams (nexmark.generator.Draws)
     CHUNK = 50_000  # events built and produced at a time

@@ -346,6 +346,10 @@ class ConsistencyContract:
     agreement: Agreement | None = None
     invariants: tuple[Invariant, ...] = ()
     ordered: bool = False
+    # Nondeterministic only in where micro-batches end (a running aggregate in update mode):
+    # a re-executed batch, on the same input ranges, recomputes the same outputs, so a replay
+    # needs no causal log. Failure-free runs still differ: the agreement judges them.
+    batch_deterministic: bool = False
     # Event-time windowed outputs: the window's end (ms) of an output value, so a comparison as
     # of a snapshot can leave out windows the job's watermark has not closed yet.
     window_end: Callable[[dict[str, Any]], int] | None = None
@@ -384,7 +388,7 @@ class ConsistencyContract:
     def replay_needs_causal(self) -> bool:
         """A re-executed batch recomputes what the first run produced only under causal
         logging (nondeterminism replayed, order-sensitive operators fed in a logged order)."""
-        return not self.deterministic or self.ordered
+        return not (self.deterministic or self.batch_deterministic) or self.ordered
 
     @property
     def view(self) -> Agreement | None:
@@ -411,6 +415,7 @@ class ConsistencyContract:
             "agreement": view.describe() if view is not None else None,
             "invariants": [inv.name for inv in self.invariants],
             "ordered": self.ordered,
+            "batch_deterministic": self.batch_deterministic,
             "free": list(self.free),
         }
 

@@ -79,3 +79,20 @@ def test_state_store_metrics_are_summed_over_the_stateful_operators() -> None:
     ]
     assert state_custom_metrics(ops) == {"rocksdbLoadLatencyMs": 125, "rocksdbSstFileSize": 10}
     assert state_custom_metrics([]) == {}
+
+
+def test_a_batch_deterministic_job_replays_without_a_causal_log() -> None:
+    from recovery_lib.job.runner import check_sink_mode
+    from recovery_lib.verify.contract import ConsistencyContract
+
+    keyed = resolve_job("keyed_state")
+    assert not keyed.contract.replay_needs_causal
+    check_sink_mode(keyed, "release", causal=False)  # a re-run batch recomputes its outputs
+    view = keyed.contract.view
+    ordered = ConsistencyContract(
+        deterministic=False, batch_deterministic=True, agreement=view, ordered=True
+    )
+    assert ordered.replay_needs_causal  # an order-sensitive operator still needs the log
+    assert ConsistencyContract(deterministic=False, agreement=view).replay_needs_causal
+    with pytest.raises(ValueError, match="release needs a replay"):
+        check_sink_mode(resolve_job("lastbids"), "release", causal=False)

@@ -1,0 +1,422 @@
+"""``recovery bench state``: recovery against state size.
+
+A keyed job whose state holds one row per account (jobs/keyed_state.py) runs at 10^4 ... 10^7
+accounts, every account stated in the warm-up, then the same timed input rate and one SIGKILL
+of the job's process (for kazoo its leader, for liverobin a replica), under native, standby,
+kazoo and liverobin, with RocksDB (changelog checkpointing on) and, where the state fits in
+memory, the HDFS-backed default store. Each point is one experiment of the comparison
+(compare_bench.CompareBench.experiment): a faulty and a reference run judged by the oracle.
+
+Per point: restart, recovery (Clonos: latency back within 10 % of before), output gap, p99 of
+the 30 s after the kill over the 30 s before, the state's size on disk, and where the restart's
+time went, measured from the metrics store (the job's ``job_phases`` event, the supervisor's
+events and the first micro-batch's progress):
+
+  detect      the kill -> the supervisor (or the standby) saw it
+  imports     the new process started -> the library and PySpark imported
+  session     -> the JVM up and the SparkSession built (topics checked, heartbeat on)
+  build       -> the job's query built (the source's schema, the plan)
+  start       -> the streaming query started (the offset log read)
+  first batch -> the first micro-batch after the restart done: its state store load (RocksDB's
+                 own metric; the HDFS-backed store has none: its first batch's addBatch over
+                 the median of the batches before the kill), planning, the backlog it carries
+  rest        the output gap not covered by the above: the following backlog batches
+
+For a standby, ``takeover`` (the lease expired -> the query starts from the shipped state)
+replaces the process start phases; replicated modes do not restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from recovery_lib.bench.compare_bench import VARIANTS, CompareBench, CompareConfig
+from recovery_lib.metrics.resources import ResourceSampler
+from recovery_lib.metrics.store import read_frame
+from recovery_lib.settings import get_settings, reload_settings
+
+JOB = "keyed_state"
+STORES = ("rocksdb", "hdfs")
+STATE_VARIANTS = ("native", "standby", "kazoo", "liverobin")
+REPLICATED = ("kazoo", "liverobin")  # a replica's death is masked: no restart to break down
+# The names of RocksDB's custom metrics that time a state store's load on a restart.
+LOAD_METRICS = ("rocksdbLoadLatencyMs", "rocksdbReplayChangeLogLatencyMs")
+
+
+@dataclass(frozen=True)
+class StateConfig:
+    sizes: tuple[int, ...] = (10_000, 100_000, 1_000_000)
+    stores: tuple[str, ...] = STORES
+    variants: tuple[str, ...] = STATE_VARIANTS
+    # The HDFS-backed store keeps every key in the driver's heap, twice (two versions).
+    hdfs_max_keys: int = 1_000_000
+    rate: float = 2_000.0
+    duration_s: float = 90.0
+    fail_at_s: float = 40.0
+    seed: int = 42
+    liverobin_period_s: float = 8.0
+    # Driver heap from this many keys on (the state and the warm-up's batches).
+    large_keys: int = 1_000_000
+    large_driver_memory: str = "3g"
+    keep_workdirs: bool = False  # a 10^7-key point leaves gigabytes of checkpoints
+
+    def points(self) -> list[tuple[str, int, str]]:
+        """(store, keys, variant) in the order they run: small states first."""
+        return [
+            (store, keys, variant)
+            for keys in sorted(self.sizes)
+            for store in self.stores
+            if not (store == "hdfs" and keys > self.hdfs_max_keys)
+            for variant in self.variants
+        ]
+
+    def catch_up_timeout_s(self, keys: int) -> float:
+        """The warm-up states every key: allow ~2,000 keys/s on top of the usual 300 s."""
+        return 300.0 + keys / 2_000
+
+
+@contextmanager
+def state_store(store: str, keys: int, cfg: StateConfig) -> Iterator[None]:
+    """The settings a point's job processes start with (they inherit the environment)."""
+    changed = {"RECOVERY_STATE_STORE": store}
+    if keys >= cfg.large_keys:
+        changed["RECOVERY_SPARK_DRIVER_MEMORY"] = cfg.large_driver_memory
+    saved = {k: os.environ.get(k) for k in changed}
+    os.environ.update(changed)
+    reload_settings()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        reload_settings()
+
+
+def state_size_bytes(workdir: Path, job: str = JOB) -> int | None:
+    """The largest state directory of the faulty run's checkpoints (the primary's; a standby's
+    shipped copy is another)."""
+    sizes = [
+        sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+        for d in (workdir / "faulty").rglob("state")
+        if d.is_dir() and d.parent.name == job
+    ]
+    return max(sizes) if sizes else None
+
+
+@dataclass
+class Breakdown:
+    """Where a restart's output gap went (seconds; None: not measured for this mode)."""
+
+    detect_s: float | None = None
+    imports_s: float | None = None
+    session_s: float | None = None
+    build_s: float | None = None
+    takeover_s: float | None = None
+    start_s: float | None = None
+    first_batch_s: float | None = None
+    state_load_s: float | None = None
+    state_load_source: str | None = None
+    first_batch_planning_s: float | None = None
+    first_batch_rows: int | None = None
+    rest_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _s(later: float | None, earlier: float | None) -> float | None:
+    if later is None or earlier is None:
+        return None
+    return round((later - earlier) / 1000, 3)
+
+
+def restart_breakdown(
+    metrics: Path, run_id: str, failure_ms: int, output_gap_s: float | None
+) -> Breakdown:
+    """The phases of the first recovery after ``failure_ms`` of run ``run_id``."""
+    events = read_frame(
+        metrics,
+        "SELECT kind, ts_ms, detail FROM events WHERE run_id = ? AND ts_ms >= ? ORDER BY ts_ms",
+        [run_id, failure_ms],
+    )
+    batches = read_frame(
+        metrics,
+        "SELECT batch_id, ts_ms, trigger_ms, add_batch_ms, planning_ms, input_rows, "
+        "state_custom FROM micro_batches WHERE run_id = ? ORDER BY ts_ms",
+        [run_id],
+    )
+    out = Breakdown()
+
+    def first(kind: str) -> tuple[int, dict[str, Any]] | None:
+        rows = events[events["kind"] == kind]
+        if rows.empty:
+            return None
+        row = rows.iloc[0]
+        return int(row["ts_ms"]), json.loads(row["detail"] or "{}")
+
+    detected = first("failure_detected")
+    restart = first("restart")
+    phases = first("job_phases")
+    if detected:
+        out.detect_s = _s(detected[0], failure_ms)
+    if phases is None:
+        out.notes.append("no job_phases event after the kill: the job did not restart")
+        return out
+    p = phases[1]
+    started = p.get("query_started_ms")
+    if "takeover_ms" in p:  # a standby: built ahead of time, took over
+        out.takeover_s = _s(started, p["takeover_ms"])
+    else:
+        out.imports_s = _s(p.get("imported_ms"), restart[0] if restart else None)
+        out.session_s = _s(p.get("session_ready_ms"), p.get("imported_ms"))
+        out.build_s = _s(p.get("query_built_ms"), p.get("session_ready_ms"))
+        out.start_s = _s(started, p.get("query_built_ms"))
+    before = batches[(batches["ts_ms"] < failure_ms) & (batches["ts_ms"] >= failure_ms - 30_000)]
+    after = batches[batches["ts_ms"] >= (started or failure_ms)]
+    if after.empty:
+        out.notes.append("no micro-batch after the restart")
+        return out
+    b = after.iloc[0]
+    out.first_batch_s = round(float(b["trigger_ms"] or 0) / 1000, 3)
+    out.first_batch_planning_s = round(float(b["planning_ms"] or 0) / 1000, 3)
+    out.first_batch_rows = int(b["input_rows"] or 0)
+    custom = json.loads(b["state_custom"]) if b["state_custom"] else {}
+    loads = [custom[m] for m in LOAD_METRICS if m in custom]
+    if loads:
+        out.state_load_s = round(sum(loads) / 1000, 3)
+        out.state_load_source = "+".join(m for m in LOAD_METRICS if m in custom)
+    elif not before.empty and b["add_batch_ms"] is not None:
+        typical = statistics.median(float(x or 0) for x in before["add_batch_ms"])
+        out.state_load_s = round(max(0.0, float(b["add_batch_ms"]) - typical) / 1000, 3)
+        out.state_load_source = "first addBatch over the median before the kill (estimate)"
+    first_done = int(b["ts_ms"]) + int(b["trigger_ms"] or 0)
+    if output_gap_s is not None:  # outputs leave during the first batch, before its end
+        out.rest_s = round(max(0.0, output_gap_s - (first_done - failure_ms) / 1000), 3)
+    return out
+
+
+class StateBench:
+    def __init__(self, cfg: StateConfig, out_prefix: str, console: Console) -> None:
+        self.cfg = cfg
+        self.out = Path(out_prefix)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.console = console
+        self.report: dict[str, Any] = {
+            "job": JOB,
+            "config": asdict(self.cfg),
+            "machine": "2 cores, one host, embedded tansu broker",
+            "points": [],
+        }
+
+    def load(self) -> None:
+        """Continue an earlier report (``--append``): its points stay unless re-measured."""
+        path = Path(f"{self.out}.json")
+        if path.exists():
+            self.report["points"] = json.loads(path.read_text()).get("points", [])
+
+    def run(self, progress: Callable[[int, str], None] | None = None) -> dict[str, Any]:
+        unknown = sorted(set(self.cfg.variants) - set(VARIANTS))
+        if unknown:
+            raise ValueError(f"unknown variant(s) {unknown}; choose from {STATE_VARIANTS}")
+        bad = sorted(set(self.cfg.stores) - set(STORES))
+        if bad:
+            raise ValueError(f"unknown state store(s) {bad}; choose from {STORES}")
+        for i, (store, keys, variant) in enumerate(self.cfg.points()):
+            if progress:
+                progress(i, f"{variant} {store} {keys:,} keys")
+            started = time.monotonic()
+            entry = self.point(store, keys, variant)
+            entry["elapsed_s"] = round(time.monotonic() - started, 1)
+            kept = [
+                e
+                for e in self.report["points"]
+                if (e["store"], e["keys"], e["variant"]) != (store, keys, variant)
+            ]
+            self.report["points"] = [*kept, entry]
+            self._relate()
+            self.save()
+        return self.report
+
+    def point(self, store: str, keys: int, variant: str) -> dict[str, Any]:
+        cfg = self.cfg
+        compare = CompareConfig(
+            job=JOB,
+            rate=cfg.rate,
+            duration_s=cfg.duration_s,
+            fail_at_s=cfg.fail_at_s,
+            seed=cfg.seed,
+            liverobin_period_s=cfg.liverobin_period_s,
+            keys=keys,
+            catch_up_timeout_s=cfg.catch_up_timeout_s(keys),
+        )
+        details = self.out.parent / f"{self.out.name}_runs" / f"{store}_{keys}"
+        bench = CompareBench(compare, str(details), self.console)
+        sampler = ResourceSampler()
+        with state_store(store, keys, cfg):
+            entry = bench.experiment(VARIANTS[variant], sampler)
+        entry.update(sampler.figures)
+        entry.update(store=store, keys=keys, variant=variant)
+        workdir = Path(entry.get("workdir") or "")
+        if entry.get("workdir"):
+            entry["state_bytes"] = state_size_bytes(workdir)
+        restarts = variant not in REPLICATED
+        if restarts and entry.get("failure_ms") and entry.get("faulty_run_id"):
+            entry["breakdown"] = asdict(
+                restart_breakdown(
+                    get_settings().home / "metrics.duckdb",
+                    entry["faulty_run_id"],
+                    entry["failure_ms"],
+                    entry.get("output_gap_s"),
+                )
+            )
+        if entry.get("workdir") and not cfg.keep_workdirs:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return entry
+
+    # -- the goals, as ratios of this run's points --------------------------------------------
+
+    def _relate(self) -> None:
+        """Per store and variant: output gap at the largest size over the smallest; per store:
+        standby's output gap over native's at the largest size."""
+        goals: dict[str, Any] = {}
+        for store in self.cfg.stores:
+            measured = [
+                e
+                for e in self.report["points"]
+                if e["store"] == store and e.get("output_gap_s") is not None
+            ]
+            growth: dict[str, Any] = {}
+            for variant in self.cfg.variants:
+                by_size = sorted(
+                    (e["keys"], e["output_gap_s"]) for e in measured if e["variant"] == variant
+                )
+                if len(by_size) >= 2 and by_size[0][1]:
+                    growth[variant] = {
+                        "smallest": by_size[0][0],
+                        "largest": by_size[-1][0],
+                        "largest_over_smallest": round(by_size[-1][1] / by_size[0][1], 3),
+                    }
+            sizes = sorted({e["keys"] for e in measured})
+            standby_vs_native = None
+            if sizes:
+                at = {e["variant"]: e for e in measured if e["keys"] == sizes[-1]}
+                if "standby" in at and "native" in at and at["native"]["output_gap_s"]:
+                    standby_vs_native = round(
+                        at["standby"]["output_gap_s"] / at["native"]["output_gap_s"], 3
+                    )
+            replicated = [growth.get(v, {}).get("largest_over_smallest") for v in REPLICATED]
+            goals[store] = {
+                "output_gap_growth": growth,
+                "replicated_flat": all(r is not None and r <= 1.5 for r in replicated)
+                if any(r is not None for r in replicated)
+                else None,
+                "standby_over_native_at_largest": standby_vs_native,
+                "standby_goal_met": standby_vs_native <= 0.25
+                if standby_vs_native is not None
+                else None,
+            }
+        self.report["goals"] = goals
+
+    def save(self) -> None:
+        Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
+        chart(self.report, Path(f"{self.out}.png"))
+
+
+PHASES = (
+    ("detect_s", "detect"),
+    ("imports_s", "imports"),
+    ("session_s", "JVM + session"),
+    ("build_s", "build"),
+    ("takeover_s", "takeover"),
+    ("start_s", "query start"),
+    ("first_batch_s", "first batch"),
+    ("rest_s", "backlog after it"),
+)
+
+
+def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per point (the docs' table)."""
+    out = []
+    for e in sorted(report.get("points", []), key=lambda e: (e["store"], e["keys"], e["variant"])):
+        b = e.get("breakdown") or {}
+        out.append(
+            {
+                "store": e["store"],
+                "keys": e["keys"],
+                "variant": e["variant"],
+                "state on disk (MB)": round(e["state_bytes"] / 1e6, 1)
+                if e.get("state_bytes")
+                else None,
+                "restart (s)": e.get("restart_time_s"),
+                "recovery (s)": e.get("recovery_time_s"),
+                "output gap (s)": e.get("output_gap_s"),
+                "state load (s)": b.get("state_load_s"),
+                "p99 after/before": e.get("p99_after_over_before"),
+                "oracle": f"{e.get('verdict')} {e.get('guarantee') or ''}".strip()
+                if "verdict" in e
+                else e.get("not_applicable") or e.get("error"),
+            }
+        )
+    return out
+
+
+def chart(report: dict[str, Any], path: Path) -> None:
+    """Left: output gap against state size per store and variant (log x). Right: where the
+    restart's time went at each size (native and standby), stacked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [e for e in report.get("points", []) if e.get("output_gap_s") is not None]
+    fig, axes = plt.subplots(1, 2, figsize=(15, 6))
+    ax = axes[0]
+    for store, style in (("rocksdb", "-"), ("hdfs", "--")):
+        for variant in STATE_VARIANTS:
+            line = sorted(
+                (e["keys"], e["output_gap_s"])
+                for e in points
+                if e["store"] == store and e["variant"] == variant
+            )
+            if line:
+                ax.plot(*zip(*line, strict=True), style, marker="o",
+                        label=f"{variant} ({store})")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel("distinct keys in state")
+    ax.set_ylabel("output gap after the kill (s)")
+    ax.set_title("keyed_state: output gap against state size")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    stacked = [
+        e
+        for e in sorted(points, key=lambda e: (e["store"], e["variant"], e["keys"]))
+        if e["variant"] in ("native", "standby") and e.get("breakdown")
+    ]
+    labels = [f"{e['variant'][:3]} {e['store'][:3]}\n{e['keys']:.0e}" for e in stacked]
+    bottom = [0.0] * len(stacked)
+    for key, name in PHASES:
+        values = [max(0.0, (e["breakdown"].get(key) or 0.0)) for e in stacked]
+        ax.bar(range(len(stacked)), values, bottom=bottom, label=name)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    loads = [(e["breakdown"].get("state_load_s") or 0.0) for e in stacked]
+    ax.scatter(range(len(stacked)), loads, color="black", marker="_", s=200, zorder=3,
+               label="of which state load")  # fmt: skip
+    ax.set_xticks(range(len(stacked)), labels, fontsize=7)
+    ax.set_ylabel("seconds after the kill")
+    ax.set_title("where a restart's time goes")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

@@ -1,0 +1,111 @@
+"""The state benchmark's arithmetic: which points run, where a restart's time went (from the
+events and micro-batches a run leaves in the metrics store), and the goals' ratios."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from recovery_lib.bench.state_bench import StateBench, StateConfig, restart_breakdown
+from recovery_lib.metrics.store import MetricsStore
+
+KILL = 1_000_000
+
+
+def _batch(run: str, batch: int, ts: int, trigger: int, add: int, custom: dict | None) -> tuple:
+    return (run, "keyed_state", batch, ts, 100, 100.0, 100.0, trigger, add, 1, 50, 1, 1,
+            10, 10, 0, 1, json.dumps(custom) if custom else None)  # fmt: skip
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> tuple[Path, str]:
+    path = tmp_path / "metrics.duckdb"
+    with MetricsStore(path) as s:
+        run = s.start_run("keyed_state", "native", {})
+        for b, ts in enumerate(range(KILL - 20_000, KILL, 2_000)):
+            s.add("micro_batches", [_batch(run, b, ts, 900, 400, None)])
+        s.event(run, "failure_detected", {"cause": "exit -9"}, KILL + 500)
+        s.event(run, "restart", {"pid": 1}, KILL + 600)
+        phases = {
+            "imported_ms": KILL + 2_600,
+            "session_ready_ms": KILL + 12_600,
+            "query_built_ms": KILL + 14_600,
+            "query_started_ms": KILL + 15_100,
+        }
+        s.event(run, "job_phases", phases, KILL + 15_100)
+        loads = {"rocksdbLoadLatencyMs": 3_000, "rocksdbReplayChangeLogLatencyMs": 1_000}
+        s.add("micro_batches", [_batch(run, 10, KILL + 15_400, 6_000, 5_500, loads)])
+    return path, run
+
+
+def test_a_restart_is_broken_down_into_its_phases(store: tuple[Path, str]) -> None:
+    path, run = store
+    b = restart_breakdown(path, run, KILL, output_gap_s=25.0)
+    assert (b.detect_s, b.imports_s, b.session_s, b.build_s, b.start_s) == (
+        0.5, 2.0, 10.0, 2.0, 0.5,
+    )  # fmt: skip
+    assert b.first_batch_s == 6.0 and b.state_load_s == 4.0
+    assert b.state_load_source == "rocksdbLoadLatencyMs+rocksdbReplayChangeLogLatencyMs"
+    assert b.rest_s == pytest.approx(25.0 - 21.4)  # the first batch ended 21.4 s after the kill
+    assert b.takeover_s is None
+
+
+def test_without_a_load_metric_the_state_load_is_the_first_batch_over_the_median(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "m.duckdb"
+    with MetricsStore(path) as s:
+        run = s.start_run("keyed_state", "standby", {})
+        for b in range(5):
+            s.add("micro_batches", [_batch(run, b, KILL - 10_000 + b * 1_000, 500, 300, None)])
+        s.event(run, "job_phases", {"takeover_ms": KILL + 8_000, "query_started_ms": KILL + 9_000})
+        s.add("micro_batches", [_batch(run, 5, KILL + 9_100, 2_000, 1_800, {"x": 1})])
+    b = restart_breakdown(path, run, KILL, output_gap_s=None)
+    assert b.takeover_s == 1.0 and b.imports_s is None
+    assert b.state_load_s == 1.5 and "estimate" in (b.state_load_source or "")
+    assert b.rest_s is None
+
+
+def test_no_restart_is_said_so(tmp_path: Path) -> None:
+    path = tmp_path / "m.duckdb"
+    with MetricsStore(path) as s:
+        run = s.start_run("keyed_state", "native", {})
+    b = restart_breakdown(path, run, KILL, output_gap_s=None)
+    assert b.notes and "did not restart" in b.notes[0]
+
+
+def test_the_hdfs_store_stops_at_its_largest_size_and_small_states_run_first() -> None:
+    cfg = StateConfig(sizes=(10**6, 10**4, 10**7), variants=("native",), hdfs_max_keys=10**6)
+    assert cfg.points() == [
+        ("rocksdb", 10**4, "native"),
+        ("hdfs", 10**4, "native"),
+        ("rocksdb", 10**6, "native"),
+        ("hdfs", 10**6, "native"),
+        ("rocksdb", 10**7, "native"),
+    ]
+
+
+def test_the_goals_are_ratios_of_the_points(tmp_path: Path) -> None:
+    bench = StateBench(StateConfig(stores=("rocksdb",)), str(tmp_path / "s"), Console())
+    gaps = {
+        ("native", 10**4): 20.0,
+        ("native", 10**6): 60.0,
+        ("standby", 10**4): 5.0,
+        ("standby", 10**6): 12.0,
+        ("kazoo", 10**4): 2.0,
+        ("kazoo", 10**6): 2.5,
+        ("liverobin", 10**4): 4.0,
+        ("liverobin", 10**6): 8.0,
+    }
+    bench.report["points"] = [
+        {"store": "rocksdb", "variant": v, "keys": k, "output_gap_s": g}
+        for (v, k), g in gaps.items()
+    ]
+    bench._relate()
+    goals = bench.report["goals"]["rocksdb"]
+    assert goals["output_gap_growth"]["native"]["largest_over_smallest"] == 3.0
+    assert goals["replicated_flat"] is False  # liverobin grew 2x
+    assert goals["standby_over_native_at_largest"] == 0.2 and goals["standby_goal_met"]
