@@ -44,12 +44,13 @@ from rich.console import Console
 from recovery_lib.bench.compare_bench import VARIANTS, CompareBench, CompareConfig
 from recovery_lib.metrics.resources import ResourceSampler
 from recovery_lib.metrics.store import read_frame
+from recovery_lib.modes import get_mode
 from recovery_lib.settings import get_settings, reload_settings
 
 JOB = "keyed_state"
 STORES = ("rocksdb", "hdfs")
-STATE_VARIANTS = ("native", "standby", "kazoo", "liverobin")
-REPLICATED = ("kazoo", "liverobin")  # a replica's death is masked: no restart to break down
+NATIVE, STANDBY = "native", "standby"  # the goal's ratio: standby's output gap over native's
+STATE_VARIANTS = (NATIVE, STANDBY, "kazoo", "liverobin")
 # The names of RocksDB's custom metrics that time a state store's load on a restart.
 LOAD_METRICS = ("rocksdbLoadLatencyMs", "rocksdbReplayChangeLogLatencyMs")
 
@@ -271,7 +272,8 @@ class StateBench:
         workdir = Path(entry.get("workdir") or "")
         if entry.get("workdir"):
             entry["state_bytes"] = state_size_bytes(workdir)
-        restarts = variant not in REPLICATED
+        # A replica's death is masked, not restarted: no restart to break down.
+        restarts = not get_mode(VARIANTS[variant].mode).replicated
         if restarts and entry.get("failure_ms") and entry.get("faulty_run_id"):
             entry["breakdown"] = asdict(
                 restart_breakdown(
@@ -312,11 +314,14 @@ class StateBench:
             standby_vs_native = None
             if sizes:
                 at = {e["variant"]: e for e in measured if e["keys"] == sizes[-1]}
-                if "standby" in at and "native" in at and at["native"]["output_gap_s"]:
-                    standby_vs_native = round(
-                        at["standby"]["output_gap_s"] / at["native"]["output_gap_s"], 3
-                    )
-            replicated = [growth.get(v, {}).get("largest_over_smallest") for v in REPLICATED]
+                standby, native = at.get(STANDBY), at.get(NATIVE)
+                if standby and native and native["output_gap_s"]:
+                    standby_vs_native = round(standby["output_gap_s"] / native["output_gap_s"], 3)
+            replicated = [
+                growth.get(v, {}).get("largest_over_smallest")
+                for v in self.cfg.variants
+                if get_mode(VARIANTS[v].mode).replicated
+            ]
             goals[store] = {
                 "output_gap_growth": growth,
                 "replicated_flat": all(r is not None and r <= 1.5 for r in replicated)
@@ -402,7 +407,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
     stacked = [
         e
         for e in sorted(points, key=lambda e: (e["store"], e["variant"], e["keys"]))
-        if e["variant"] in ("native", "standby") and e.get("breakdown")
+        if e.get("breakdown")  # the variants that restart
     ]
     labels = [f"{e['variant'][:3]} {e['store'][:3]}\n{e['keys']:.0e}" for e in stacked]
     bottom = [0.0] * len(stacked)
