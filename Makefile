@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install -q uv==0.13.8
 	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -r requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode --no-deps -e .
+	$(BIN)/recovery spark archive || echo "no class-data archive: jobs start without it"
 	@touch $(STAMP)
 
 install: $(STAMP)

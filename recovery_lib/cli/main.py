@@ -24,6 +24,7 @@ from recovery_lib.cli.ops_cmd import ops_app
 from recovery_lib.cli.pipeline_cmd import pipeline_app
 from recovery_lib.cli.reproduce_cmd import reproduce
 from recovery_lib.cli.soak_cmd import soak
+from recovery_lib.cli.spark_cmd import spark_app
 from recovery_lib.cli.standby_cmd import standby_app
 from recovery_lib.cli.topics_cmd import topics_app
 from recovery_lib.cli.verify_cmd import expectations_cmd, verify
@@ -50,6 +51,7 @@ app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(ops_app, name="ops")
 app.add_typer(pipeline_app, name="pipeline")
 app.add_typer(contract_app, name="contract")
+app.add_typer(spark_app, name="spark")
 
 
 @app.callback()

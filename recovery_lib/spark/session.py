@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from recovery_lib.io.source import KafkaDataSource
 from recovery_lib.settings import STATE_STORES, Settings, get_settings
+from recovery_lib.spark.class_archive import DUMP_JAVA_OPTION, driver_java_options
 
 
 def spark_env() -> None:
@@ -64,6 +65,10 @@ def build_session(
         builder = builder.config(f"spark.executorEnv.{key}", value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
+    java_options = (conf or {}).get("spark.driver.extraJavaOptions", "")
+    archive = None if DUMP_JAVA_OPTION in java_options else driver_java_options(settings)
+    if archive is not None:  # the driver JVM maps Spark's classes (class_archive.py)
+        builder = builder.config("spark.driver.extraJavaOptions", f"{java_options} {archive}")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     register_data_sources(spark)
@@ -100,3 +105,31 @@ def stop_session(spark) -> None:  # noqa: ANN001
 def register_data_sources(spark) -> None:  # noqa: ANN001
 
     spark.dataSource.register(KafkaDataSource)
+
+
+def archive_classes(dump_to: str) -> None:
+    """A session and a small streaming aggregate in a JVM that writes its class-data archive
+    to ``dump_to`` when it exits (class_archive.create runs this in a child process)."""
+    import tempfile
+
+    from pyspark.sql import functions as F
+
+    spark = build_session(
+        "class-archive", conf={"spark.driver.extraJavaOptions": f"{DUMP_JAVA_OPTION}={dump_to}"}
+    )
+    with tempfile.TemporaryDirectory() as checkpoint:
+        rows = spark.readStream.format("rate").option("rowsPerSecond", 100).load()
+        totals = rows.groupBy((F.col("value") % 10).alias("k")).agg(F.count("*"), F.max("value"))
+        query = (
+            totals.writeStream.outputMode("update")
+            .format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+    stop_session(spark)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--archive-classes-to"]:
+    archive_classes(sys.argv[2])
