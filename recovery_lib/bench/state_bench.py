@@ -24,6 +24,11 @@ events and the first micro-batch's progress):
 
 For a standby, ``takeover`` (the lease expired -> the query starts from the shipped state)
 replaces the process start phases; replicated modes do not restart.
+
+``cuts`` ("off", "on"): the restarting variants run once with each setting of what this project
+cuts from a restart (``RESTART_CUTS``), in the same invocation: the before and after of a cut
+as a ratio of two runs on the same machine and input. ``--job q3`` measures another job the
+same way on its own input (NexMark; one point per store instead of a size series).
 """
 
 from __future__ import annotations
@@ -48,6 +53,12 @@ from recovery_lib.modes import get_mode
 from recovery_lib.settings import get_settings, reload_settings
 
 JOB = "keyed_state"
+# What the project cuts from a restart, as the settings that turn each off ("off": as before
+# the cuts; "on": as the product runs). spark/class_archive.py: the driver JVM's class data.
+RESTART_CUTS: dict[str, dict[str, str]] = {
+    "off": {"RECOVERY_SPARK_CLASS_ARCHIVE": "false"},
+    "on": {},
+}
 STORES = ("rocksdb", "hdfs")
 NATIVE, STANDBY = "native", "standby"  # the goal's ratio: standby's output gap over native's
 STATE_VARIANTS = (NATIVE, STANDBY, "kazoo", "liverobin")
@@ -57,6 +68,7 @@ LOAD_METRICS = ("rocksdbLoadLatencyMs", "rocksdbReplayChangeLogLatencyMs")
 
 @dataclass(frozen=True)
 class StateConfig:
+    job: str = JOB  # another job: its own input, one point per store (keys 0)
     sizes: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     stores: tuple[str, ...] = STORES
     variants: tuple[str, ...] = STATE_VARIANTS
@@ -71,15 +83,23 @@ class StateConfig:
     large_keys: int = 1_000_000
     large_driver_memory: str = "3g"
     keep_workdirs: bool = False  # a 10^7-key point leaves gigabytes of checkpoints
+    cuts: tuple[str, ...] = ("on",)  # RESTART_CUTS to run the restarting variants with
 
-    def points(self) -> list[tuple[str, int, str]]:
-        """(store, keys, variant) in the order they run: small states first."""
+    @property
+    def keyed(self) -> bool:
+        return self.job == JOB
+
+    def points(self) -> list[tuple[str, int, str, str]]:
+        """(store, keys, variant, cut) in the order they run: small states first; a replicated
+        variant once (it does not restart), with the product's cuts."""
+        sizes = sorted(self.sizes) if self.keyed else [0]
         return [
-            (store, keys, variant)
-            for keys in sorted(self.sizes)
+            (store, keys, variant, cut)
+            for keys in sizes
             for store in self.stores
             if not (store == "hdfs" and keys > self.hdfs_max_keys)
             for variant in self.variants
+            for cut in (self.cuts if restarts(variant) else self.cuts[-1:])
         ]
 
     def catch_up_timeout_s(self, keys: int) -> float:
@@ -87,10 +107,15 @@ class StateConfig:
         return 300.0 + keys / 2_000
 
 
+def restarts(variant: str) -> bool:
+    """A replica's death is masked: only the other variants restart."""
+    return not get_mode(VARIANTS[variant].mode).replicated
+
+
 @contextmanager
-def state_store(store: str, keys: int, cfg: StateConfig) -> Iterator[None]:
+def point_settings(store: str, keys: int, cut: str, cfg: StateConfig) -> Iterator[None]:
     """The settings a point's job processes start with (they inherit the environment)."""
-    changed = {"RECOVERY_STATE_STORE": store}
+    changed = {"RECOVERY_STATE_STORE": store, **RESTART_CUTS[cut]}
     if keys >= cfg.large_keys:
         changed["RECOVERY_SPARK_DRIVER_MEMORY"] = cfg.large_driver_memory
     saved = {k: os.environ.get(k) for k in changed}
@@ -234,47 +259,46 @@ class StateBench:
         bad = sorted(set(self.cfg.stores) - set(STORES))
         if bad:
             raise ValueError(f"unknown state store(s) {bad}; choose from {STORES}")
-        for i, (store, keys, variant) in enumerate(self.cfg.points()):
+        odd = sorted(set(self.cfg.cuts) - set(RESTART_CUTS))
+        if odd or not self.cfg.cuts:
+            raise ValueError(f"cuts {odd or '(none)'}; choose from {list(RESTART_CUTS)}")
+        for i, (store, keys, variant, cut) in enumerate(self.cfg.points()):
             if progress:
-                progress(i, f"{variant} {store} {keys:,} keys")
+                size = f"{keys:,} keys" if keys else self.cfg.job
+                progress(i, f"{variant} {store} {size} cuts {cut}")
             started = time.monotonic()
-            entry = self.point(store, keys, variant)
+            entry = self.point(store, keys, variant, cut)
             entry["elapsed_s"] = round(time.monotonic() - started, 1)
-            kept = [
-                e
-                for e in self.report["points"]
-                if (e["store"], e["keys"], e["variant"]) != (store, keys, variant)
-            ]
+            here = (store, keys, variant, cut)
+            kept = [e for e in self.report["points"] if _point(e) != here]
             self.report["points"] = [*kept, entry]
             self._relate()
             self.save()
         return self.report
 
-    def point(self, store: str, keys: int, variant: str) -> dict[str, Any]:
+    def point(self, store: str, keys: int, variant: str, cut: str = "on") -> dict[str, Any]:
         cfg = self.cfg
         compare = CompareConfig(
-            job=JOB,
+            job=cfg.job,
             rate=cfg.rate,
             duration_s=cfg.duration_s,
             fail_at_s=cfg.fail_at_s,
             seed=cfg.seed,
             liverobin_period_s=cfg.liverobin_period_s,
-            keys=keys,
+            keys=keys or None,
             catch_up_timeout_s=cfg.catch_up_timeout_s(keys),
         )
-        details = self.out.parent / f"{self.out.name}_runs" / f"{store}_{keys}"
+        details = self.out.parent / f"{self.out.name}_runs" / f"{store}_{keys}_{cut}"
         bench = CompareBench(compare, str(details), self.console)
         sampler = ResourceSampler()
-        with state_store(store, keys, cfg):
+        with point_settings(store, keys, cut, cfg):
             entry = bench.experiment(VARIANTS[variant], sampler)
         entry.update(sampler.figures)
-        entry.update(store=store, keys=keys, variant=variant)
+        entry.update(store=store, keys=keys, variant=variant, cut=cut)
         workdir = Path(entry.get("workdir") or "")
         if entry.get("workdir"):
-            entry["state_bytes"] = state_size_bytes(workdir)
-        # A replica's death is masked, not restarted: no restart to break down.
-        restarts = not get_mode(VARIANTS[variant].mode).replicated
-        if restarts and entry.get("failure_ms") and entry.get("faulty_run_id"):
+            entry["state_bytes"] = state_size_bytes(workdir, cfg.job)
+        if restarts(variant) and entry.get("failure_ms") and entry.get("faulty_run_id"):
             entry["breakdown"] = asdict(
                 restart_breakdown(
                     get_settings().home / "metrics.duckdb",
@@ -293,11 +317,14 @@ class StateBench:
         """Per store and variant: output gap at the largest size over the smallest; per store:
         standby's output gap over native's at the largest size."""
         goals: dict[str, Any] = {}
+        product = self.cfg.cuts[-1]  # the goals are the product's, with its cuts
         for store in self.cfg.stores:
             measured = [
                 e
                 for e in self.report["points"]
-                if e["store"] == store and e.get("output_gap_s") is not None
+                if e["store"] == store
+                and e.get("output_gap_s") is not None
+                and e.get("cut", product) == product
             ]
             growth: dict[str, Any] = {}
             for variant in self.cfg.variants:
@@ -333,6 +360,7 @@ class StateBench:
                 else None,
             }
         self.report["goals"] = goals
+        self.report["cuts"] = cut_ratios(self.report["points"], self.cfg.cuts)
 
     def save(self) -> None:
         Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
@@ -351,6 +379,36 @@ PHASES = (
 )
 
 
+def _point(e: dict[str, Any]) -> tuple[str, int, str, str]:
+    return (e["store"], e["keys"], e["variant"], e.get("cut", "on"))
+
+
+def cut_ratios(points: list[dict[str, Any]], cuts: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Per store, size and restarting variant measured with the first and the last cut
+    setting: the restart and the output gap after over before."""
+    if len(cuts) < 2:
+        return []
+    before_cut, after_cut = cuts[0], cuts[-1]
+    by = {_point(e): e for e in points}
+    out = []
+    for (store, keys, variant, cut), before in sorted(by.items()):
+        after = by.get((store, keys, variant, after_cut))
+        if cut != before_cut or after is None:
+            continue
+        row: dict[str, Any] = {"store": store, "keys": keys, "variant": variant}
+        for key in ("restart_time_s", "output_gap_s"):
+            b, a = before.get(key), after.get(key)
+            row[key] = {"before": b, "after": a, "after_over_before": _ratio(a, b)}
+        out.append(row)
+    return out
+
+
+def _ratio(value: Any, base: Any) -> float | None:
+    if value is None or not base:
+        return None
+    return round(value / base, 3)
+
+
 def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per point (the docs' table)."""
     out = []
@@ -361,6 +419,7 @@ def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "store": e["store"],
                 "keys": e["keys"],
                 "variant": e["variant"],
+                "cuts": e.get("cut", "on"),
                 "state on disk (MB)": round(e["state_bytes"] / 1e6, 1)
                 if e.get("state_bytes")
                 else None,
@@ -393,7 +452,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
             line = sorted(
                 (e["keys"], e["output_gap_s"])
                 for e in points
-                if e["store"] == store and e["variant"] == variant
+                if e["store"] == store and e["variant"] == variant and e.get("cut", "on") == "on"
             )
             if line:
                 ax.plot(*zip(*line, strict=True), style, marker="o",
@@ -406,10 +465,13 @@ def chart(report: dict[str, Any], path: Path) -> None:
     ax = axes[1]
     stacked = [
         e
-        for e in sorted(points, key=lambda e: (e["store"], e["variant"], e["keys"]))
+        for e in sorted(points, key=lambda e: (e["store"], e["variant"], e["keys"], e["cut"]))
         if e.get("breakdown")  # the variants that restart
     ]
-    labels = [f"{e['variant'][:3]} {e['store'][:3]}\n{e['keys']:.0e}" for e in stacked]
+    labels = [
+        f"{e['variant'][:3]} {e['store'][:3]}\n{e['keys']:.0e} {e.get('cut', 'on')}"
+        for e in stacked
+    ]
     bottom = [0.0] * len(stacked)
     for key, name in PHASES:
         values = [max(0.0, (e["breakdown"].get(key) or 0.0)) for e in stacked]

@@ -545,6 +545,14 @@ def bench_state(
     keep_workdirs: bool = typer.Option(
         False, help="Keep each point's checkpoints (a 10^7-key point's are gigabytes)."
     ),
+    cuts: str = typer.Option(
+        "on",
+        help="off,on: run each restarting variant without and with the restart cuts (the "
+        "before and after, in one report); on: as the product runs.",
+    ),
+    job: str = typer.Option(
+        "keyed_state", help="Another job (e.g. q3): on its own input, one point per store."
+    ),
     out: str = typer.Option("reports/bench_state", help="Report prefix (.json and .png)."),
 ) -> None:
     """Recovery against state size: a keyed job with 10^4 .. 10^7 keys in state, one SIGKILL
@@ -561,6 +569,8 @@ def bench_state(
         abort(f"--sizes takes integers separated by commas, got {sizes!r}")
         return
     cfg = StateConfig(
+        job=job,
+        cuts=tuple(c.strip() for c in cuts.split(",") if c.strip()),
         sizes=keys,
         stores=tuple(store or STORES),
         variants=tuple(variant or STATE_VARIANTS),
@@ -573,7 +583,7 @@ def bench_state(
     )
     points = cfg.points()
     # Two runs of duration seconds per point, plus the warm-up and start-up.
-    estimate_min = sum(2 * duration + 90 + 2 * k / 20_000 for _, k, _ in points) / 60
+    estimate_min = sum(2 * duration + 90 + 2 * k / 20_000 for _, k, _, _ in points) / 60
     console.print(f"{len(points)} points, about {estimate_min:.0f} min")
     bench = StateBench(cfg, out, console)
     if append:

@@ -80,12 +80,25 @@ def test_no_restart_is_said_so(tmp_path: Path) -> None:
 def test_the_hdfs_store_stops_at_its_largest_size_and_small_states_run_first() -> None:
     cfg = StateConfig(sizes=(10**6, 10**4, 10**7), variants=("native",), hdfs_max_keys=10**6)
     assert cfg.points() == [
-        ("rocksdb", 10**4, "native"),
-        ("hdfs", 10**4, "native"),
-        ("rocksdb", 10**6, "native"),
-        ("hdfs", 10**6, "native"),
-        ("rocksdb", 10**7, "native"),
+        ("rocksdb", 10**4, "native", "on"),
+        ("hdfs", 10**4, "native", "on"),
+        ("rocksdb", 10**6, "native", "on"),
+        ("hdfs", 10**6, "native", "on"),
+        ("rocksdb", 10**7, "native", "on"),
     ]
+
+
+def test_before_and_after_the_cuts_only_the_restarting_variants_run_twice() -> None:
+    cfg = StateConfig(
+        sizes=(10**6,), stores=("rocksdb",), variants=("native", "kazoo"), cuts=("off", "on")
+    )
+    assert cfg.points() == [
+        ("rocksdb", 10**6, "native", "off"),
+        ("rocksdb", 10**6, "native", "on"),
+        ("rocksdb", 10**6, "kazoo", "on"),
+    ]
+    other = StateConfig(job="q3", sizes=(10**6, 10**7), stores=("rocksdb",), variants=("native",))
+    assert other.points() == [("rocksdb", 0, "native", "on")]  # its own input, no size series
 
 
 def test_the_goals_are_ratios_of_the_points(tmp_path: Path) -> None:
@@ -109,3 +122,19 @@ def test_the_goals_are_ratios_of_the_points(tmp_path: Path) -> None:
     assert goals["output_gap_growth"]["native"]["largest_over_smallest"] == 3.0
     assert goals["replicated_flat"] is False  # liverobin grew 2x
     assert goals["standby_over_native_at_largest"] == 0.2 and goals["standby_goal_met"]
+
+
+def test_a_cut_is_reported_as_after_over_before(tmp_path: Path) -> None:
+    cfg = StateConfig(stores=("rocksdb",), variants=("native",), cuts=("off", "on"))
+    bench = StateBench(cfg, str(tmp_path / "s"), Console())
+    bench.report["points"] = [
+        {"store": "rocksdb", "variant": "native", "keys": 10**6, "cut": cut,
+         "restart_time_s": restart, "output_gap_s": gap}
+        for cut, restart, gap in (("off", 20.0, 40.0), ("on", 15.0, 30.0))
+    ]  # fmt: skip
+    bench._relate()
+    (row,) = bench.report["cuts"]
+    assert row["restart_time_s"]["after_over_before"] == 0.75
+    assert row["output_gap_s"] == {"before": 40.0, "after": 30.0, "after_over_before": 0.75}
+    # the goals read the product's points only
+    assert bench.report["goals"]["rocksdb"]["output_gap_growth"] == {}
