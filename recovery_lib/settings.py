@@ -154,6 +154,14 @@ class Settings(BaseSettings):
         "first batch of a fresh query (code generation, worker imports, Kafka clients) is "
         "what a takeover otherwise waits for. Not for causally logged jobs.",
     )
+    standby_hot: bool = Field(
+        default=False,
+        description="A hot standby runs the job's query all along on the primary's committed "
+        "batches (their exact boundaries, its output held), so its state is loaded when it "
+        "takes over; twice the compute, like active replication. Needs the primary's "
+        "checkpoint readable (shared storage), a job that needs no causal log, and sink mode "
+        "dedup or release; otherwise the standby is warm (its query starts at the takeover).",
+    )
     standby_warm_every_s: float = Field(
         default=20.0,
         description="An idle standby runs a tiny job this often: Spark stops Python workers "

@@ -26,9 +26,11 @@ the reason instead of numbers.
 from __future__ import annotations
 
 import json
+import os
 import time
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,7 @@ from recovery_lib.metrics.stats import percentile
 from recovery_lib.modes import get_mode
 from recovery_lib.pipeline.spec import get_pipeline, load_pipelines
 from recovery_lib.protocols.base import CHECKMATE_PROTOCOLS
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import get_settings, reload_settings
 
 PROTOCOLS = CHECKMATE_PROTOCOLS
 
@@ -60,6 +62,7 @@ class Variant:
     sink: str = "dedup"
     victim: str | None = None
     protocol: str | None = None
+    env: tuple[tuple[str, str], ...] = ()  # settings the variant's processes start with
 
 
 VARIANTS: dict[str, Variant] = {
@@ -68,6 +71,8 @@ VARIANTS: dict[str, Variant] = {
         Variant("native"),
         Variant("causal", mode="causal"),
         Variant("standby", mode="standby"),
+        # Its query runs all along on the primary's committed batches (state loaded).
+        Variant("standby-hot", mode="standby", env=(("RECOVERY_STANDBY_HOT", "true"),)),
         Variant("cec", mode="cec"),
         Variant("kazoo", mode="kazoo", sink="release", victim="leader"),
         Variant("liverobin", mode="liverobin", sink="release", victim="a"),
@@ -89,6 +94,23 @@ class CompareConfig:
     pipeline: str | None = None  # protocols: default, the pipeline whose last stage is the job
     keys: int | None = None  # keyed input over this many accounts (keyed_state), else NexMark
     catch_up_timeout_s: float = 300.0  # the warm-up's processing and the drain
+
+
+@contextmanager
+def environment(changed: dict[str, str]) -> Iterator[None]:
+    """Settings in the environment (the job processes inherit it) for the block's duration."""
+    saved = {k: os.environ.get(k) for k in changed}
+    os.environ.update(changed)
+    reload_settings()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        reload_settings()
 
 
 def failure_figures(samples: list[tuple[int, int]], failure_ms: int | None) -> dict[str, Any]:
@@ -194,16 +216,17 @@ class CompareBench:
             keys=cfg.keys,
             catch_up_timeout_s=cfg.catch_up_timeout_s,
         )
-        try:
-            exp = Experiment(
-                exp_cfg, self.console, progress=lambda _m: None, on_run=during_run(sampler)
-            )
-        except ValueError as exc:  # the job cannot run this way (e.g. a sink it does not allow)
-            return {"not_applicable": str(exc)}
-        try:
-            result = exp.run()
-        except RuntimeError as exc:  # e.g. a mode that cannot keep up: a result, not a crash
-            return {"error": str(exc), "workdir": str(exp.workdir)}
+        with environment(dict(variant.env)):
+            try:
+                exp = Experiment(
+                    exp_cfg, self.console, progress=lambda _m: None, on_run=during_run(sampler)
+                )
+            except ValueError as exc:  # the job cannot run this way (e.g. a sink it refuses)
+                return {"not_applicable": str(exc)}
+            try:
+                result = exp.run()
+            except RuntimeError as exc:  # e.g. a mode that cannot keep up: a result
+                return {"error": str(exc), "workdir": str(exp.workdir)}
         samples = [tuple(s) for s in result["_timeline"]["samples"]]  # write_report drops it
         path = write_report(result, self.out.parent / f"{self.out.name}_{variant.name}.json")
         first = result["failures"][0] if result["failures"] else {}

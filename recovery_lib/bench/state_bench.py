@@ -34,23 +34,21 @@ same way on its own input (NexMark; one point per store instead of a size series
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from recovery_lib.bench.compare_bench import VARIANTS, CompareBench, CompareConfig
+from recovery_lib.bench.compare_bench import VARIANTS, CompareBench, CompareConfig, environment
 from recovery_lib.metrics.resources import ResourceSampler
 from recovery_lib.metrics.store import read_frame
 from recovery_lib.modes import get_mode
-from recovery_lib.settings import get_settings, reload_settings
+from recovery_lib.settings import get_settings
 
 JOB = "keyed_state"
 # What the project cuts from a restart, as the settings that turn each off ("off": as before
@@ -60,8 +58,9 @@ RESTART_CUTS: dict[str, dict[str, str]] = {
     "on": {},
 }
 STORES = ("rocksdb", "hdfs")
-NATIVE, STANDBY = "native", "standby"  # the goal's ratio: standby's output gap over native's
-STATE_VARIANTS = (NATIVE, STANDBY, "kazoo", "liverobin")
+# The goal's ratios: each standby's output gap over native's.
+NATIVE, STANDBY, HOT_STANDBY = "native", "standby", "standby-hot"
+STATE_VARIANTS = (NATIVE, STANDBY, HOT_STANDBY, "kazoo", "liverobin")
 # The names of RocksDB's custom metrics that time a state store's load on a restart.
 LOAD_METRICS = ("rocksdbLoadLatencyMs", "rocksdbReplayChangeLogLatencyMs")
 
@@ -112,24 +111,12 @@ def restarts(variant: str) -> bool:
     return not get_mode(VARIANTS[variant].mode).replicated
 
 
-@contextmanager
-def point_settings(store: str, keys: int, cut: str, cfg: StateConfig) -> Iterator[None]:
+def point_settings(store: str, keys: int, cut: str, cfg: StateConfig) -> Any:
     """The settings a point's job processes start with (they inherit the environment)."""
     changed = {"RECOVERY_STATE_STORE": store, **RESTART_CUTS[cut]}
     if keys >= cfg.large_keys:
         changed["RECOVERY_SPARK_DRIVER_MEMORY"] = cfg.large_driver_memory
-    saved = {k: os.environ.get(k) for k in changed}
-    os.environ.update(changed)
-    reload_settings()
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        reload_settings()
+    return environment(changed)
 
 
 def state_size_bytes(workdir: Path, job: str = JOB) -> int | None:
@@ -338,12 +325,17 @@ class StateBench:
                         "largest_over_smallest": round(by_size[-1][1] / by_size[0][1], 3),
                     }
             sizes = sorted({e["keys"] for e in measured})
-            standby_vs_native = None
-            if sizes:
-                at = {e["variant"]: e for e in measured if e["keys"] == sizes[-1]}
-                standby, native = at.get(STANDBY), at.get(NATIVE)
-                if standby and native and native["output_gap_s"]:
-                    standby_vs_native = round(standby["output_gap_s"] / native["output_gap_s"], 3)
+            vs_native: dict[str, float | None] = {}
+            at = {e["variant"]: e for e in measured if sizes and e["keys"] == sizes[-1]}
+            native = at.get(NATIVE)
+            for name in (STANDBY, HOT_STANDBY):
+                standby = at.get(name)
+                vs_native[name] = (
+                    round(standby["output_gap_s"] / native["output_gap_s"], 3)
+                    if standby and native and native["output_gap_s"]
+                    else None
+                )
+            best = min((r for r in vs_native.values() if r is not None), default=None)
             replicated = [
                 growth.get(v, {}).get("largest_over_smallest")
                 for v in self.cfg.variants
@@ -354,10 +346,8 @@ class StateBench:
                 "replicated_flat": all(r is not None and r <= 1.5 for r in replicated)
                 if any(r is not None for r in replicated)
                 else None,
-                "standby_over_native_at_largest": standby_vs_native,
-                "standby_goal_met": standby_vs_native <= 0.25
-                if standby_vs_native is not None
-                else None,
+                "standby_over_native_at_largest": vs_native,
+                "standby_goal_met": best <= 0.25 if best is not None else None,
             }
         self.report["goals"] = goals
         self.report["cuts"] = cut_ratios(self.report["points"], self.cfg.cuts)

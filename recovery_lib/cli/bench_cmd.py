@@ -477,7 +477,8 @@ def bench_compare(
     job: str = typer.Option("q3", help="The job: a name of jobs/ or a user's module:attr."),
     variant: list[str] = typer.Option(
         None,
-        help="native | causal | standby | cec | kazoo | liverobin | release | two-phase | coor "
+        help="native | causal | standby | standby-hot | cec | kazoo | liverobin | release | "
+        "two-phase | coor "
         "| unc | cic (repeatable; default: all).",
     ),
     rate: float = typer.Option(
@@ -530,7 +531,7 @@ def bench_state(
         None, help="rocksdb | hdfs (repeatable; default both; hdfs up to --hdfs-max-keys)."
     ),
     variant: list[str] = typer.Option(
-        None, help="native | standby | kazoo | liverobin (repeatable; default: all four)."
+        None, help="native | standby | standby-hot | kazoo | liverobin (repeatable; default all)."
     ),
     hdfs_max_keys: int = typer.Option(
         1_000_000, help="Largest state for the HDFS-backed store (it keeps state in the heap)."

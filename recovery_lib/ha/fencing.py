@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.io.exceptions import WriterFenced
+from recovery_lib.io.hooks import writer_epoch
 from recovery_lib.io.sinks.fences import FENCE_HEADER, FenceFilter
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
@@ -98,10 +99,11 @@ class EpochGuard:
 
 
 def epoch_guard(options: Mapping[str, str]) -> EpochGuard | None:
-    """Sink option ``writeGuard`` hook: fencing by ``epochStore`` (a directory) and ``epoch``."""
+    """Sink option ``writeGuard`` hook: fencing by ``epochStore`` (a directory) and the
+    writer's epoch (``epoch``, or ``epochFile``'s when there is one)."""
     opts = {k.lower(): v for k, v in options.items()}
     store = opts.get("epochstore")
-    return EpochGuard(store, int(opts.get("epoch", "0"))) if store else None
+    return EpochGuard(store, writer_epoch(options)) if store else None
 
 
 EPOCH_GUARD_HOOK = f"{__name__}:epoch_guard"

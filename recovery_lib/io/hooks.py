@@ -17,9 +17,27 @@ without io knowing them:
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from recovery_lib.io.exceptions import InvalidSinkOption, IOLayerError
+
+
+def writer_epoch(options: Mapping[str, str]) -> int:
+    """The fencing epoch a sink writes with: sink option ``epochFile``'s content when the file
+    exists (a hot standby's, rewritten at its takeover), else option ``epoch`` (default 0)."""
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    path = opts.get("epochfile")
+    if path:
+        try:
+            return int(Path(path).read_text().strip())
+        except (FileNotFoundError, ValueError):
+            pass
+    try:
+        return int(opts.get("epoch", "0"))
+    except ValueError:
+        raise InvalidSinkOption(f"epoch must be an integer, got {opts['epoch']!r}") from None
 
 
 class WriteGuard(Protocol):

@@ -84,6 +84,8 @@ def read_json_input(
             .option("followCheckpoint", opts.checkpoint_path)
             .option("followThen", then)
         )
+        if opts.takeover_marker:  # a hot standby: the primary's committed batches only
+            reader = reader.option("followHoldUntil", opts.takeover_marker)
     # Records that carry a mechanism's state (markers, footprints) are not input.
     raw = reader.load().where(
         ~F.coalesce(F.exists("headers", lambda h: h["key"] == CONTROL_HEADER), F.lit(False))
@@ -237,6 +239,10 @@ def sink_options(opts: JobOptions) -> dict[str, str]:
     }
     if opts.epoch_store:  # standby jobs: a zombie primary's sink is fenced
         sink.update(writeGuard=EPOCH_GUARD_HOOK, epochStore=opts.epoch_store)
+    if opts.takeover_marker:  # a hot standby writes nothing before its takeover
+        sink["holdUntil"] = opts.takeover_marker
+    if opts.epoch_file:
+        sink["epochFile"] = opts.epoch_file
     if opts.causal is not None and opts.causal.storage == "output":
         sink["causalCarrier"] = "required"
     if opts.causal is not None or opts.sink_mode == "release":

@@ -62,6 +62,11 @@ class JobOptions:
     epoch: int = 0
     epoch_store: str | None = None
     follow_log: str | None = None
+    # A hot standby (ha/standby/process.py) runs its query before its takeover: until this
+    # marker file exists it follows only batches the primary committed and writes nothing;
+    # its sink's epoch is then read from ``epoch_file``.
+    takeover_marker: str | None = None
+    epoch_file: str | None = None
     parked_file: str | None = None  # default: beside the checkpoint (parked_path)
 
     def __post_init__(self) -> None:

@@ -234,7 +234,15 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
         find_and_park(spark, build, opts, batch, parked)
     df = build(spark, opts)  # a standby builds its query ahead of time
     phases["query_built_ms"] = now_ms()
+    events = None
+    if store is not None:
+
+        def events(kind: str, detail: dict[str, Any]) -> None:
+            store.event(run_id, kind, detail)
+
     if standby is not None:
+        if standby.hot:  # its query runs from now on, held until the takeover
+            standby.start_follower(lambda: _start(df, opts, launch.own_log, events))
         cause = standby.wait_for_takeover()
         phases["takeover_ms"] = now_ms()
         standby.take_over(cause)
@@ -252,13 +260,10 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             )
         )
     try:
-        events = None
-        if store is not None:
-
-            def events(kind: str, detail: dict[str, Any]) -> None:
-                store.event(run_id, kind, detail)
-
-        streaming = _start(df, opts, launch.own_log, events)
+        if standby is not None and standby.follower_alive():  # a hot standby's own query
+            streaming = standby.follower
+        else:
+            streaming = _start(df, opts, launch.own_log, events)
         if store is not None:
             store.event(run_id, "job_phases", {**phases, "query_started_ms": now_ms()})
         streaming.awaitTermination()

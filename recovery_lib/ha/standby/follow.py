@@ -11,6 +11,14 @@ query's own offset log) + 1, before writing entry b. This policy reads the query
 to learn b, and returns the end recorded in the primary's entry b for this source's topics.
 Past the tail it cuts as the primary would have: freely, or by the policy named in
 ``followThen`` (a pipeline stage's checkpoint protocol).
+
+A hot standby (process.py) runs its query all along, on the primary's own offset log
+(``followLog`` = the primary's ``offsets`` directory) with ``followHoldUntil`` = its takeover
+marker: until the marker exists it follows only batches the primary has committed (an entry in
+the ``commits`` directory beside ``followLog``) and otherwise plans nothing, so its state
+stays one batch behind the primary's at most and its sink (held by the same marker) writes
+nothing the primary has not delivered. From the takeover on it follows the rest of the log,
+then cuts as above.
 """
 
 from __future__ import annotations
@@ -55,6 +63,9 @@ class FollowLog(CutPolicy):
                 "cutPolicy=follow needs followLog (the shipped tail of the primary's offset "
                 "log) and followCheckpoint (this query's own checkpoint directory)"
             ) from None
+        hold = opts.get("followholduntil")
+        self.hold_until = Path(hold) if hold else None  # a hot standby's takeover marker
+        self.commits = self.tail.parent / "commits"
         then = opts.get("followthen", "free")
         if then == FOLLOW_POLICY:
             raise InvalidSourceOption("followThen cannot be the follow policy itself")
@@ -66,10 +77,16 @@ class FollowLog(CutPolicy):
         ids = batch_ids(self.checkpoint / "offsets")
         return ids[-1] + 1 if ids else 0
 
+    def holding(self) -> bool:
+        """A hot standby before its takeover."""
+        return self.hold_until is not None and not self.hold_until.exists()
+
     def cut(self, start: Offsets, available: Offsets, max_rows: int | None) -> Offsets:
-        if not self.done:
+        holding = self.holding()
+        if holding or not self.done:
             batch = self.planning()
-            ends = logged_ends(self.tail / str(batch), set(available))
+            committed = not holding or (self.commits / str(batch)).exists()
+            ends = logged_ends(self.tail / str(batch), set(available)) if committed else None
             if ends is not None:
                 self.followed.append(batch)
                 # Partitions the entry does not name stay where they are.
@@ -77,6 +94,8 @@ class FollowLog(CutPolicy):
                     t: {p: ends.get(t, {}).get(p, start[t][p]) for p in parts}
                     for t, parts in start.items()
                 }
+            if holding:
+                return start  # the primary has not committed it (yet): plan nothing
             self.done = True  # past the primary's last batch: from here on, a normal source
         return self.then.cut(start, available, max_rows)
 

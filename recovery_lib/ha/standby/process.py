@@ -19,6 +19,14 @@ standby's heartbeat. The lease is the primary's heartbeat file: older than
 Where the time goes (measured, see docs/standby.md): the JVM, session and workers are saved;
 the query start (a new Python streaming-source runner per query, planning) and the state load
 are not.
+
+A **hot** standby (setting ``standby_hot``) saves those too: it restores the first shipped
+copy and starts its query at once, following the primary's committed batches with their exact
+boundaries (follow.py), its sink held (nothing written: the primary delivered those batches).
+Its state stores are then loaded and current. The takeover is steps 1-2, then the takeover
+marker: the query plans the primary's uncommitted batch with its boundaries, writes it under
+the new epoch (``epoch_file``), and runs on. If the hot query failed before the takeover, the
+standby falls back to the warm path above.
 """
 
 from __future__ import annotations
@@ -85,7 +93,17 @@ class StandbyJob:
         self._stop = threading.Event()
         self.info: dict[str, Any] = {"warm": False}
         self.epoch_file = self.dir / "epoch"
+        self.marker = self.dir / "taken_over"
+        self.follower: Any = None  # a hot standby's running query
+        self._shipper_thread: threading.Thread | None = None
+        self.hot_refused = hot_problem(opts) if get_settings().standby_hot else "setting off"
+        self.hot = self.hot_refused is None
         opts.follow_log = str(self.dir / "tail")
+        if self.hot:  # the primary's own logs: its committed batches, read as they appear
+            opts.follow_log = str(Path(cfg.primary_checkpoint) / "offsets")
+            opts.takeover_marker = str(self.marker)
+            opts.epoch_file = str(self.epoch_file)
+            self.marker.unlink(missing_ok=True)
         opts.epoch_store = cfg.epoch_store
         if opts.causal is not None:
             opts.causal = dataclasses.replace(
@@ -99,6 +117,39 @@ class StandbyJob:
             heartbeat.info = self.info
 
     # -- idle --------------------------------------------------------------------------------
+
+    def start_follower(self, start_query: Callable[[], Any]) -> Any:
+        """A hot standby: restore the first complete copy, then start the query (it follows
+        the primary's committed batches, output held, until the takeover marker)."""
+        self._start_shipping()
+        manifest = latest_complete(self.dir, verify=True)
+        while manifest is None and self._lease_holds():
+            self._stop.wait(0.5)
+            manifest = latest_complete(self.dir, verify=True)
+        if manifest is None:  # the primary died before its first copy: take over warm
+            self.info["hot_failed"] = "the primary's lease expired before its first copy"
+            return None
+        live_root = Path(self.opts.checkpoint_dir)
+        shutil.rmtree(live_root, ignore_errors=True)
+        restore(self.dir, manifest, live_root)
+        self.follower = start_query()
+        self.info.update(hot=True, follower_from_batch=manifest.batch)
+        return self.follower
+
+    def _lease_holds(self) -> bool:
+        """The primary has not started yet, or its heartbeat is younger than the lease."""
+        beat = read_heartbeat(self.cfg.primary_heartbeat)
+        return beat is None or now_ms() - beat.ts_ms <= self.cfg.lease_timeout_s * 1000
+
+    def follower_alive(self) -> bool:
+        return self.follower is not None and self.follower.isActive
+
+    def _start_shipping(self) -> None:
+        if self._shipper_thread is None:
+            self._shipper_thread = threading.Thread(
+                target=self._ship_loop, name="shipper", daemon=True
+            )
+            self._shipper_thread.start()
 
     def warm(self) -> None:
         """Run a tiny Python job so that the worker pool is up (and stays up)."""
@@ -157,15 +208,18 @@ class StandbyJob:
         """Block until the primary's lease expires; returns why."""
         self.warm()
         self.info["warm"] = True
-        shipper = threading.Thread(target=self._ship_loop, name="shipper", daemon=True)
-        shipper.start()
-        if self.build is not None and get_settings().standby_rehearse:
+        self._start_shipping()
+        shipper = self._shipper_thread
+        if self.follower is not None:  # hot: its query keeps workers and code warm
+            self.info["ready"] = True
+        elif self.build is not None and get_settings().standby_rehearse:
             threading.Thread(
                 target=self._rehearse_when_shipped, name="rehearsal", daemon=True
             ).start()
         else:
             self.info["ready"] = True
-        threading.Thread(target=self._warm_loop, name="warmth", daemon=True).start()
+        if self.follower is None:
+            threading.Thread(target=self._warm_loop, name="warmth", daemon=True).start()
         seen = False
         while True:
             beat = read_heartbeat(self.cfg.primary_heartbeat)
@@ -186,6 +240,11 @@ class StandbyJob:
     # -- takeover ----------------------------------------------------------------------------
 
     def take_over(self, cause: str) -> dict[str, Any]:
+        if self.follower_alive():
+            return self._take_over_hot(cause)
+        if self.follower is not None:  # the hot query failed: start it the warm way
+            self.info["hot_failed"] = str(self.follower.exception())[:300]
+            self.follower = None
         detected = now_ms()
         for query in self.spark.streams.active:  # a rehearsal still running gives way
             query.stop()
@@ -213,6 +272,8 @@ class StandbyJob:
         if primary_readable and self.opts.causal is not None:
             markers = _sync_causal(Path(self.cfg.primary_checkpoint), live_root)
         self.opts.epoch = epoch
+        if self.hot:  # the query was built hot: its source and sink wait for the marker
+            _write_atomically(self.marker, str(epoch))
         info = {
             "cause": cause,
             "detected_ms": detected,
@@ -234,6 +295,57 @@ class StandbyJob:
         (self.dir / "takeover.json").write_text(json.dumps(info))
         self.log(f"standby took over: {json.dumps(info)}")
         return info
+
+    def _take_over_hot(self, cause: str) -> dict[str, Any]:
+        """Epoch, fences, then the marker: the running query writes from its next batch on
+        (the primary's uncommitted one, with its boundaries) under the new epoch."""
+        detected = now_ms()
+        expected = self.info.get("primary_epoch")
+        epoch = self.epochs.advance(f"hot standby {self.dir}", expected=expected)
+        _write_atomically(self.epoch_file, str(epoch))
+        fences = write_fences([self.opts.out_topic], epoch, self.opts.kafka)
+        fenced_ms = now_ms()
+        self.opts.epoch = epoch
+        _write_atomically(self.marker, str(epoch))
+        progress = self.follower.lastProgress or {}
+        info = {
+            "cause": cause,
+            "hot": True,
+            "detected_ms": detected,
+            "epoch": epoch,
+            "fence_records": fences,
+            "fenced_ms": fenced_ms,
+            "follower_batch": progress.get("batchId"),
+            "restored_ms": now_ms(),  # nothing to restore: the query has its state
+        }
+        self.info["takeover"] = info
+        if self.heartbeat is not None:
+            self.heartbeat.role = "primary"
+            self.heartbeat.epoch = epoch
+            self.heartbeat.beat()
+        (self.dir / "takeover.json").write_text(json.dumps(info))
+        self.log(f"hot standby took over: {json.dumps(info)}")
+        return info
+
+
+def hot_problem(opts: Any) -> str | None:
+    """Why a standby of this job cannot be hot (None: it can)."""
+    if opts.causal is not None:
+        return "a causally logged job replays its determinants at the takeover"
+    if opts.table_sink:
+        return "a table sink commits per batch; a held batch would commit nothing"
+    if opts.sink_mode not in HOT_SINK_MODES:
+        return f"sink mode {opts.sink_mode}: a held batch writes nothing (dedup or release)"
+    return None
+
+
+HOT_SINK_MODES = ("dedup", "release", "at_least_once")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def _sync_causal(primary_checkpoint: Path, live_root: Path) -> int:

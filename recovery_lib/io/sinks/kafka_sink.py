@@ -26,7 +26,10 @@ several queries share a topic), brokerSupportsTransactions, causalCarrier (``req
 job piggybacks determinants on its outputs, refuse to start without their column),
 stableOrder (``true``: sort a task's rows by key and value before numbering them, so that a
 re-executed batch gives each output the id it had; not with piggybacked determinants, whose
-carrier must stay first), batchId (a batch write only, see below), kafka.<property>.
+carrier must stay first), batchId (a batch write only, see below), holdUntil (a hot standby's
+takeover marker: until the file exists the writer writes nothing, the primary has delivered
+those batches), epochFile (a file holding the epoch to write, read by each task: a hot
+standby's changes at its takeover), kafka.<property>.
 Input columns: value (string or binary, required), key (string or binary), partition (int),
 headers (array<struct<key:string,value:binary>>), rl_determinants (binary: piggybacked
 determinants, written as header ``rl.det``; a task's records then all go to one partition, in
@@ -42,6 +45,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -61,7 +65,7 @@ from pyspark.sql.types import (
 
 from recovery_lib.io.client_cache import cached, evict
 from recovery_lib.io.exceptions import InvalidSinkOption, SinkDeliveryError, WriterFenced
-from recovery_lib.io.hooks import CommitHook, WriteFault, WriteGuard, load_hook
+from recovery_lib.io.hooks import CommitHook, WriteFault, WriteGuard, load_hook, writer_epoch
 from recovery_lib.io.sinks.commit_gate import COMMIT_HEADER, TXN_HEADER, commit_record
 from recovery_lib.io.sinks.ids import DET_COLUMN, DET_HEADER, EPOCH_HEADER, ID_HEADER, output_id
 from recovery_lib.io.sinks.modes import SINK_MODES
@@ -105,6 +109,8 @@ class SinkOptions:
     record_headers: str = ""  # hook module:attr, io.hooks.RecordHeaders factory
     hook_options: tuple[tuple[str, str], ...] = ()  # what the guard factory is given
     batch_id: int | None = None  # a batch write: the streaming batch it writes (foreachBatch)
+    hold_until: str = ""  # a hot standby's takeover marker: nothing is written before it
+    epoch_file: str = ""  # the epoch to write, read by each task (a hot standby's changes)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -125,6 +131,12 @@ class SinkOptions:
             epoch = int(opts.get("epoch", "0"))
         except ValueError:
             raise InvalidSinkOption(f"epoch must be an integer, got {opts['epoch']!r}") from None
+        if opts.get("holduntil") and mode not in ("at_least_once", "dedup", "release"):
+            raise InvalidSinkOption(
+                f"holdUntil (a hot standby) with mode {mode}: a held batch writes nothing, "
+                "which a commit record or transaction of its own would contradict; use mode "
+                "dedup or release"
+            )
         try:
             batch_id = int(opts["batchid"]) if "batchid" in opts else None
         except ValueError:
@@ -150,7 +162,18 @@ class SinkOptions:
             record_headers=opts.get("recordheaders", ""),
             hook_options=tuple(sorted(opts.items())),
             batch_id=batch_id,
+            hold_until=opts.get("holduntil", ""),
+            epoch_file=opts.get("epochfile", ""),
         )
+
+    def held(self) -> bool:
+        """A hot standby before its takeover: write nothing."""
+        return bool(self.hold_until) and not Path(self.hold_until).exists()
+
+    def current_epoch(self) -> int:
+        """The epoch records carry: the epoch file's when there is one (a hot standby took
+        over), else the option's."""
+        return writer_epoch({"epoch": str(self.epoch), "epochFile": self.epoch_file})
 
     def guard(self) -> WriteGuard | None:
         if not self.write_guard:
@@ -264,6 +287,9 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             batch_id = int(task["batch_id"])
         partition = int(task["partition"])
         attempt = int(task["attempt"])
+        if self.options.held():  # the primary delivered this batch: compute it, write nothing
+            dropped = sum(batch.num_rows for batch in iterator)
+            return SinkCommit(batch_id, partition, attempt, 0, dropped=dropped)
         if self.options.stable_order and DET_COLUMN not in self.columns:
             iterator = stable_order(iterator)
         mode = self.options.mode
@@ -404,7 +430,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         guard = self.options.guard()
         headers = [*(headers or ()), *self.options.batch_headers(batch_id)]
         self._guard_check(guard, producer, batch_id, partition)
-        epoch = str(self.options.epoch).encode()
+        epoch = str(self.options.current_epoch()).encode()
         prefix = self.options.sink_id
         topic = self.options.topic
         seq = 0
