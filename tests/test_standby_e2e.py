@@ -123,3 +123,24 @@ def test_paused_primary_is_fenced_after_the_standby_took_over(kafka_bootstrap):
     )
     # The takeover's epoch is recorded in the pair's epoch store.
     assert Path(exp.workdir / "faulty" / "epochs" / "2").exists()
+
+
+@pytest.mark.long
+def test_a_hot_standby_takes_over_with_its_state_loaded(kafka_bootstrap, settings_env):
+    """The hot standby's query follows the primary's committed batches, writing nothing; the
+    primary is SIGKILLed; the standby takes over without restoring a copy or starting a query,
+    and the output is exactly-once."""
+    settings_env(RECOVERY_STANDBY_HOT="true", RECOVERY_STANDBY_REPLACE_AFTER_S=0)
+    exp, report = experiment(query="q3", fail="driver-kill", rate=1500.0, duration_s=45.0)
+    assert report["consistency"]["verdict"] == "consistent", report["consistency"]
+    assert report["consistency"]["guarantee"] == "exactly-once"
+    [takeover] = report["takeovers"]
+    assert takeover.get("hot") is True, takeover  # not the warm fallback
+    assert takeover["epoch"] == 2 and takeover["fence_records"] == 2
+    assert takeover["follower_batch"] is not None  # it had run the primary's batches
+    # Before the takeover the hot query wrote nothing: every epoch-2 record is after a fence.
+    raw = raw_records(f"{exp.gen.topic_prefix}.out.faulty")
+    fences = {p: off for p, off, h in raw if FENCE_HEADER in h}
+    early = [(p, off) for p, off, h in raw if h.get(EPOCH_HEADER) == b"2" and off < fences[p]]
+    assert early == []
+    assert any(h.get(EPOCH_HEADER) == b"2" for _, _, h in raw)  # and wrote after it
