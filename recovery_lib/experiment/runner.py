@@ -725,12 +725,14 @@ class Experiment:
         self.progress(f"[{name}] warm-up: {count:,} input records ...")
         timeout = self.cfg.catch_up_timeout_s
         deadline = time.monotonic() + timeout
-        while not self._drained(self._checkpoint(sup, name)):
+        # The warm-up processed, and the mode's standby (if any) ready for the first failure.
+        while not (self._drained(self._checkpoint(sup, name)) and sup.ready_for_next_failure()):
             sup.tick()
             if time.monotonic() > deadline:
                 raise RuntimeError(
-                    f"the job did not process its {count:,} warm-up events within {timeout:g} s;"
-                    f" see the job's log (job.log) under {self.workdir / name}"
+                    f"the job did not process its {count:,} warm-up events (or its standby or "
+                    f"replica was not ready) within {timeout:g} s; see the job's log (job.log) "
+                    f"under {self.workdir / name}"
                 )
             time.sleep(0.5)
         return count

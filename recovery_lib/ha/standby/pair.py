@@ -169,9 +169,13 @@ class StandbyPair:
 
     def ready_for_next_failure(self) -> bool:
         """Back from the last failure: the primary serves, no takeover or restart is in
-        progress, and (when the pair replaces standbys) a warm standby waits."""
+        progress, a standby that is up is ready (warm; hot: caught up), and (when the pair
+        replaces standbys) one waits."""
         if not self.serving():
             return False
+        standing_by = self.standby is not None and self.standby.proc is not None
+        if standing_by and self.standby.proc.poll() is None and not self.standby_ready():
+            return False  # still warming, or a hot standby still catching up
         if self.restandby and not self.standby_ready():
             self._maybe_restandby()
             return False

@@ -44,6 +44,7 @@ from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore, write_fences
 from recovery_lib.ha.standby.rehearsal import rehearse
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
 from recovery_lib.metrics.store import now_ms
+from recovery_lib.runtime.checkpoint import last_committed
 from recovery_lib.runtime.heartbeat import HeartbeatWriter, read_heartbeat
 from recovery_lib.settings import get_settings
 
@@ -132,6 +133,7 @@ class StandbyJob:
         live_root = Path(self.opts.checkpoint_dir)
         shutil.rmtree(live_root, ignore_errors=True)
         restore(self.dir, manifest, live_root)
+        self.info["ready"] = False  # until its query caught up with the primary
         self.follower = start_query()
         self.info.update(hot=True, follower_from_batch=manifest.batch)
         return self.follower
@@ -179,6 +181,17 @@ class StandbyJob:
                     lag_batches=lag.batches,
                     lag_bytes=lag.bytes,
                 )
+                if self.follower is not None:  # hot: ready once its query caught up
+                    mine = last_committed(Path(self.opts.checkpoint_path))
+                    behind = (
+                        lag.primary_batch - mine
+                        if lag.primary_batch is not None and mine is not None
+                        else None
+                    )
+                    self.info["follower_lag_batches"] = behind
+                    self.info["ready"] = (
+                        behind is not None and behind <= 1 and self.follower_alive()
+                    )
                 if shipped is not None:
                     self.info.update(
                         copy_seq=shipped.seq,
@@ -210,8 +223,8 @@ class StandbyJob:
         self.info["warm"] = True
         self._start_shipping()
         shipper = self._shipper_thread
-        if self.follower is not None:  # hot: its query keeps workers and code warm
-            self.info["ready"] = True
+        if self.follower is not None:  # hot: ready when caught up (the shipper says)
+            pass
         elif self.build is not None and get_settings().standby_rehearse:
             threading.Thread(
                 target=self._rehearse_when_shipped, name="rehearsal", daemon=True
