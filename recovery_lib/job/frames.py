@@ -23,6 +23,7 @@ from recovery_lib.ha.standby.follow import FOLLOW_POLICY
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.parked import PARKED_OPTION
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, DET_COLUMN, ID_HEADER
+from recovery_lib.io.sinks.kafka_sink import BATCH_SHIFT_FILE
 from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.io.task import task_info
@@ -235,6 +236,8 @@ def sink_options(opts: JobOptions) -> dict[str, str]:
         "mode": opts.sink_mode,
         "epoch": str(opts.epoch),
         "writeFault": SINK_FAULT_HOOK,  # experiments arm mid-write kills at run time
+        # A hot standby that took over numbers its outputs as its primary did (follow.py).
+        "batchShiftFile": f"{opts.checkpoint_path}/{BATCH_SHIFT_FILE}",
         **opts.sink_options,
     }
     if opts.epoch_store:  # standby jobs: a zombie primary's sink is fenced

@@ -44,28 +44,75 @@ def logs(tmp_path: Path) -> SimpleNamespace:
     return SimpleNamespace(primary=primary, live=live, marker=marker, policy=policy)
 
 
-def test_before_the_takeover_only_committed_batches_are_followed(logs: SimpleNamespace) -> None:
-    available = {"t": {"0": 500}}
-    (logs.primary / "offsets" / "1").write_text(_entry(1, 20))
-    assert logs.policy.cut({"t": {"0": 10}}, available, None) == {"t": {"0": 10}}  # planned only
-    (logs.primary / "commits" / "1").write_text("v1\n{}")
-    assert logs.policy.cut({"t": {"0": 10}}, available, None) == {"t": {"0": 20}}
-    (logs.live / "offsets" / "1").write_text("followed")
-    # Nothing more committed: the hot query plans nothing, however much input is there.
-    assert logs.policy.cut({"t": {"0": 20}}, available, None) == {"t": {"0": 20}}
-    assert not logs.policy.done and logs.policy.followed == [1]
+def _plan(logs: SimpleNamespace, start: dict, end: dict) -> None:
+    """What Spark does after ``latestOffset`` when there is new data: write its own offset-log
+    entry for the next batch, then ask the source to plan it."""
+    own = sorted(int(p.name) for p in (logs.live / "offsets").iterdir())
+    (logs.live / "offsets" / str(own[-1] + 1)).write_text("planned")
+    logs.policy.planned(start, end)
 
 
-def test_after_the_takeover_the_planned_batch_is_followed_then_cuts_are_free(
+def _primary(logs: SimpleNamespace, batch: int, end: int, committed: bool = True) -> None:
+    (logs.primary / "offsets" / str(batch)).write_text(_entry(batch, end))
+    if committed:
+        (logs.primary / "commits" / str(batch)).write_text("v1\n{}")
+
+
+def test_before_the_takeover_only_committed_batches_are_followed_merged(
     logs: SimpleNamespace,
 ) -> None:
     available = {"t": {"0": 500}}
-    (logs.primary / "offsets" / "1").write_text(_entry(1, 35))  # the primary died in batch 1
+    _primary(logs, 1, 20)
+    _primary(logs, 2, 30)
+    _primary(logs, 3, 45, committed=False)
+    # One batch of its own to the end of the primary's newest committed one (1 and 2).
+    end = logs.policy.cut({"t": {"0": 10}}, available, None)
+    assert end == {"t": {"0": 30}}
+    _plan(logs, {"t": {"0": 10}}, end)
+    assert logs.policy.reached == 2
+    # Batch 3 is only planned by the primary: nothing to plan, however much input is there.
+    assert logs.policy.cut({"t": {"0": 30}}, available, None) == {"t": {"0": 30}}
+    (logs.primary / "commits" / "3").write_text("v1\n{}")
+    assert logs.policy.cut({"t": {"0": 30}}, available, None) == {"t": {"0": 45}}
+    assert not logs.policy.done and not (logs.live / "batch_shift").exists()
+
+
+def test_at_the_takeover_the_ids_shift_to_the_primarys_and_its_last_batch_is_replayed(
+    logs: SimpleNamespace,
+) -> None:
+    available = {"t": {"0": 500}}
+    for batch, end in ((1, 20), (2, 30)):
+        _primary(logs, batch, end)
+    _primary(logs, 3, 42, committed=False)  # the primary died in batch 3
+    end = logs.policy.cut({"t": {"0": 10}}, available, None)
+    _plan(logs, {"t": {"0": 10}}, end)  # own batch 1 = the primary's 1 and 2
+    (logs.live / "batch_shift").write_text("5")  # inherited from an earlier takeover
     logs.marker.write_text("2")
-    assert logs.policy.cut({"t": {"0": 10}}, available, None) == {"t": {"0": 35}}
-    (logs.live / "offsets" / "1").write_text("followed")
-    assert logs.policy.cut({"t": {"0": 35}}, available, None) == {"t": {"0": 500}}
-    assert logs.policy.done and logs.policy.followed == [1]
+    end = logs.policy.cut({"t": {"0": 30}}, available, None)
+    assert end == {"t": {"0": 42}}  # the primary's batch 3, its boundaries
+    # Own batch 2 is the primary's 3: output ids = Spark's id + 1 (+ the inherited 5).
+    assert (logs.live / "batch_shift").read_text() == "6"
+    _plan(logs, {"t": {"0": 30}}, end)
+    assert logs.policy.cut({"t": {"0": 42}}, available, None) == {"t": {"0": 500}}  # free
+    assert logs.policy.done and logs.policy.followed == [2, 3]
+    assert (logs.live / "batch_shift").read_text() == "6"  # recorded once
+
+
+def test_the_sink_adds_the_batch_shift_to_sparks_batch_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shift = tmp_path / "batch_shift"
+    options = SinkOptions.parse(
+        {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "out",
+         "holdUntil": str(tmp_path / "marker"), "batchShiftFile": str(shift)}
+    )  # fmt: skip
+    monkeypatch.setattr(
+        kafka_sink, "task_info", lambda: {"batch_id": 4, "partition": 0, "attempt": 0}
+    )
+    rows = pa.RecordBatch.from_pydict({"key": ["a"], "value": ["1"]})
+    assert KafkaStreamWriter(options, SCHEMA).write(iter([rows])).batch_id == 4
+    shift.write_text("3")
+    assert KafkaStreamWriter(options, SCHEMA).write(iter([rows])).batch_id == 7
 
 
 SCHEMA = StructType([StructField("key", StringType()), StructField("value", StringType())])
@@ -117,3 +164,24 @@ def test_which_jobs_a_standby_can_follow_hot() -> None:
     assert "causal" in hot_problem(SimpleNamespace(**{**vars(plain), "causal": object()}))
     assert "table" in hot_problem(SimpleNamespace(**{**vars(plain), "table_sink": "delta:x"}))
     assert "two_phase" in hot_problem(SimpleNamespace(**{**vars(plain), "sink_mode": "two_phase"}))
+
+
+def test_a_hot_querys_lag_is_matched_by_where_its_batches_end(tmp_path: Path) -> None:
+    from recovery_lib.ha.standby.process import follower_behind
+
+    primary, follower = tmp_path / "p", tmp_path / "f"
+    for root in (primary, follower):
+        (root / "offsets").mkdir(parents=True)
+        (root / "commits").mkdir()
+    for batch in range(6):
+        (primary / "offsets" / str(batch)).write_text(_entry(batch, 10 * batch))
+        (primary / "commits" / str(batch)).write_text("v1\n{}")
+    assert follower_behind(primary, follower) is None  # nothing committed of its own yet
+    # Its batches 0, 1 and 2 end where the primary's 0, 2 and 4 do.
+    for mine, theirs in ((0, 0), (1, 2), (2, 4)):
+        (follower / "offsets" / str(mine)).write_text(_entry(mine, 10 * theirs))
+        (follower / "commits" / str(mine)).write_text("v1\n{}")
+    assert follower_behind(primary, follower) == 1
+    (follower / "offsets" / "3").write_text(_entry(3, 50))
+    (follower / "commits" / "3").write_text("v1\n{}")
+    assert follower_behind(primary, follower) == 0

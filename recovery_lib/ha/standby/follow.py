@@ -14,11 +14,14 @@ Past the tail it cuts as the primary would have: freely, or by the policy named 
 
 A hot standby (process.py) runs its query all along, on the primary's own offset log
 (``followLog`` = the primary's ``offsets`` directory) with ``followHoldUntil`` = its takeover
-marker: until the marker exists it follows only batches the primary has committed (an entry in
-the ``commits`` directory beside ``followLog``) and otherwise plans nothing, so its state
-stays one batch behind the primary's at most and its sink (held by the same marker) writes
-nothing the primary has not delivered. From the takeover on it follows the rest of the log,
-then cuts as above.
+marker: until the marker exists it plans nothing the primary has not committed (an entry in
+the ``commits`` directory beside ``followLog``), and its sink (held by the same marker) writes
+nothing. So that it catches up on a busy machine, one of its batches may cover several
+committed batches of the primary (to the newest one: their outputs are held anyway). Its
+batch ids then fall behind the primary's; at the takeover it records the difference in the
+batch shift file of its checkpoint (``batch_shift``, which the sink adds to Spark's batch
+id), follows the primary's uncommitted batch with its exact boundaries, whose outputs thus
+get the ids the primary gave them, and then cuts as above.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 from recovery_lib.io.cut_policies import CutPolicy, make_cut_policy
 from recovery_lib.io.exceptions import InvalidSourceOption
 from recovery_lib.io.offsets import Offsets
+from recovery_lib.io.sinks.kafka_sink import BATCH_SHIFT_FILE, read_batch_shift
 from recovery_lib.runtime.checkpoint import batch_ids
 
 
@@ -72,6 +76,10 @@ class FollowLog(CutPolicy):
         self.then = make_cut_policy(then, options)
         self.done = False
         self.followed: list[int] = []
+        # Hot: the primary batch whose end this query has reached, and the one just cut to.
+        self.reached: int | None = None
+        self._cut_to: int | None = None
+        self.shifted = False
 
     def planning(self) -> int:
         ids = batch_ids(self.checkpoint / "offsets")
@@ -82,22 +90,59 @@ class FollowLog(CutPolicy):
         return self.hold_until is not None and not self.hold_until.exists()
 
     def cut(self, start: Offsets, available: Offsets, max_rows: int | None) -> Offsets:
-        holding = self.holding()
-        if holding or not self.done:
-            batch = self.planning()
-            committed = not holding or (self.commits / str(batch)).exists()
-            ends = logged_ends(self.tail / str(batch), set(available)) if committed else None
+        if self.hold_until is not None:
+            if self.reached is None:  # restored from a copy of the primary: ids coincide
+                self.reached = self.planning() - 1
+            if self.holding():
+                return self._catch_up(start, available)
+            if not self.shifted:  # the takeover: the primary's ids from here on
+                self._record_shift()
+        if not self.done:
+            batch = self.planning() if self.reached is None else self.reached + 1
+            ends = logged_ends(self.tail / str(batch), set(available))
             if ends is not None:
                 self.followed.append(batch)
-                # Partitions the entry does not name stay where they are.
-                return {
-                    t: {p: ends.get(t, {}).get(p, start[t][p]) for p in parts}
-                    for t, parts in start.items()
-                }
-            if holding:
-                return start  # the primary has not committed it (yet): plan nothing
+                self._cut_to = batch
+                return _at(ends, start)
             self.done = True  # past the primary's last batch: from here on, a normal source
         return self.then.cut(start, available, max_rows)
+
+    def _catch_up(self, start: Offsets, available: Offsets) -> Offsets:
+        """Before the takeover: to the end of the primary's newest committed batch."""
+        committed = batch_ids(self.commits)
+        newest = committed[-1] if committed else None
+        assert self.reached is not None
+        if newest is None or newest <= self.reached:
+            return start  # nothing new committed: plan nothing
+        ends = logged_ends(self.tail / str(newest), set(available))
+        if ends is None:
+            return start
+        self.followed.append(newest)
+        self._cut_to = newest
+        return _at(ends, start)
+
+    def _record_shift(self) -> None:
+        """Own batch ``planning()`` is the primary's ``reached + 1``: their difference, on
+        top of any shift this checkpoint inherited, into the batch shift file."""
+        assert self.reached is not None
+        path = self.checkpoint / BATCH_SHIFT_FILE
+        shift = read_batch_shift(path) + (self.reached + 1 - self.planning())
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(str(shift))
+        tmp.replace(path)
+        self.shifted = True
+
+    def planned(self, start: Offsets, end: Offsets) -> None:
+        if self.hold_until is not None and self._cut_to is not None and end != start:
+            self.reached = self._cut_to  # Spark planned the batch: its end is reached
+        self._cut_to = None
+
+
+def _at(ends: Offsets, start: Offsets) -> Offsets:
+    """The logged ends; partitions the entry does not name stay where they are."""
+    return {
+        t: {p: ends.get(t, {}).get(p, start[t][p]) for p in parts} for t, parts in start.items()
+    }
 
 
 FOLLOW_POLICY = f"{__name__}:FollowLog"  # the source's cutPolicy option names it so

@@ -182,11 +182,8 @@ class StandbyJob:
                     lag_bytes=lag.bytes,
                 )
                 if self.follower is not None:  # hot: ready once its query caught up
-                    mine = last_committed(Path(self.opts.checkpoint_path))
-                    behind = (
-                        lag.primary_batch - mine
-                        if lag.primary_batch is not None and mine is not None
-                        else None
+                    behind = follower_behind(
+                        Path(self.cfg.primary_checkpoint), Path(self.opts.checkpoint_path)
                     )
                     self.info["follower_lag_batches"] = behind
                     self.info["ready"] = (
@@ -339,6 +336,32 @@ class StandbyJob:
         (self.dir / "takeover.json").write_text(json.dumps(info))
         self.log(f"hot standby took over: {json.dumps(info)}")
         return info
+
+
+def _sources(entry: Path) -> list[Any] | None:
+    """The per-source offsets of an offset-log entry (None: not there or not readable)."""
+    try:
+        lines = entry.read_text().splitlines()[2:]
+        return [json.loads(line) for line in lines]
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def follower_behind(primary: Path, follower: Path, look_back: int = 50) -> int | None:
+    """How many committed batches of the primary a hot standby's query has yet to follow: its
+    batches may each cover several of the primary's, so they are matched by where they end,
+    not by id. None: not found within the primary's last ``look_back`` batches."""
+    mine = last_committed(follower)
+    newest = last_committed(primary)
+    if mine is None or newest is None:
+        return None
+    reached = _sources(follower / "offsets" / str(mine))
+    if reached is None:
+        return None
+    for batch in range(newest, max(-1, newest - look_back), -1):
+        if _sources(primary / "offsets" / str(batch)) == reached:
+            return newest - batch
+    return None
 
 
 def hot_problem(opts: Any) -> str | None:

@@ -29,7 +29,10 @@ re-executed batch gives each output the id it had; not with piggybacked determin
 carrier must stay first), batchId (a batch write only, see below), holdUntil (a hot standby's
 takeover marker: until the file exists the writer writes nothing, the primary has delivered
 those batches), epochFile (a file holding the epoch to write, read by each task: a hot
-standby's changes at its takeover), kafka.<property>.
+standby's changes at its takeover), batchShiftFile (a file holding a number added to Spark's
+batch id in output ids: a hot standby ran fewer, larger batches than its primary before its
+takeover, and its ids go on from the primary's; 0 while the file does not exist),
+kafka.<property>.
 Input columns: value (string or binary, required), key (string or binary), partition (int),
 headers (array<struct<key:string,value:binary>>), rl_determinants (binary: piggybacked
 determinants, written as header ``rl.det``; a task's records then all go to one partition, in
@@ -111,6 +114,7 @@ class SinkOptions:
     batch_id: int | None = None  # a batch write: the streaming batch it writes (foreachBatch)
     hold_until: str = ""  # a hot standby's takeover marker: nothing is written before it
     epoch_file: str = ""  # the epoch to write, read by each task (a hot standby's changes)
+    batch_shift_file: str = ""  # added to Spark's batch id in output ids (a hot standby's)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -164,7 +168,12 @@ class SinkOptions:
             batch_id=batch_id,
             hold_until=opts.get("holduntil", ""),
             epoch_file=opts.get("epochfile", ""),
+            batch_shift_file=opts.get("batchshiftfile", ""),
         )
+
+    def batch_shift(self) -> int:
+        """What output ids add to Spark's batch id (the batch shift file's number, else 0)."""
+        return read_batch_shift(self.batch_shift_file)
 
     def held(self) -> bool:
         """A hot standby before its takeover: write nothing."""
@@ -285,6 +294,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         batch_id = self.options.batch_id
         if batch_id is None:
             batch_id = int(task["batch_id"])
+        batch_id += self.options.batch_shift()
         partition = int(task["partition"])
         attempt = int(task["attempt"])
         if self.options.held():  # the primary delivered this batch: compute it, write nothing
@@ -526,6 +536,19 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo outside transactional mode: consumers dedup by id."""
+
+
+BATCH_SHIFT_FILE = "batch_shift"  # in a query's checkpoint directory (shipped with it)
+
+
+def read_batch_shift(path: str | Path) -> int:
+    """The number in a batch shift file (0 when there is none)."""
+    if not path:
+        return 0
+    try:
+        return int(Path(path).read_text().strip())
+    except FileNotFoundError:
+        return 0
 
 
 class KafkaBatchWriter(DataSourceArrowWriter):
