@@ -129,9 +129,12 @@ def test_paused_primary_is_fenced_after_the_standby_took_over(kafka_bootstrap):
 def test_a_hot_standby_takes_over_with_its_state_loaded(kafka_bootstrap, settings_env):
     """The hot standby's query follows the primary's committed batches, writing nothing; the
     primary is SIGKILLed; the standby takes over without restoring a copy or starting a query,
-    and the output is exactly-once."""
+    its outputs numbered as the primary's, and the output is exactly-once (keyed_state: one
+    input, no watermark, so a hot standby may catch up in larger batches)."""
     settings_env(RECOVERY_STANDBY_HOT="true", RECOVERY_STANDBY_REPLACE_AFTER_S=0)
-    exp, report = experiment(query="q3", fail="driver-kill", rate=1500.0, duration_s=45.0)
+    exp, report = experiment(
+        query="keyed_state", keys=20_000, fail="driver-kill", rate=1000.0, duration_s=45.0
+    )
     assert report["consistency"]["verdict"] == "consistent", report["consistency"]
     assert report["consistency"]["guarantee"] == "exactly-once"
     [takeover] = report["takeovers"]
@@ -144,3 +147,14 @@ def test_a_hot_standby_takes_over_with_its_state_loaded(kafka_bootstrap, setting
     early = [(p, off) for p, off, h in raw if h.get(EPOCH_HEADER) == b"2" and off < fences[p]]
     assert early == []
     assert any(h.get(EPOCH_HEADER) == b"2" for _, _, h in raw)  # and wrote after it
+
+
+@pytest.mark.long
+def test_a_standby_of_a_job_with_two_inputs_stays_warm(kafka_bootstrap, settings_env):
+    """q3 reads two inputs, each cut in a source process of its own: hot is refused and the
+    standby takes over the warm way, exactly-once."""
+    settings_env(RECOVERY_STANDBY_HOT="true", RECOVERY_STANDBY_REPLACE_AFTER_S=0)
+    _exp, report = experiment(query="q3", fail="driver-kill", rate=1500.0, duration_s=40.0)
+    assert report["consistency"]["verdict"] == "consistent", report["consistency"]
+    [takeover] = report["takeovers"]
+    assert not takeover.get("hot") and takeover["copy_batch"] is not None

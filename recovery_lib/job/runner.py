@@ -203,6 +203,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             ),
             heartbeat,
             build=build,
+            inputs=len(spec.inputs),
         )
     elif launch.epoch_store:  # a primary under fencing: a new incarnation takes a new epoch
         from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore
@@ -242,7 +243,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
 
     if standby is not None:
         if standby.hot:  # its query runs from now on, held until the takeover
-            standby.start_follower(lambda: _start(df, opts, launch.own_log, events))
+            standby.start_follower(df, lambda: _start(df, opts, launch.own_log, events))
         cause = standby.wait_for_takeover()
         phases["takeover_ms"] = now_ms()
         standby.take_over(cause)

@@ -18,7 +18,7 @@ from recovery_lib.ha.standby.process import hot_problem
 from recovery_lib.io.exceptions import InvalidSinkOption, WriterFenced
 from recovery_lib.io.hooks import writer_epoch
 from recovery_lib.io.sinks import kafka_sink
-from recovery_lib.io.sinks.kafka_sink import KafkaStreamWriter, SinkOptions
+from recovery_lib.io.sinks.kafka_sink import KafkaStreamWriter, SinkOptions, read_batch_shift
 
 
 def _entry(batch: int, end: int) -> str:
@@ -86,16 +86,21 @@ def test_at_the_takeover_the_ids_shift_to_the_primarys_and_its_last_batch_is_rep
     _primary(logs, 3, 42, committed=False)  # the primary died in batch 3
     end = logs.policy.cut({"t": {"0": 10}}, available, None)
     _plan(logs, {"t": {"0": 10}}, end)  # own batch 1 = the primary's 1 and 2
-    (logs.live / "batch_shift").write_text("5")  # inherited from an earlier takeover
+    shift_file = logs.live / "batch_shift"
+    shift_file.write_text('{"shift": 5, "from_batch": 1}')  # from an earlier takeover
     logs.marker.write_text("2")
+    # A second source of the same query has a policy of its own, at the same point.
+    other = FollowLog(dict(logs.policy.options))
+    other.reached = logs.policy.reached
     end = logs.policy.cut({"t": {"0": 30}}, available, None)
     assert end == {"t": {"0": 42}}  # the primary's batch 3, its boundaries
-    # Own batch 2 is the primary's 3: output ids = Spark's id + 1 (+ the inherited 5).
-    assert (logs.live / "batch_shift").read_text() == "6"
+    assert other.cut({"t": {"0": 30}}, available, None) == end
+    # Own batch 2 is the primary's 3: output ids = Spark's id + 1 (+ the inherited 5), once.
+    assert read_batch_shift(shift_file) == 6
     _plan(logs, {"t": {"0": 30}}, end)
     assert logs.policy.cut({"t": {"0": 42}}, available, None) == {"t": {"0": 500}}  # free
     assert logs.policy.done and logs.policy.followed == [2, 3]
-    assert (logs.live / "batch_shift").read_text() == "6"  # recorded once
+    assert read_batch_shift(shift_file) == 6  # recorded once
 
 
 def test_the_sink_adds_the_batch_shift_to_sparks_batch_id(
@@ -111,7 +116,7 @@ def test_the_sink_adds_the_batch_shift_to_sparks_batch_id(
     )
     rows = pa.RecordBatch.from_pydict({"key": ["a"], "value": ["1"]})
     assert KafkaStreamWriter(options, SCHEMA).write(iter([rows])).batch_id == 4
-    shift.write_text("3")
+    shift.write_text('{"shift": 3, "from_batch": 2}')
     assert KafkaStreamWriter(options, SCHEMA).write(iter([rows])).batch_id == 7
 
 
@@ -164,6 +169,7 @@ def test_which_jobs_a_standby_can_follow_hot() -> None:
     assert "causal" in hot_problem(SimpleNamespace(**{**vars(plain), "causal": object()}))
     assert "table" in hot_problem(SimpleNamespace(**{**vars(plain), "table_sink": "delta:x"}))
     assert "two_phase" in hot_problem(SimpleNamespace(**{**vars(plain), "sink_mode": "two_phase"}))
+    assert "2 inputs" in hot_problem(plain, inputs=2)
 
 
 def test_a_hot_querys_lag_is_matched_by_where_its_batches_end(tmp_path: Path) -> None:

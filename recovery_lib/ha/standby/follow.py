@@ -27,13 +27,14 @@ get the ids the primary gave them, and then cuts as above.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from recovery_lib.io.cut_policies import CutPolicy, make_cut_policy
 from recovery_lib.io.exceptions import InvalidSourceOption
 from recovery_lib.io.offsets import Offsets
-from recovery_lib.io.sinks.kafka_sink import BATCH_SHIFT_FILE, read_batch_shift
+from recovery_lib.io.sinks.kafka_sink import BATCH_SHIFT_FILE
 from recovery_lib.runtime.checkpoint import batch_ids
 
 
@@ -123,13 +124,21 @@ class FollowLog(CutPolicy):
 
     def _record_shift(self) -> None:
         """Own batch ``planning()`` is the primary's ``reached + 1``: their difference, on
-        top of any shift this checkpoint inherited, into the batch shift file."""
+        top of any shift this checkpoint inherited, into the batch shift file. Each of the
+        query's sources has a policy of its own: the first one records, the others find the
+        record for this batch and leave it."""
         assert self.reached is not None
         path = self.checkpoint / BATCH_SHIFT_FILE
-        shift = read_batch_shift(path) + (self.reached + 1 - self.planning())
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(str(shift))
-        tmp.replace(path)
+        planning = self.planning()
+        try:
+            recorded = json.loads(path.read_text())
+        except FileNotFoundError:
+            recorded = {"shift": 0, "from_batch": None}
+        if recorded.get("from_batch") != planning:
+            shift = int(recorded["shift"]) + (self.reached + 1 - planning)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"shift": shift, "from_batch": planning}))
+            tmp.replace(path)
         self.shifted = True
 
     def planned(self, start: Offsets, end: Offsets) -> None:

@@ -81,6 +81,7 @@ class StandbyJob:
         heartbeat: HeartbeatWriter | None,
         log: Callable[[str], None] = print,
         build: Callable[[Any, Any], Any] | None = None,
+        inputs: int = 1,
     ) -> None:
         self.build = build  # for the rehearsal (rehearsal.py)
         self.spark = spark
@@ -97,7 +98,9 @@ class StandbyJob:
         self.marker = self.dir / "taken_over"
         self.follower: Any = None  # a hot standby's running query
         self._shipper_thread: threading.Thread | None = None
-        self.hot_refused = hot_problem(opts) if get_settings().standby_hot else "setting off"
+        self.hot_refused = (
+            hot_problem(opts, inputs) if get_settings().standby_hot else "setting off"
+        )
         self.hot = self.hot_refused is None
         opts.follow_log = str(self.dir / "tail")
         if self.hot:  # the primary's own logs: its committed batches, read as they appear
@@ -119,9 +122,14 @@ class StandbyJob:
 
     # -- idle --------------------------------------------------------------------------------
 
-    def start_follower(self, start_query: Callable[[], Any]) -> Any:
+    def start_follower(self, df: Any, start_query: Callable[[], Any]) -> Any:
         """A hot standby: restore the first complete copy, then start the query (it follows
-        the primary's committed batches, output held, until the takeover marker)."""
+        the primary's committed batches, output held, until the takeover marker). None: it
+        stays warm (the query has an event-time watermark, or the primary died first)."""
+        if plan_has_watermark(df):
+            self.hot, self.hot_refused = False, WATERMARK_REFUSAL
+            self.info["hot_refused"] = WATERMARK_REFUSAL
+            return None
         self._start_shipping()
         manifest = latest_complete(self.dir, verify=True)
         while manifest is None and self._lease_holds():
@@ -187,7 +195,9 @@ class StandbyJob:
                     )
                     self.info["follower_lag_batches"] = behind
                     self.info["ready"] = (
-                        behind is not None and behind <= 1 and self.follower_alive()
+                        behind is not None
+                        and behind <= HOT_READY_LAG_BATCHES
+                        and self.follower_alive()
                     )
                 if shipped is not None:
                     self.info.update(
@@ -316,6 +326,15 @@ class StandbyJob:
         fences = write_fences([self.opts.out_topic], epoch, self.opts.kafka)
         fenced_ms = now_ms()
         self.opts.epoch = epoch
+        # The primary commits no more: still held, the query catches up with its last
+        # committed batch in one batch of its own; only its uncommitted one is replayed.
+        primary, live = Path(self.cfg.primary_checkpoint), Path(self.opts.checkpoint_path)
+        deadline = time.monotonic() + HOT_CATCH_UP_TIMEOUT_S
+        behind = follower_behind(primary, live)
+        while behind != 0 and self.follower_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+            behind = follower_behind(primary, live)
+        caught_up_ms = now_ms()
         _write_atomically(self.marker, str(epoch))
         progress = self.follower.lastProgress or {}
         info = {
@@ -325,6 +344,8 @@ class StandbyJob:
             "epoch": epoch,
             "fence_records": fences,
             "fenced_ms": fenced_ms,
+            "caught_up_ms": caught_up_ms,
+            "behind_at_marker": behind,
             "follower_batch": progress.get("batchId"),
             "restored_ms": now_ms(),  # nothing to restore: the query has its state
         }
@@ -364,8 +385,28 @@ def follower_behind(primary: Path, follower: Path, look_back: int = 50) -> int |
     return None
 
 
-def hot_problem(opts: Any) -> str | None:
+WATERMARK_REFUSAL = (
+    "the query has an event-time watermark: where its batches end decides what its state "
+    "keeps, and a hot standby's batches end elsewhere than its primary's"
+)
+
+
+def plan_has_watermark(df: Any) -> bool:
+    """The query's plan holds an event-time watermark (so its state depends on where batches
+    end). Unknown counts as yes."""
+    try:
+        return "EventTimeWatermark" in df._jdf.queryExecution().analyzed().toString()
+    except Exception:  # noqa: BLE001 - a plan we cannot read: stay warm
+        return True
+
+
+def hot_problem(opts: Any, inputs: int = 1) -> str | None:
     """Why a standby of this job cannot be hot (None: it can)."""
+    if inputs != 1:
+        return (
+            f"{inputs} inputs: each is cut in a source process of its own, and while the "
+            "primary runs they could not agree on which of its batches to follow"
+        )
     if opts.causal is not None:
         return "a causally logged job replays its determinants at the takeover"
     if opts.table_sink:
@@ -376,6 +417,12 @@ def hot_problem(opts: Any) -> str | None:
 
 
 HOT_SINK_MODES = ("dedup", "release", "at_least_once")
+# Ready for a failure: at most this many of the primary's committed batches not yet followed
+# (a hot query catches up on them in one batch of its own).
+HOT_READY_LAG_BATCHES = 5
+# At the takeover, how long the hot query may take to catch up before the marker is written
+# anyway (then it replays the rest one batch at a time, with the primary's boundaries).
+HOT_CATCH_UP_TIMEOUT_S = 60.0
 
 
 def _write_atomically(path: Path, text: str) -> None:

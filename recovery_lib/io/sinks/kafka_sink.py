@@ -45,6 +45,7 @@ stream writers take append and complete only), with the ids, modes and commit of
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -542,11 +543,12 @@ BATCH_SHIFT_FILE = "batch_shift"  # in a query's checkpoint directory (shipped w
 
 
 def read_batch_shift(path: str | Path) -> int:
-    """The number in a batch shift file (0 when there is none)."""
+    """The shift in a batch shift file (0 when there is none): JSON ``{"shift": n,
+    "from_batch": b}`` (b: the first own batch it applied to at the takeover that wrote it)."""
     if not path:
         return 0
     try:
-        return int(Path(path).read_text().strip())
+        return int(json.loads(Path(path).read_text())["shift"])
     except FileNotFoundError:
         return 0
 
