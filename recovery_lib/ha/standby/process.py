@@ -307,14 +307,7 @@ class StandbyJob:
             "causal_markers_synced": markers,
             "restored_ms": now_ms(),
         }
-        self.info["takeover"] = info
-        if self.heartbeat is not None:
-            self.heartbeat.role = "primary"
-            self.heartbeat.epoch = epoch
-            self.heartbeat.beat()
-        (self.dir / "takeover.json").write_text(json.dumps(info))
-        self.log(f"standby took over: {json.dumps(info)}")
-        return info
+        return self._took_over(info, "standby")
 
     def _take_over_hot(self, cause: str) -> dict[str, Any]:
         """Epoch, fences, then the marker: the running query writes from its next batch on
@@ -349,13 +342,17 @@ class StandbyJob:
             "follower_batch": progress.get("batchId"),
             "restored_ms": now_ms(),  # nothing to restore: the query has its state
         }
+        return self._took_over(info, "hot standby")
+
+    def _took_over(self, info: dict[str, Any], what: str) -> dict[str, Any]:
+        """The takeover said: in the heartbeat (now a primary's), a file and the log."""
         self.info["takeover"] = info
         if self.heartbeat is not None:
             self.heartbeat.role = "primary"
-            self.heartbeat.epoch = epoch
+            self.heartbeat.epoch = info["epoch"]
             self.heartbeat.beat()
         (self.dir / "takeover.json").write_text(json.dumps(info))
-        self.log(f"hot standby took over: {json.dumps(info)}")
+        self.log(f"{what} took over: {json.dumps(info)}")
         return info
 
 
