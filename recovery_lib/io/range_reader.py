@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -15,15 +16,17 @@ from pyspark.sql.types import StructType
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.exceptions import SinkDeliveryError, bad_record_error, offsets_unavailable
 from recovery_lib.io.parked import parked_in
-from recovery_lib.kafka.clients import RANGE_FETCHES
+from recovery_lib.kafka.clients import RANGE_FETCHES, SLOW_FETCH_AFTER_S, SLOW_FETCHES
 from recovery_lib.kafka.headers import ID_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
 from recovery_lib.settings import get_settings
 
 if TYPE_CHECKING:
     from recovery_lib.io.source_options import KafkaRange, SourceOptions
 
+log = logging.getLogger(__name__)
 
-def _consumer(config: dict[str, str]) -> Consumer:
+
+def _consumer(config: dict[str, str], fetches: dict[str, str] = RANGE_FETCHES) -> Consumer:
     return Consumer(
         {
             **config,
@@ -31,9 +34,13 @@ def _consumer(config: dict[str, str]) -> Consumer:
             "enable.auto.commit": "false",
             "enable.partition.eof": "true",
             "auto.offset.reset": "error",
-            **RANGE_FETCHES,
+            **fetches,
         }
     )
+
+
+def _slow_consumer(config: dict[str, str]) -> Consumer:
+    return _consumer(config, SLOW_FETCHES)
 
 
 def _producer(config: dict[str, str]) -> Producer:
@@ -56,6 +63,7 @@ def read_range(
     headers: list[Any] = []
     next_offset = rng.start
     last_progress = time.monotonic()
+    slow = False  # switched to the broker's usual fetch wait (SLOW_FETCH_AFTER_S)
     # Parked records (a poison record found by job/poison.py) go to the dead letters instead.
     parked = parked_in(options.parked, rng.topic, rng.partition, rng.start, rng.end)
     try:
@@ -70,8 +78,19 @@ def read_range(
                     break
                 # A broker that stalls is waited for up to the outage budget.
                 patience = max(settings.source_poll_timeout_s, settings.kafka_outage_budget_s)
-                if time.monotonic() - last_progress > patience:
+                waited = time.monotonic() - last_progress
+                if waited > patience:
                     raise offsets_unavailable(rng, next_offset, patience)
+                if waited > SLOW_FETCH_AFTER_S and not slow:
+                    log.warning(
+                        "%s/%d: nothing from offset %d in %.1f s with short fetch waits; "
+                        "reading on with the broker's usual wait",
+                        rng.topic, rng.partition, next_offset, waited,
+                    )  # fmt: skip
+                    consumer.unassign()
+                    consumer = cached("consumer:range-slow", options.kafka, _slow_consumer)
+                    consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset)])
+                    slow = True
                 continue
             last_progress = time.monotonic()
             if msgs[-1].offset() >= rng.end or any(m.error() is not None for m in msgs):

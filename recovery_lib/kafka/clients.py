@@ -14,15 +14,23 @@ GROUP_TIMEOUTS = {"session.timeout.ms": "6000", "max.poll.interval.ms": "10000"}
 # trip per 10k records. A reused consumer's next range waits for the fetch the broker holds at
 # the last one's end (fetch.wait.max.ms, 500 by default): measured on tansu, the first record
 # of a new range came after ~450 ms, after ~30 ms with 10 (every source task paid it).
+# But tansu answers a fetch with what it gathered within the wait, and gathering older records
+# of a topic written in many small batches can take longer: a 2-hour soak's job then got
+# nothing at all with 10 ms (30 ms worked). Readers fall back to SLOW_FETCHES when a short
+# wait brings nothing for a while (io/range_reader.py).
 RANGE_FETCHES = {
     "max.partition.fetch.bytes": str(8 << 20),
     "fetch.max.bytes": str(64 << 20),
     "fetch.wait.max.ms": "10",
 }
+SLOW_FETCHES = {**RANGE_FETCHES, "fetch.wait.max.ms": "500"}
 # Readers of whole topics (the oracle): librdkafka keeps fetching ahead until a million
 # messages wait (about 450 MB at 150 B each); its default of 100,000 makes a reader of millions
 # of records wait on fetches (measured on tansu: 2M records in 1.5 s instead of 9.8 s).
 BULK_READS = {**RANGE_FETCHES, "queued.min.messages": "1000000"}
+SLOW_BULK_READS = {**BULK_READS, **SLOW_FETCHES}
+# Without a record for this long under the short fetch wait, readers switch to the slow one.
+SLOW_FETCH_AFTER_S = 2.0
 
 
 def resolve_bootstrap(settings: Settings | None = None) -> str:

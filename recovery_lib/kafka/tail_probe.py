@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from recovery_lib.kafka.clients import SLOW_FETCH_AFTER_S, SLOW_FETCHES
+
 
 class TailProbe:
     def __init__(
@@ -28,17 +30,19 @@ class TailProbe:
         cap_s: float,
         exact_wait_s: float | None = None,
     ) -> None:
-        self._consumer = Consumer(
-            {
-                **config,
-                "group.id": "recovery-tail-probe",
-                "enable.auto.commit": "false",
-                "enable.partition.eof": "true",
-                "fetch.wait.max.ms": "20",
-                # first_offset's fetch from 0 must fail when 0 is gone, not jump to the end.
-                "auto.offset.reset": "error",
-            }
-        )
+        self._config = {
+            **config,
+            "group.id": "recovery-tail-probe",
+            "enable.auto.commit": "false",
+            "enable.partition.eof": "true",
+            "fetch.wait.max.ms": "20",
+            # first_offset's fetch from 0 must fail when 0 is gone, not jump to the end.
+            "auto.offset.reset": "error",
+        }
+        self._consumer = Consumer(self._config)
+        # An exact probe a short fetch wait cannot answer asks again with the broker's usual
+        # wait (tansu may need longer to gather older records: kafka/clients.py).
+        self._slow: Consumer | None = None
         self._timeout_s = request_timeout_s
         self._cap_s = cap_s
         # How long an exact answer may take: by default a request timeout, at least the cap.
@@ -103,8 +107,36 @@ class TailProbe:
     def _probe(self, highs: dict[tuple[str, int], int], exact: bool) -> dict[tuple[str, int], int]:
         ends = dict(highs)  # a safe lower bound if a partition does not answer in time
         pending = set(highs)
-        self._consumer.assign([TopicPartition(t, p, high - 1) for (t, p), high in highs.items()])
         wait_s = self._exact_wait_s if exact else self._cap_s
+        first_s = min(wait_s, SLOW_FETCH_AFTER_S) if exact else wait_s
+        self._probe_with(self._consumer, highs, ends, pending, first_s)
+        if exact and pending:
+            if self._slow is None:
+                self._slow = Consumer({**self._config, **SLOW_FETCHES})
+            self._probe_with(self._slow, {tp: highs[tp] for tp in pending}, ends, pending, wait_s)
+        if exact and pending:
+            names = ", ".join(f"{t}/{p}" for t, p in sorted(pending))
+            raise TimeoutError(
+                f"no answer within {wait_s:.0f} s when reading the end of {names}: the broker "
+                "is overloaded or unreachable (raise RECOVERY_KAFKA_REQUEST_TIMEOUT_S if it "
+                "is only slow)"
+            )
+        for tp, high in highs.items():
+            if tp not in pending:
+                self._cache[tp] = (high, ends[tp])
+        return ends
+
+    @staticmethod
+    def _probe_with(
+        consumer: Consumer,
+        highs: dict[tuple[str, int], int],
+        ends: dict[tuple[str, int], int],
+        pending: set[tuple[str, int]],
+        wait_s: float,
+    ) -> None:
+        """Read each partition's last record(s) with ``consumer``: ``ends`` raised to what
+        answered, the answered partitions removed from ``pending``."""
+        consumer.assign([TopicPartition(t, p, high - 1) for (t, p), high in highs.items()])
         deadline = time.monotonic() + wait_s
         try:
             answered: set[tuple[str, int]] = set()
@@ -112,7 +144,7 @@ class TailProbe:
                 # poll() returns as soon as one event is there; consume(n) would wait for n.
                 # A fetched record batch is queued whole, so once a partition answered, draining
                 # the local queue (timeout 0) yields the rest of its batch.
-                msg = self._consumer.poll(0 if answered else 0.05)
+                msg = consumer.poll(0 if answered else 0.05)
                 if msg is None:
                     pending -= answered
                     answered.clear()
@@ -129,18 +161,7 @@ class TailProbe:
                 ends[tp] = max(ends[tp], msg.offset() + 1)
                 answered.add(tp)
         finally:
-            self._consumer.unassign()
-        if exact and pending:
-            names = ", ".join(f"{t}/{p}" for t, p in sorted(pending))
-            raise TimeoutError(
-                f"no answer within {wait_s:.0f} s when reading the end of {names}: the broker "
-                "is overloaded or unreachable (raise RECOVERY_KAFKA_REQUEST_TIMEOUT_S if it "
-                "is only slow)"
-            )
-        for tp, high in highs.items():
-            if tp not in pending:
-                self._cache[tp] = (high, ends[tp])
-        return ends
+            consumer.unassign()
 
     def oldest_timestamp(self, positions: Mapping[tuple[str, int], int]) -> int | None:
         """The earliest timestamp (ms) of the records at these positions (a reader's next
@@ -169,3 +190,5 @@ class TailProbe:
 
     def close(self) -> None:
         self._consumer.close()
+        if self._slow is not None:
+            self._slow.close()

@@ -23,7 +23,12 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from recovery_lib.io.sinks.fences import FenceFilter
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, EPOCH_HEADER, ID_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
-from recovery_lib.kafka.clients import BULK_READS, client_config
+from recovery_lib.kafka.clients import (
+    BULK_READS,
+    SLOW_BULK_READS,
+    SLOW_FETCH_AFTER_S,
+    client_config,
+)
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
 
@@ -158,15 +163,20 @@ def read_topic_batches(
     todo = {p for p in partitions if ends[p] > lows[p]}
     if not todo:
         return
-    consumer = Consumer(
-        {
-            **config,
-            **BULK_READS,
-            "group.id": "recovery-batch-reader",
-            "enable.auto.commit": "false",
-            "enable.partition.eof": "false",
-        }
-    )
+
+    def bulk_consumer(fetches: Mapping[str, str]) -> Consumer:
+        return Consumer(
+            {
+                **config,
+                **fetches,
+                "group.id": "recovery-batch-reader",
+                "enable.auto.commit": "false",
+                "enable.partition.eof": "false",
+            }
+        )
+
+    consumer = bulk_consumer(BULK_READS)
+    slow = False  # switched to the broker's usual fetch wait (kafka/clients.py)
     consumer.assign([TopicPartition(topic, p, lows[p]) for p in sorted(todo)])
     columns: tuple[list[Any], ...] = ([], [], [], [], [])  # id, key, value, partition, offset
     pending = 0
@@ -177,10 +187,20 @@ def read_topic_batches(
         while todo:
             msgs = consumer.consume(num_messages=10_000, timeout=1.0)
             if not msgs:
-                if time.monotonic() - idle_since > _STALL_S:
+                idle = time.monotonic() - idle_since
+                if idle > _STALL_S:
                     raise RuntimeError(
                         f"reading {topic}: partitions {sorted(todo)} stopped short of their ends"
                     )
+                if idle > SLOW_FETCH_AFTER_S and not slow:  # the broker needs a longer wait
+                    at = consumer.position([TopicPartition(topic, p) for p in sorted(todo)])
+                    consumer.close()
+                    consumer = bulk_consumer(SLOW_BULK_READS)
+                    consumer.assign(
+                        [TopicPartition(topic, tp.partition, max(tp.offset, lows[tp.partition]))
+                         for tp in at]
+                    )  # fmt: skip
+                    slow = True
                 continue
             idle_since = time.monotonic()
             errors = [e for e in map(Message.error, msgs) if e is not None]
