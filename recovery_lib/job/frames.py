@@ -10,6 +10,7 @@ A job's output DataFrame has columns ``key`` (string), ``value`` (JSON string) a
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -73,9 +74,17 @@ def read_json_input(
     )
     if opts.max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(opts.max_records_per_batch))
+    topic = opts.topic_for(name)
     if opts.ending_offsets:
-        reader = reader.option("endingOffsets", opts.ending_offsets)
-    reader = reader.options(**opts.source_options)
+        reader = reader.option("endingOffsets", offsets_of(opts.ending_offsets, topic))
+    # A job's inputs share the source options; offsets JSON names every input's topics, and
+    # each source takes its own (a source refuses topics it does not read).
+    reader = reader.options(
+        **{
+            k: offsets_of(v, topic) if k in ("startingOffsets", "endingOffsets") else v
+            for k, v in opts.source_options.items()
+        }
+    )
     if opts.follow_log:
         # After the followed batches, the policy the mechanism chose (or free cuts).
         then = opts.source_options.get("cutPolicy", "free")
@@ -126,6 +135,18 @@ def read_json_input(
         "e.*",
         *([clock_column[0]] if clock_column else []),
     )
+
+
+def offsets_of(text: str, topic: str) -> str:
+    """Offsets JSON ``{topic: {partition: offset}}`` narrowed to ``topic`` (other spellings,
+    e.g. "earliest", as they are)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(parsed, dict):
+        return text
+    return json.dumps({t: parts for t, parts in parsed.items() if t == topic})
 
 
 def route_dead_letters(
