@@ -8,8 +8,10 @@ such as SASL/TLS through to every producer, consumer and admin client.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -319,3 +321,21 @@ def get_settings() -> Settings:
 def reload_settings() -> Settings:
     get_settings.cache_clear()
     return get_settings()
+
+
+@contextlib.contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """This process's settings, and its children's environment, with ``values`` while inside;
+    what was there before afterwards."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    reload_settings()
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        reload_settings()

@@ -26,11 +26,9 @@ the reason instead of numbers.
 from __future__ import annotations
 
 import json
-import os
 import time
 import typing
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +45,7 @@ from recovery_lib.metrics.stats import percentile
 from recovery_lib.modes import get_mode
 from recovery_lib.pipeline.spec import get_pipeline, load_pipelines
 from recovery_lib.protocols.base import CHECKMATE_PROTOCOLS
-from recovery_lib.settings import get_settings, reload_settings
+from recovery_lib.settings import environment, get_settings
 
 PROTOCOLS = CHECKMATE_PROTOCOLS
 
@@ -94,23 +92,6 @@ class CompareConfig:
     pipeline: str | None = None  # protocols: default, the pipeline whose last stage is the job
     keys: int | None = None  # keyed input over this many accounts (keyed_state), else NexMark
     catch_up_timeout_s: float = 300.0  # the warm-up's processing and the drain
-
-
-@contextmanager
-def environment(changed: dict[str, str]) -> Iterator[None]:
-    """Settings in the environment (the job processes inherit it) for the block's duration."""
-    saved = {k: os.environ.get(k) for k in changed}
-    os.environ.update(changed)
-    reload_settings()
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        reload_settings()
 
 
 def failure_figures(samples: list[tuple[int, int]], failure_ms: int | None) -> dict[str, Any]:

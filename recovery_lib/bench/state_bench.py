@@ -44,11 +44,11 @@ from typing import Any
 
 from rich.console import Console
 
-from recovery_lib.bench.compare_bench import VARIANTS, CompareBench, CompareConfig, environment
+from recovery_lib.bench.compare_bench import VARIANTS, CompareBench, CompareConfig
 from recovery_lib.metrics.resources import ResourceSampler
 from recovery_lib.metrics.store import read_frame
 from recovery_lib.modes import get_mode
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import environment, get_settings
 
 JOB = "keyed_state"
 # What the project cuts from a restart, as the settings that turn each off ("off": as before

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from recovery_lib.chaos.proxy import FaultProxy, now_ms
 from recovery_lib.kafka.broker import EmbeddedBroker, free_port, pid_alive
-from recovery_lib.settings import get_settings, reload_settings
+from recovery_lib.settings import environment, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -94,17 +94,8 @@ class FaultyNetwork:
     def use(self) -> Iterator[str]:
         """This process's settings and its children's environment on this broker (through the
         proxy) while inside; what was there before afterwards."""
-        before = os.environ.get("KAFKA_BOOTSTRAP")
-        os.environ["KAFKA_BOOTSTRAP"] = self.bootstrap
-        reload_settings()
-        try:
+        with environment({"KAFKA_BOOTSTRAP": self.bootstrap}):
             yield self.bootstrap
-        finally:
-            if before is None:
-                os.environ.pop("KAFKA_BOOTSTRAP", None)
-            else:
-                os.environ["KAFKA_BOOTSTRAP"] = before
-            reload_settings()
 
     # -- broker stalls ---------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from recovery_lib.ops.chaos import ChaosControl, ChaosTarget
 from recovery_lib.ops.config import get_job
 from recovery_lib.ops.stack import COMPONENTS, OpsStack
 from recovery_lib.runtime.checkpoint import committed_offsets
-from recovery_lib.settings import get_settings, reload_settings
+from recovery_lib.settings import environment, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -154,23 +154,6 @@ def dir_bytes(path: Path) -> int:
             if p.is_file() and not p.is_symlink():
                 total += p.stat().st_size
     return total
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """This process's (and its children's) settings with ``values`` while inside."""
-    before = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    reload_settings()
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        reload_settings()
 
 
 def run_soak(cfg: SoakConfig, progress: Callable[[str], None]) -> dict[str, Any]:
