@@ -131,10 +131,13 @@ class StandbyJob:
             self.info["hot_refused"] = WATERMARK_REFUSAL
             return None
         self._start_shipping()
-        manifest = latest_complete(self.dir, verify=True)
+        # Wait for a copy by its manifest (cheap); check checksums only once one is there.
+        manifest = None
         while manifest is None and self._lease_holds():
-            self._stop.wait(0.5)
-            manifest = latest_complete(self.dir, verify=True)
+            if latest_complete(self.dir, verify=False) is not None:
+                manifest = latest_complete(self.dir, verify=True)
+            if manifest is None:
+                self._stop.wait(0.5)
         if manifest is None:  # the primary died before its first copy: take over warm
             self.info["hot_failed"] = "the primary's lease expired before its first copy"
             return None
