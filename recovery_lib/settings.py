@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -94,6 +95,12 @@ class Settings(BaseSettings):
     pipelines_file: Path | None = Field(
         default=None,
         description="YAML of the pipelines of stages (default: dags/pipelines.yaml).",
+    )
+    pipeline_placement: Literal["process", "shared"] = Field(
+        default="process",
+        description="Where a pipeline's stages run when its spec does not say: process (one "
+        "Spark application per stage) or shared (every stage a streaming query of one Spark "
+        "application, pipeline/host.py; a stage's failure is its query's).",
     )
     airflow_spark_conn_id: str = Field(
         default="spark_default", description="Airflow connection the SparkSubmitOperator uses."

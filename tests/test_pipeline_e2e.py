@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -68,7 +68,7 @@ def run_with_kill(
     spec: PipelineSpec,
     config: GeneratorConfig,
     home: Path,
-    victim: str,
+    victim: str | Callable[[PipelineRun], None],
     wait_for_epoch=False,
     events: int = EVENTS,
 ):
@@ -91,8 +91,9 @@ def run_with_kill(
         run.start()
         run.wait_ready(300)
         feeder.start()
-        victim_ck = run.view.checkpoints[victim]
-        wait_for(lambda: (last_committed(victim_ck) or -1) >= 1, 120, f"{victim} to commit")
+        watched = spec.stages[0].name if callable(victim) else victim
+        victim_ck = run.view.checkpoints[watched]
+        wait_for(lambda: (last_committed(victim_ck) or -1) >= 1, 120, f"{watched} to commit")
         if wait_for_epoch:
             from recovery_lib.protocols.coordinated import global_checkpoint
 
@@ -104,7 +105,10 @@ def run_with_kill(
         ready.set()
         pids = {name: sup.pid for name, sup in run.supervisors.items()}
         assert feeder.is_alive(), "the feeder died before the kill: no input would follow it"
-        run.supervisors[victim].kill_group(signal.SIGKILL)
+        if callable(victim):  # a failure of the test's own making
+            victim(run)
+        else:
+            run.supervisors[victim].kill_group(signal.SIGKILL)
         killed.set()
         deadline = time.monotonic() + 300
         while not (run.recoveries and run.recoveries[-1].restart_time_s is not None):
@@ -261,6 +265,55 @@ def test_the_cyclic_query_survives_a_killed_join_under_cic(kafka_bootstrap, tmp_
     repeated = {p: ids for p, ids in by_path.items() if len(ids) > 1}
     assert result.checked and result.ok, (result.violations, result.examples, repeated)
     assert result.details["required"] > 0 and len(records) >= result.details["required"]
+
+
+def test_unc_in_one_spark_application_restarts_the_failed_query_alone(kafka_bootstrap, tmp_path):
+    """Placement shared: both stages are queries of one Spark application; route's query
+    fails (stopped as a failure), UNC restarts that query alone in the same process, convert's
+    query runs on, and the output is exactly the reference."""
+    config = GeneratorConfig(topic_prefix=f"pl{uuid.uuid4().hex[:8]}", partitions=2)
+    ensure_topics(config)
+    spec = q1_pipeline("unc", config.topic_prefix, placement="shared")
+    run, pids, records, expected = run_with_kill(spec, config, tmp_path / "home", "route")
+    recovery = run.recoveries[0]
+    assert recovery.failed == ["route"] and recovery.plan.restart == {"route"}, recovery.plan
+    assert len(set(pids.values())) == 1, "the stages ran in more than one process"
+    assert run.host is not None and run.host.pid == pids["route"], "the host was restarted"
+    route, convert = run.supervisors["route"], run.supervisors["convert"]
+    assert route.starts == 2 and convert.starts == 1, (route.starts, convert.starts)
+    ids = Counter(r.id for r in records)
+    assert max(ids.values()) == 1, "a record was written twice into the output topic"
+    comparison = compare([json.loads(r.value) for r in records], expected)
+    assert comparison.equal, comparison
+
+
+@pytest.mark.long
+def test_coor_in_one_spark_application_survives_a_sigkill_of_the_application(
+    kafka_bootstrap, tmp_path
+):
+    """Placement shared, the whole application SIGKILLed: every stage failed; COOR rolls them
+    all back to the last global checkpoint in a new application, exactly once."""
+    config = GeneratorConfig(topic_prefix=f"pl{uuid.uuid4().hex[:8]}", partitions=2)
+    ensure_topics(config)
+    spec = q1_pipeline("coor", config.topic_prefix, marker_interval_s=3.0, placement="shared")
+    home = tmp_path / "home"
+    hosts: list[int | None] = []
+
+    def kill_application(run: PipelineRun) -> None:
+        hosts.append(run.host.pid)
+        run.host.kill()
+
+    run, pids, records, expected = run_with_kill(
+        spec, config, home, kill_application, wait_for_epoch=True, events=2 * EVENTS
+    )
+    recovery = run.recoveries[0]
+    assert set(recovery.failed) == {"route", "convert"}, recovery.causes
+    assert recovery.plan.restart == {"route", "convert"}
+    assert run.host.pid != hosts[0], "the application was not started again"
+    ids = Counter(r.id for r in records)
+    assert max(ids.values()) == 1, "a record was written twice into the output topic"
+    comparison = compare([json.loads(r.value) for r in records], expected)
+    assert comparison.equal, comparison
 
 
 def admin_create(topic: str, partitions: int = 2) -> None:

@@ -63,6 +63,8 @@ class Variant:
     env: tuple[tuple[str, str], ...] = ()  # settings the variant's processes start with
 
 
+SHARED_PLACEMENT = (("RECOVERY_PIPELINE_PLACEMENT", "shared"),)
+
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
@@ -77,6 +79,8 @@ VARIANTS: dict[str, Variant] = {
         Variant("release", sink="release"),
         Variant("two-phase", sink="two-phase"),
         *(Variant(p, protocol=p) for p in PROTOCOLS),
+        # The pipeline's stages as queries of one Spark application (pipeline/host.py).
+        *(Variant(f"{p}-shared", protocol=p, env=SHARED_PLACEMENT) for p in PROTOCOLS),
     )
 }
 
@@ -157,7 +161,7 @@ class CompareBench:
             started = time.monotonic()
             sampler = ResourceSampler()
             if variant.protocol:  # the trial is the faulty run
-                with sampler:
+                with sampler, environment(dict(variant.env)):
                     entry = self._protocol(variant)
             else:
                 entry = self.experiment(variant, sampler)
@@ -268,6 +272,7 @@ class CompareBench:
         return {
             "kind": "pipeline",
             "pipeline": pipeline,
+            "placement": get_settings().pipeline_placement,
             "stages": [s.name for s in spec.stages],
             "killed_stage": last,
             "restart_time_s": recoveries[0]["restart_time_s"] if recoveries else None,

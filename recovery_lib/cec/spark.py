@@ -249,7 +249,7 @@ def start_query(
         plan.rows.select(*ROW_COLUMNS)
         .writeStream.foreachBatch(writer)
         .option("checkpointLocation", opts.checkpoint_path)
-        .queryName(opts.query)
+        .queryName(opts.query_name)
     )
     if opts.available_now:
         stream = stream.trigger(availableNow=True)

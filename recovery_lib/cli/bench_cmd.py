@@ -478,8 +478,8 @@ def bench_compare(
     variant: list[str] = typer.Option(
         None,
         help="native | causal | standby | standby-hot | cec | kazoo | liverobin | release | "
-        "two-phase | coor "
-        "| unc | cic (repeatable; default: all).",
+        "two-phase | coor | unc | cic | coor-shared | unc-shared | cic-shared (the stages "
+        "as queries of one Spark application) (repeatable; default: all).",
     ),
     rate: float = typer.Option(
         2_000,

@@ -41,6 +41,12 @@ def run_cmd(
     input_prefix: str = typer.Option("nexmark", help="Prefix of inputs not named in the file."),
     kill_stage: str | None = typer.Option(None, help="SIGKILL this stage once, at --kill-at-s."),
     kill_at_s: float = typer.Option(20.0, help="Seconds after every stage is ready."),
+    placement: str | None = typer.Option(
+        None,
+        help="process (a Spark application per stage) | shared (every stage a query of one "
+        "application; a killed stage is its query failing). Default: the file's, else the "
+        "setting pipeline_placement.",
+    ),
 ) -> None:
     """Run a pipeline in the foreground: every stage supervised, recovered by the protocol."""
     from recovery_lib.pipeline.runner import PipelineRun
@@ -50,6 +56,10 @@ def run_cmd(
         spec = get_pipeline(name)
         if kill_stage is not None:
             spec.stage(kill_stage)
+        if placement is not None:
+            if placement not in ("process", "shared"):
+                raise ValueError(f"--placement {placement!r}: choose process or shared")
+            spec = spec.model_copy(update={"placement": placement})
     except ValueError as exc:
         abort(exc)
         return
@@ -64,7 +74,8 @@ def run_cmd(
             while duration_s <= 0 or time.monotonic() - started < duration_s:
                 if kill_stage and not killed and time.monotonic() - started >= kill_at_s:
                     run.supervisors[kill_stage].kill_group(signal.SIGKILL)
-                    console.print(f"killed stage {kill_stage} (SIGKILL)")
+                    how = "its query stopped" if run.host is not None else "SIGKILL"
+                    console.print(f"killed stage {kill_stage} ({how})")
                     killed = True
                 recovery = run.tick()
                 if recovery is not None:

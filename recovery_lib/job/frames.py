@@ -245,7 +245,7 @@ def write_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQu
         writer = out.writeStream.outputMode("update").foreachBatch(write)
     else:
         writer = out.writeStream.format(SOURCE_NAME).options(**sink)
-    writer = writer.option("checkpointLocation", opts.checkpoint_path).queryName(opts.query)
+    writer = writer.option("checkpointLocation", opts.checkpoint_path).queryName(opts.query_name)
     return _triggered(writer, opts).start()
 
 
@@ -298,7 +298,7 @@ def write_table_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - Strea
         df.writeStream.outputMode(opts.output_mode)
         .foreachBatch(write)
         .option("checkpointLocation", opts.checkpoint_path)
-        .queryName(opts.query)
+        .queryName(opts.query_name)
     )
     return _triggered(writer, opts).start()
 

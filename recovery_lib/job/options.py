@@ -68,10 +68,18 @@ class JobOptions:
     takeover_marker: str | None = None
     epoch_file: str | None = None
     parked_file: str | None = None  # default: beside the checkpoint (parked_path)
+    # The query's name in Spark when it is not ``query``: a stage of a pipeline hosted with
+    # others in one Spark application (pipeline/host.py), whose queries need names of their own.
+    stream_name: str | None = None
 
     def __post_init__(self) -> None:
         if not self.kafka:
             self.kafka = client_config()
+
+    @property
+    def query_name(self) -> str:
+        """The streaming query's name in Spark (its listeners tell its events by it)."""
+        return self.stream_name or self.query
 
     @property
     def checkpoint_path(self) -> str:

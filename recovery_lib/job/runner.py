@@ -131,7 +131,30 @@ def check_sink_mode(
         )
 
 
-def _start(built: Any, opts: JobOptions, own_log: bool, events: Any = None) -> Any:
+def create_topics(opts: JobOptions) -> None:
+    """The job's output topic (a table sink creates its table with the first batch) and its
+    dead-letter topic."""
+    admin = TopicAdmin(opts.kafka)
+    if not opts.table_sink:
+        admin.create(opts.out_topic, output_partitions(opts.sink_mode, opts.partitions))
+    admin.create(opts.dlq_topic, 1)
+
+
+def causal_truncation(spark: Any, opts: JobOptions) -> Any:
+    """Causal logging made ready before the query starts; returns the listener that forgets
+    determinants of old committed batches (to be added for the job's query)."""
+    from recovery_lib.causal.driver import TruncatingListener, enable
+
+    assert opts.causal is not None
+    settings = get_settings()
+    replay = enable(spark, opts.causal, opts.checkpoint_path)
+    log.info("causal logging on: determinants in %s; replaying batch %s", opts.causal.topic, replay)
+    return TruncatingListener(
+        opts.causal, settings.causal_keep_batches, settings.causal_truncate_every
+    )
+
+
+def start_built(built: Any, opts: JobOptions, own_log: bool, events: Any = None) -> Any:
     """Start what ``build`` returned: an output DataFrame through the sink, or a plan that
     starts its own query (``StartsItsQuery``, e.g. a CEC aggregate)."""
 
@@ -167,10 +190,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
         if launch.heartbeat
         else None
     )
-    admin = TopicAdmin(opts.kafka)
-    if not opts.table_sink:  # a table sink creates its table with the first batch
-        admin.create(opts.out_topic, output_partitions(opts.sink_mode, opts.partitions))
-    admin.create(opts.dlq_topic, 1)
+    create_topics(opts)
     master = None
     if launch.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         master = f"local[2,{launch.task_retries}]"
@@ -243,28 +263,17 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
 
     if standby is not None:
         if standby.hot:  # its query runs from now on, held until the takeover
-            standby.start_follower(df, lambda: _start(df, opts, launch.own_log, events))
+            standby.start_follower(df, lambda: start_built(df, opts, launch.own_log, events))
         cause = standby.wait_for_takeover()
         phases["takeover_ms"] = now_ms()
         standby.take_over(cause)
     if opts.causal is not None:
-        from recovery_lib.causal.driver import TruncatingListener, enable
-
-        settings = get_settings()
-        replay = enable(spark, opts.causal, opts.checkpoint_path)
-        log.info(
-            "causal logging on: determinants in %s; replaying batch %s", opts.causal.topic, replay
-        )
-        spark.streams.addListener(
-            TruncatingListener(
-                opts.causal, settings.causal_keep_batches, settings.causal_truncate_every
-            )
-        )
+        spark.streams.addListener(causal_truncation(spark, opts))
     try:
         if standby is not None and standby.follower_alive():  # a hot standby's own query
             streaming = standby.follower
         else:
-            streaming = _start(df, opts, launch.own_log, events)
+            streaming = start_built(df, opts, launch.own_log, events)
         if store is not None:
             store.event(run_id, "job_phases", {**phases, "query_started_ms": now_ms()})
         streaming.awaitTermination()

@@ -54,6 +54,35 @@ def is_side_query(name: str | None) -> bool:
     return (name or "").startswith(SIDE_QUERY_PREFIXES)
 
 
+class OneQuery(StreamingQueryListener):
+    """Hands ``inner`` the events of the query named ``name`` only. Spark gives every listener
+    of a session the events of all its queries; a session hosting a pipeline's stages
+    (pipeline/host.py) keeps each stage's heartbeat and metrics to its own query. Idle and
+    terminated events carry no name: they are told by the run ids seen starting."""
+
+    def __init__(self, name: str, inner: StreamingQueryListener) -> None:
+        self.name = name
+        self.inner = inner
+        self._runs: set[str] = set()
+
+    def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802
+        if event.name == self.name:
+            self._runs.add(str(event.runId))
+            self.inner.onQueryStarted(event)
+
+    def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
+        if event.progress.name == self.name:
+            self.inner.onQueryProgress(event)
+
+    def onQueryIdle(self, event) -> None:  # noqa: ANN001, N802
+        if str(event.runId) in self._runs:
+            self.inner.onQueryIdle(event)
+
+    def onQueryTerminated(self, event) -> None:  # noqa: ANN001, N802
+        if str(event.runId) in self._runs:
+            self.inner.onQueryTerminated(event)
+
+
 class MetricsListener(TerminationAwareListener):
     def __init__(self, store: MetricsStore, run_id: str) -> None:
         super().__init__()

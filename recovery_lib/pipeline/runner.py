@@ -1,5 +1,6 @@
-"""Run a pipeline: one supervised process per stage, the protocol's coordinator (COOR), and
-recovery by the protocol's plan when stages die.
+"""Run a pipeline: one supervised process per stage (or one Spark application hosting every
+stage as a query: placement ``shared``, pipeline/host.py), the protocol's coordinator (COOR),
+and recovery by the protocol's plan when stages die.
 
 Everything of a pipeline lives under ``<home>``:
 
@@ -28,6 +29,7 @@ from recovery_lib.io.sinks.modes import output_partitions
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.store import MetricsStore, now_ms
+from recovery_lib.pipeline.host import HostedStage, StageHost
 from recovery_lib.pipeline.spec import PipelineSpec, StageSpec
 from recovery_lib.protocols.base import PipelineView, RecoveryPlan, protocol
 from recovery_lib.protocols.checkpoints import INITIAL, Stage
@@ -38,6 +40,7 @@ from recovery_lib.runtime.checkpoint import last_committed, source_offsets
 from recovery_lib.runtime.launch import JobLaunch
 from recovery_lib.runtime.rewind import rewind
 from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
+from recovery_lib.settings import get_settings
 
 
 @dataclass
@@ -83,7 +86,14 @@ class PipelineRun:
         self.metrics_path = metrics_path
         self.protocol = protocol(spec.protocol)
         self.view = self._view()
-        self.supervisors = {s.name: self._supervisor(s) for s in spec.stages}
+        # shared: every stage a query of one Spark application (pipeline/host.py)
+        self.placement = spec.placement or get_settings().pipeline_placement
+        self.host = (
+            StageHost(self.home, f"pipeline_{spec.name}") if self.placement == "shared" else None
+        )
+        self.supervisors: dict[str, Supervisor | HostedStage] = {
+            s.name: self._supervisor(s) for s in spec.stages
+        }
         self.recoveries: list[Recovery] = []
         self._coordinator: threading.Thread | None = None
         self._stop = threading.Event()
@@ -144,13 +154,12 @@ class PipelineRun:
             )
         return launch
 
-    def _supervisor(self, stage: StageSpec) -> Supervisor:
-        return Supervisor(
-            ProcessSpec.for_job(self.launch(stage)),
-            self.home / "stages" / stage.name,
-            self.store,
-            self.run_id,
-        )
+    def _supervisor(self, stage: StageSpec) -> Supervisor | HostedStage:
+        process = ProcessSpec.for_job(self.launch(stage))
+        workdir = self.home / "stages" / stage.name
+        if self.host is not None:
+            return HostedStage(self.host, process, workdir, self.store, self.run_id)
+        return Supervisor(process, workdir, self.store, self.run_id)
 
     def event(self, kind: str, detail: dict[str, Any]) -> None:
         if self.store is not None and self.run_id is not None:
@@ -203,6 +212,8 @@ class PipelineRun:
             self._coordinator.join(timeout=10)
         for sup in self.supervisors.values():
             sup.stop()
+        if self.host is not None:
+            self.host.stop()
 
     def __enter__(self) -> PipelineRun:
         return self

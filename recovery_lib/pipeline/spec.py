@@ -70,6 +70,9 @@ class PipelineSpec(BaseModel):
     rollback: Literal["local", "strict"] = "local"
     # COOR on a cycle: the feedback topics no stage aligns on (see protocols/coordinated.py).
     unaligned: list[str] = Field(default_factory=list)
+    # process: each stage its own Spark application; shared: every stage a streaming query of
+    # one Spark application (pipeline/host.py). None: the setting pipeline_placement.
+    placement: Literal["process", "shared"] | None = None
 
     @field_validator("protocol")
     @classmethod

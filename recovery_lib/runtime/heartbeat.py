@@ -121,7 +121,11 @@ class HeartbeatWriter(StreamingQueryListener):
                 warn.clear()
 
     def stop(self) -> None:
+        """No more beats: returns after the last one (a host acknowledges a stopped stage in
+        the same file next, pipeline/host.py)."""
         self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
 
     def onQueryStarted(self, event) -> None:  # noqa: ANN001, N802
         if is_side_query(event.name):  # a standby's rehearsal, a poison probe: not the job
