@@ -428,7 +428,8 @@ def pipelines(path: Path) -> None:
         return
     for _, row in states.iterrows():
         state = json.loads(row["detail"])
-        st.subheader(f"{state['pipeline']} · protocol {state['protocol']}")
+        placement = state.get("placement", "process")
+        st.subheader(f"{state['pipeline']} · protocol {state['protocol']} · stages: {placement}")
         st.caption(f"reported {ago(row['ts_ms'])}")
         a, b, c, d = st.columns(4)
         total = state["checkpoints"] or 0

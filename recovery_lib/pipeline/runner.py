@@ -338,6 +338,7 @@ def snapshot(run: PipelineRun) -> dict[str, Any]:
     out: dict[str, Any] = {
         "pipeline": run.spec.name,
         "protocol": run.spec.protocol,
+        "placement": run.placement,
         "stages": stages,
         "checkpoints": len(checkpoints),
         "invalid": len(invalid_checkpoints(graph, view.strict, current)),
