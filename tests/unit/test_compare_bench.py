@@ -48,8 +48,9 @@ def test_failure_figures_of_a_failure_that_did_not_fire_are_empty() -> None:
 def test_variants_cover_every_mode_the_issue_names() -> None:
     assert set(VARIANTS) == {
         "native", "causal", "standby", "standby-hot", "cec", "kazoo", "liverobin", "release",
-        "two-phase", "coor", "unc", "cic",
+        "two-phase", "coor", "unc", "cic", "coor-shared", "unc-shared", "cic-shared",
     }  # fmt: skip
+    assert dict(VARIANTS["unc-shared"].env) == {"RECOVERY_PIPELINE_PLACEMENT": "shared"}
     assert dict(VARIANTS["standby-hot"].env) == {"RECOVERY_STANDBY_HOT": "true"}
     assert VARIANTS["kazoo"].sink == "release" and VARIANTS["kazoo"].victim == "leader"
     assert VARIANTS["two-phase"].mode == "native" and VARIANTS["cic"].protocol == "cic"
