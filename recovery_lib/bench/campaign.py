@@ -16,6 +16,7 @@ Nothing else may run meanwhile.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,9 +246,7 @@ def run_campaign(
                     "sink": variant.sink,
                     "rate": case.rate,
                     "seed": case_seed,
-                    "failures": [
-                        {k: f.get(k) for k in ("kind", "at_s", "fired")} for f in result["failures"]
-                    ],
+                    "failures": [{k: f.get(k) for k in FAILURE_FIELDS} for f in result["failures"]],
                     "restarts": len(result["restarts"]),
                     "restart_time_s": result.get("restart_time_s"),
                     "recovery_time_s": result.get("recovery_time_s"),
@@ -282,7 +281,9 @@ def run_campaign(
         ]
         report["note"] = "cases merged from several invocations (--case)"
     report["summary"] = summarize(report["results"])
+    report["by_kind"] = by_kind(report["results"])
     Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+    Path(f"{out}_by_kind.md").write_text(by_kind_table(report["by_kind"]))
     _chart(report, Path(f"{out}.png"))
     console.print_json(json.dumps(report["summary"]))
     console.print(f"report: {out}.json, chart: {out}.png")
@@ -309,6 +310,79 @@ def select(
             f"no variant of {suite} matches {only}; they are {[v.name for v in variants]}"
         )
     return tuple(c for c in cases if not names or c.name in names), chosen
+
+
+# What a campaign keeps of each failure of a run (the experiment measures its own gap and
+# recovery until the next failure, metrics/recovery.py each_failure).
+FAILURE_FIELDS = ("kind", "at_s", "fired", "output_gap_s", "recovery_time_s")
+
+
+def by_kind(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per failure kind and mode: faults fired, runs that had the kind and were exactly-once,
+    duplicates a plain consumer saw in at-least-once runs, median recovery time and output
+    gap of the kind's faults (the faults campaign's table)."""
+    rows = []
+    kinds = sorted({f["kind"] for r in results for f in r["failures"]})
+    for kind in kinds:
+        for mode in sorted({r["mode"] for r in results}):
+            runs = [
+                r
+                for r in results
+                if r["mode"] == mode and any(f["kind"] == kind for f in r["failures"])
+            ]
+            if not runs:
+                continue
+            faults = [f for r in runs for f in r["failures"] if f["kind"] == kind]
+            fired = [f for f in faults if f.get("fired") is not False]
+            recoveries = _present(fired, "recovery_time_s")
+            gaps = _present(fired, "output_gap_s")
+            rows.append(
+                {
+                    "kind": kind,
+                    "mode": mode,
+                    "runs": len(runs),
+                    "faults": len(faults),
+                    "fired": len(fired),
+                    "exactly_once_runs": sum(r.get("guarantee") == "exactly-once" for r in runs),
+                    "inconsistent_runs": sum(r["verdict"] == "inconsistent" for r in runs),
+                    "duplicated_at_least_once": sum(
+                        r.get("duplicated") or 0
+                        for r in runs
+                        if r.get("guarantee") == "at-least-once"
+                    ),
+                    "recovery_time_s_median": _median(recoveries),
+                    "recovered": len(recoveries),
+                    "output_gap_s_median": _median(gaps),
+                }
+            )
+    return rows
+
+
+def by_kind_table(rows: list[dict[str, Any]]) -> str:
+    """``by_kind`` as a Markdown table (docs/recovery-harness.md)."""
+    lines = [
+        "| kind | mode | runs | faults fired | runs exactly-once | duplicates (at-least-once) "
+        "| recovery (median s) | output gap (median s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        recovery = r["recovery_time_s_median"]
+        gap = r["output_gap_s_median"]
+        lines.append(
+            f"| {r['kind']} | {r['mode']} | {r['runs']} | {r['fired']} / {r['faults']} "
+            f"| {r['exactly_once_runs']} / {r['runs']} | {r['duplicated_at_least_once']} "
+            f"| {'-' if recovery is None else f'{recovery:.1f}'} ({r['recovered']} measured) "
+            f"| {'-' if gap is None else f'{gap:.1f}'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _present(faults: list[dict[str, Any]], key: str) -> list[float]:
+    return [f[key] for f in faults if f.get(key) is not None]
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -61,7 +61,13 @@ from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.latency import LatencyCollector, OutputFollower
 from recovery_lib.metrics.openmetrics import JobMetrics, LiveMetrics
-from recovery_lib.metrics.recovery import output_gap_s, p99_around, per_second_p50, recovery_time_s
+from recovery_lib.metrics.recovery import (
+    each_failure,
+    output_gap_s,
+    p99_around,
+    per_second_p50,
+    recovery_time_s,
+)
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.metrics.table_latency import TableLatencyCollector
@@ -825,6 +831,14 @@ class Experiment:
         samples = faulty["samples"]
         latencies = sorted(lat for _, lat in samples)
         failures = faulty["failures"]
+        fired = [f for f in failures if f.get("fired") is not False and f.get("fired_ms")]
+        for failure, figures in zip(
+            sorted(fired, key=lambda f: f["fired_ms"]),
+            each_failure(samples, [f["fired_ms"] for f in fired]),
+            strict=True,
+        ):  # each failure's own gap and recovery, until the next (a campaign's per kind)
+            failure.update(output_gap_s=figures["output_gap_s"])
+            failure.update(recovery_time_s=figures["recovery_time_s"])
         failure_ms = failures[0].get("fired_ms") if failures else None
         restarts = faulty["restarts"]
         result = {

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from typing import Any
 
 from recovery_lib.metrics.stats import percentile
 
@@ -54,6 +55,27 @@ def output_gap_s(visible_ms: list[int], failure_ms: int) -> float:
         return 0.0
     gaps = [times[0] - failure_ms] + [b - a for a, b in zip(times, times[1:], strict=False)]
     return max(gaps) / 1000
+
+
+def each_failure(samples: list[tuple[int, int]], fired_ms: list[int]) -> list[dict[str, Any]]:
+    """Output gap and recovery time of each of several failures of one run, each measured on
+    the outputs before the next failure (a campaign's per-kind figures): a failure whose
+    recovery the next one cut short has no recovery time; one with no output before the next
+    has the whole interval as its gap."""
+    out: list[dict[str, Any]] = []
+    ordered = sorted(fired_ms)
+    for i, at in enumerate(ordered):
+        end = ordered[i + 1] if i + 1 < len(ordered) else None
+        window = [s for s in samples if end is None or s[0] < end]
+        after = [v for v, _ in window if v >= at]
+        if after:
+            gap: float | None = output_gap_s(after, at)
+        else:
+            gap = (end - at) / 1000 if end is not None else None
+        out.append(
+            {"fired_ms": at, "output_gap_s": gap, "recovery_time_s": recovery_time_s(window, at)}
+        )
+    return out
 
 
 def p99_around(samples: list[tuple[int, int]], failure_ms: int) -> dict[str, float | None]:

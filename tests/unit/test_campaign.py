@@ -116,3 +116,38 @@ def test_summary_counts_fired_failures_and_verdicts_per_mode():
     )
     assert summary["causal"]["failures"] == 2 and summary["causal"]["consistent_runs"] == 1
     assert summary["native"]["failures"] == 1 and summary["native"]["inconsistent_runs"] == 1
+
+
+def test_by_kind_counts_faults_guarantees_and_medians_per_kind_and_mode():
+    from recovery_lib.bench.campaign import by_kind, by_kind_table
+
+    def run(mode, guarantee, duplicated, failures):
+        verdict = "consistent" if guarantee == "exactly-once" else "inconsistent"
+        return {
+            "mode": mode,
+            "guarantee": guarantee,
+            "verdict": verdict,
+            "duplicated": duplicated,
+            "failures": [
+                {"kind": k, "fired": fired, "recovery_time_s": rec, "output_gap_s": gap}
+                for k, fired, rec, gap in failures
+            ],
+        }
+
+    results = [
+        run(
+            "native", "exactly-once", 0, [("net-reset", True, 2.0, 1.0), ("poison", True, 9.0, 8.0)]
+        ),
+        run("native", "exactly-once", 0, [("net-reset", True, 4.0, 3.0)]),
+        run("at-least-once (native)", "at-least-once", 7, [("net-reset", True, None, 1.5)]),
+        run("native", "none", 0, [("net-reset", False, None, None)]),
+    ]
+    rows = {(r["kind"], r["mode"]): r for r in by_kind(results)}
+    reset = rows[("net-reset", "native")]
+    assert (reset["runs"], reset["faults"], reset["fired"]) == (3, 3, 2)
+    assert reset["exactly_once_runs"] == 2 and reset["inconsistent_runs"] == 1
+    assert reset["recovery_time_s_median"] == 3.0 and reset["output_gap_s_median"] == 2.0
+    assert rows[("net-reset", "at-least-once (native)")]["duplicated_at_least_once"] == 7
+    assert rows[("poison", "native")]["runs"] == 1
+    table = by_kind_table(by_kind(results))
+    assert "| net-reset | native | 3 | 2 / 3 | 2 / 3 | 0 | 3.0 (2 measured) | 2.0 |" in table

@@ -27,3 +27,25 @@ def test_baseline_is_the_steady_state_before_the_failure_not_the_warm_up():
     assert recovery_time_s(samples, failure_ms=30_000) == 3.0
     # With the warm-up in the baseline, 9 s latencies would count as "recovered" at once.
     assert recovery_time_s(samples, failure_ms=30_000, baseline_s=30) == 0.0
+
+
+def test_each_failure_is_measured_until_the_next_one():
+    from recovery_lib.metrics.recovery import each_failure
+
+    # Failure at 10 s: 4 s of high latency then steady; failure at 30 s: 6 s of silence, steady
+    # after; the third at 50 s has no output at all after it.
+    samples = steady(0, 10, 500) + steady(10, 14, 5000) + steady(14, 30, 500)
+    samples += steady(36, 50, 500)
+    figures = each_failure(samples, [30_000, 10_000, 50_000])
+    assert [f["fired_ms"] for f in figures] == [10_000, 30_000, 50_000]
+    assert figures[0]["recovery_time_s"] == 4.0 and figures[0]["output_gap_s"] == 0.1
+    assert figures[1]["output_gap_s"] == 6.0 and figures[1]["recovery_time_s"] == 6.0
+    assert figures[2] == {"fired_ms": 50_000, "output_gap_s": None, "recovery_time_s": None}
+
+
+def test_a_failure_without_output_before_the_next_has_the_whole_interval_as_gap():
+    from recovery_lib.metrics.recovery import each_failure
+
+    samples = steady(0, 10, 500) + steady(25, 40, 500)
+    first, _ = each_failure(samples, [10_000, 20_000])
+    assert first["output_gap_s"] == 10.0 and first["recovery_time_s"] is None
