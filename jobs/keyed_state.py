@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from recovery_lib.job import JobOptions, JobSpec, output, read_json_input
 from recovery_lib.job.runner import run
-from recovery_lib.verify.contract import ConsistencyContract, KeyTotals
+from recovery_lib.verify.contract import ConsistencyContract, KeyTotals, UniqueOutputs
 
 EVENT_SCHEMA = "account string, amount long"
 
@@ -45,11 +45,14 @@ JOB = JobSpec(
     output_mode="update",
     # Where batches end decides which running totals are emitted; an account's final count
     # does not depend on it (a count short is lost input, a count over is input counted
-    # twice). A re-executed batch recomputes its totals: replay needs no causal log.
+    # twice). A re-executed batch recomputes its totals: replay needs no causal log. An
+    # account's count grows with every batch that saw it, so no failure-free run writes one
+    # count of an account twice (a second is a re-emitted output).
     contract=ConsistencyContract(
         deterministic=False,
         batch_deterministic=True,
         agreement=KeyTotals(("account",), "count", "max"),
+        invariants=(UniqueOutputs(("account", "count")),),
     ),
     default_prefix="keyed",
     description="Running count and sum per key (state grows with distinct keys)",

@@ -57,6 +57,18 @@ def test_the_fixtures_cover_every_job_shape():
     assert {"q1", "q12", "lastbids", "prices", "hotbids", "avgprice"} <= set(JOBS)
 
 
+def test_every_job_of_the_repository_has_a_recorded_run():
+    """A job added to jobs/ without a fixture would have a contract nobody mutation-tested."""
+    repo = FIXTURES.parent.parent.parent / "jobs"
+    modules = [p for p in (*repo.glob("*.py"), *repo.glob("nexmark/q*.py"))]
+    with_spec = sorted(
+        p.stem for p in modules if "JOB = " in p.read_text() or "JOB: JobSpec" in p.read_text()
+    )
+    assert with_spec, "no job modules found"
+    missing = sorted(set(with_spec) - set(JOBS))
+    assert not missing, f"no contract_references fixture for {missing}: record one (README)"
+
+
 @pytest.mark.parametrize("name", JOBS)
 def test_the_contract_catches_every_mutant_of_a_real_run(name: str) -> None:
     spec, reference, inputs = load(name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from recovery_lib.io.sinks.dedup_reader import SinkRecord
 from recovery_lib.verify.contract import ConsistencyContract, Fields
 from recovery_lib.verify.mutation import OPERATORS, Target
 from recovery_lib.verify.oracle import judge, judge_objects
@@ -71,3 +72,37 @@ def test_both_engines_judge_a_real_runs_mutants_alike(name: str) -> None:
         assert {f: new[f] for f in FIELDS} == {f: old.to_dict()[f] for f in FIELDS}, mutant.what
         judged += 1
     assert judged >= 4
+
+
+def test_unique_outputs_found_in_sql_are_the_python_definition_s():
+    """UniqueOutputs with fields is decided on the outputs sharing a coarse SQL hash
+    (columnar.unique_sql): equal values spelled differently (an escaped string, a number with
+    more digits) share it and are duplicates; values Python tells apart (5 and 5.0, a missing
+    field and a present one) share it or not, and Python decides."""
+    from recovery_lib.verify.contract import KeyTotals, UniqueOutputs
+
+    contract = ConsistencyContract(
+        deterministic=False,
+        agreement=KeyTotals(("a",), "n", "max"),
+        invariants=(UniqueOutputs(("a", "n")),),
+    )
+    values = [
+        b'{"a": "\\u00e9", "n": 1}',
+        b'{"a": "\xc3\xa9", "n": 1}',  # the same as the first: a re-emitted output
+        b'{"a": "x", "n": 2.50}',
+        b'{"a": "x", "n": 2.5}',  # the same value, spelled shorter
+        b'{"a": "y", "n": 5}',
+        b'{"a": "y", "n": 5.0}',  # Python tells 5 from 5.0: not a duplicate
+        b'{"a": "z"}',
+        b'{"a": "z", "n": null}',  # a missing field reads as null: a duplicate
+        b'{"a": "w", "n": 7}',
+    ]
+    run = [SinkRecord(f"id{i}", None, b"k", v, "t", 0, i, ()) for i, v in enumerate(values)]
+    for dedup in (True, False):
+        new = judge("u", contract, run, None, dedup).to_dict()
+        old = judge_objects("u", contract, run, None, dedup).to_dict()
+        inv_new = next(i for i in new["invariants"] if i["name"].startswith("each output once"))
+        inv_old = next(i for i in old["invariants"] if i["name"].startswith("each output once"))
+        assert inv_new["violations"] == inv_old["violations"] == {"duplicated-input": 3}
+        assert sorted(inv_new["examples"]) == sorted(inv_old["examples"])
+        assert new["verdict"] == old["verdict"] == "inconsistent"
