@@ -132,7 +132,7 @@ def run_with_kill(
 def test_unc_recovers_a_killed_stage_alone_exactly_once(kafka_bootstrap, tmp_path):
     config = GeneratorConfig(topic_prefix=f"pl{uuid.uuid4().hex[:8]}", partitions=2)
     ensure_topics(config)
-    spec = q1_pipeline("unc", config.topic_prefix)
+    spec = q1_pipeline("unc", config.topic_prefix, placement="process")
     run, pids, records, expected = run_with_kill(spec, config, tmp_path / "home", "route")
     recovery = run.recoveries[0]
     assert len(run.recoveries) == 1 and recovery.failed == ["route"]
@@ -155,7 +155,7 @@ def test_unc_recovers_a_killed_stage_alone_exactly_once(kafka_bootstrap, tmp_pat
 def test_coor_rolls_every_stage_back_to_the_last_global_checkpoint(kafka_bootstrap, tmp_path):
     config = GeneratorConfig(topic_prefix=f"pl{uuid.uuid4().hex[:8]}", partitions=2)
     ensure_topics(config)
-    spec = q1_pipeline("coor", config.topic_prefix, marker_interval_s=3.0)
+    spec = q1_pipeline("coor", config.topic_prefix, marker_interval_s=3.0, placement="process")
     home = tmp_path / "home"
     # Twice the input: the first global checkpoint needs both stages past their first batches
     # and a marker through both, which took longer than 40 s of input in one test-all run.
@@ -174,16 +174,19 @@ def test_coor_rolls_every_stage_back_to_the_last_global_checkpoint(kafka_bootstr
 
 
 @pytest.mark.long
-def test_cic_carries_its_clocks_and_recovers_locally(kafka_bootstrap, tmp_path):
+@pytest.mark.parametrize("placement", ["process", "shared"])
+def test_cic_carries_its_clocks_and_recovers_locally(kafka_bootstrap, tmp_path, placement):
     from recovery_lib.protocols.communication_induced import CIC_HEADER
 
     config = GeneratorConfig(topic_prefix=f"pl{uuid.uuid4().hex[:8]}", partitions=2)
     ensure_topics(config)
-    spec = q1_pipeline("cic", config.topic_prefix)
+    spec = q1_pipeline("cic", config.topic_prefix, placement=placement)
     run, pids, records, expected = run_with_kill(spec, config, tmp_path / "home", "convert")
     recovery = run.recoveries[0]
     assert recovery.plan.local and recovery.plan.restart == {"convert"}
     assert run.supervisors["route"].pid == pids["route"]
+    if placement == "shared":  # route's query ran on: started once
+        assert run.supervisors["route"].starts == 1 and run.supervisors["convert"].starts == 2
     # Every record between the stages carries route's clocks.
     routed = list(read_topic(spec.output_topic(spec.stages[0])))
     assert routed and all(CIC_HEADER in dict(r.headers or ()) for r in routed)
