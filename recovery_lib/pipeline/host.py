@@ -308,7 +308,7 @@ class Host:
             if current is not None and current.generation != wanted.generation:
                 self._stop(name)
                 current = None
-            if current is None and wanted.argv is not None and not self._acked(name, wanted):
+            if current is None and wanted.argv is not None:
                 self._start(name, wanted)
             elif current is None and wanted.argv is None:
                 self._ack_stopped(wanted)
@@ -318,10 +318,6 @@ class Host:
                 stage.failed = str(exc if exc is not None else "the query stopped")[:2000]
                 log.error("stage %s: query failed: %s", name, stage.failed)
                 self._beat_failed(stage)
-
-    def _acked(self, name: str, wanted: Wanted) -> bool:
-        stage = self.running.get(name)
-        return stage is not None and stage.generation == wanted.generation
 
     def _beat_failed(self, stage: RunningStage) -> None:
         stage.writer.query_active = False
