@@ -67,3 +67,13 @@ def input_behind_checkpoint(behind: dict[str, tuple[int, int]]) -> InputBehindCh
         "the topics, or start the job on a new checkpoint (and point KAFKA_BOOTSTRAP at a "
         "durable Kafka cluster for long-lived jobs)"
     )
+
+
+def checkpoint_of_other_topics(read: list[str], reads_now: list[str]) -> InputBehindCheckpoint:
+    """The query's checkpoint read other topics than the ones its input names now."""
+    return InputBehindCheckpoint(
+        f"the query's checkpoint read topics {read}, and this input now reads {reads_now}: "
+        "the checkpoint (and the state in it) belongs to other input. Going on would read the "
+        "new topics from their beginning into the old state (a join would match old rows "
+        "again). Start the job on a new checkpoint, or give it back its topics"
+    )

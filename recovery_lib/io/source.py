@@ -39,7 +39,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from recovery_lib.io.cut_policies import make_cut_policy
-from recovery_lib.io.exceptions import input_behind_checkpoint
+from recovery_lib.io.exceptions import checkpoint_of_other_topics, input_behind_checkpoint
 from recovery_lib.io.offsets import (
     EARLIEST,
     LATEST,
@@ -169,6 +169,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if behind:
             raise input_behind_checkpoint(behind)
 
+    def _refuse_other_topics(self, *read: dict) -> None:
+        """Offsets of the checkpoint (a batch's start, or a planned batch's range) that name
+        none of the topics this input reads: the query was restarted on another input's
+        checkpoint (a job's topics renamed, a new run under an old job name)."""
+        seen = sorted({t for offsets in read for t in offsets})
+        mine = sorted(self.options.topics)
+        if seen and not set(seen) & set(mine):
+            raise checkpoint_of_other_topics(seen, mine)
+
     def _bound(self, topic: str, part: str) -> int:
         bound = (self.options.ending or {}).get(topic, {}).get(part)
         return bound if bound is not None else 2**63 - 1
@@ -218,6 +227,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         available = (
             self._target if self._target is not None else self._offsets("latest offsets", False)
         )
+        self._refuse_other_topics(start)
         # Partitions that appeared since the last batch start at their beginning.
         start_full: Offsets = {
             t: {p: start.get(t, {}).get(p, 0) for p in parts} for t, parts in available.items()
@@ -246,6 +256,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
 
     def partitions(self, start: dict, end: dict) -> list[KafkaRange]:
+        self._refuse_other_topics(start, end)  # a planned batch replayed after a restart
         self.cut_policy.planned(start, end)
         ranges = []
         for topic in sorted(end):

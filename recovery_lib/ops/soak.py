@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -172,6 +173,11 @@ def run_soak(cfg: SoakConfig, progress: Callable[[str], None]) -> dict[str, Any]
     workdir.mkdir(parents=True, exist_ok=True)
     name = f"soak_{cfg.job}"
     prefix = f"soak{uuid.uuid4().hex[:6]}"
+    previous = settings.home / "jobs" / name
+    if previous.exists():  # an earlier soak's job: its checkpoint read that soak's topics
+        kept = workdir / "previous_job"
+        shutil.move(str(previous), str(kept))
+        progress(f"an earlier soak's job directory moved to {kept}: this soak starts afresh")
     jobs_file = workdir / "jobs.yaml"
     entry = {
         "name": name,

@@ -180,3 +180,25 @@ def test_a_source_whose_log_ends_before_its_checkpoint_refuses_naming_both_offse
     assert reader.latestOffset({"t": {"0": 7, "1": 5}}, ReadAllAvailable()) == {
         "t": {"0": 7, "1": 5}
     }
+
+
+def test_a_checkpoint_of_other_topics_is_refused_not_read_into(monkeypatch):
+    """A job restarted on the checkpoint of a run that read other topics (a soak under the same
+    job name on a new topic prefix: its join matched every new row with the old state's, each
+    output three times) stops with what to do, for a new batch and for a replayed one."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from recovery_lib.io.exceptions import InputBehindCheckpoint
+    from recovery_lib.io.source import KafkaStreamReader, SourceOptions, source_schema
+
+    options = SourceOptions.parse({"subscribe": "new.t", "kafka.bootstrap.servers": "127.0.0.1:9"})
+    reader = KafkaStreamReader(options, source_schema())
+    monkeypatch.setattr(reader, "_ends", lambda exact=True: {"new.t": {"0": 10, "1": 10}})
+    old = {"old.t": {"0": 50, "1": 20}}
+    with pytest.raises(InputBehindCheckpoint, match=r"read topics \['old.t'\].*now reads"):
+        reader.latestOffset(old, ReadAllAvailable())
+    with pytest.raises(InputBehindCheckpoint, match="belongs to other input"):
+        reader.partitions(old, {"old.t": {"0": 60, "1": 20}})
+    # Its own topics, and a topic added beside them, go on.
+    assert reader.latestOffset({"new.t": {"0": 5, "1": 5}}, ReadAllAvailable())
+    assert reader.partitions({"new.t": {"0": 5}}, {"new.t": {"0": 7}, "old.t": {"0": 1}})
