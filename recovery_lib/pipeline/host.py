@@ -247,16 +247,21 @@ class HostedStage:
         if self.host.problem() is not None:
             self.host.kill()
             return
-        deadline = time.monotonic() + STOP_ACK_TIMEOUT_S
+        if self._wait_acknowledged(STOP_ACK_TIMEOUT_S):
+            self.event("stage_stopped", {"generation": self.generation})
+        elif self.host.alive():
+            log.error("stage %s: the host did not stop its query in time", self.name)
+            self.host.kill()
+
+    def _wait_acknowledged(self, timeout_s: float) -> bool:
+        """Whether the host acknowledged the generation wanted now within ``timeout_s`` (False
+        at once when the host is gone)."""
+        deadline = time.monotonic() + timeout_s
         while not self._acknowledged():
-            if not self.host.alive():
-                return
-            if time.monotonic() > deadline:
-                log.error("stage %s: the host did not stop its query in time", self.name)
-                self.host.kill()
-                return
+            if not self.host.alive() or time.monotonic() > deadline:
+                return False
             time.sleep(POLL_S)
-        self.event("stage_stopped", {"generation": self.generation})
+        return True
 
     def _acknowledged(self) -> bool:
         beat = read_heartbeat(self.heartbeat_path)
@@ -269,11 +274,7 @@ class HostedStage:
         self._stopped = True
         if self.starts and self.host.alive():
             self._want(None, "stopped")
-            deadline = time.monotonic() + timeout_s
-            while not self._acknowledged() and self.host.alive():
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(POLL_S)
+            self._wait_acknowledged(timeout_s)
 
 
 # -- the host process -----------------------------------------------------------------------
