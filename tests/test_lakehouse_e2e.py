@@ -40,7 +40,8 @@ def assert_one_commit_per_batch(table: dict) -> None:
     assert table["zombie_commits"] == [], table
 
 
-@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+# Iceberg's run is in the long tier (CI time); the causal Iceberg test there covers it too.
+@pytest.mark.parametrize("kind", ["delta", pytest.param("iceberg", marks=pytest.mark.long)])
 def test_a_table_sink_is_exactly_once_through_a_driver_kill_and_a_kill_between_commits(
     kafka_bootstrap, kind
 ):

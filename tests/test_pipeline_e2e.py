@@ -270,6 +270,7 @@ def test_the_cyclic_query_survives_a_killed_join_under_cic(kafka_bootstrap, tmp_
     assert result.details["required"] > 0 and len(records) >= result.details["required"]
 
 
+@pytest.mark.long  # the process placement's UNC test above keeps the default tier's kill
 def test_unc_in_one_spark_application_restarts_the_failed_query_alone(kafka_bootstrap, tmp_path):
     """Placement shared: both stages are queries of one Spark application; route's query
     fails (stopped as a failure), UNC restarts that query alone in the same process, convert's
