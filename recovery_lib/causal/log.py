@@ -40,6 +40,7 @@ from recovery_lib.causal.determinants import (
     decode_runs,
     encode_runs,
 )
+from recovery_lib.files import write_atomic
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.hooks import load_hook
 from recovery_lib.io.sinks.dedup_reader import read_topic
@@ -207,17 +208,16 @@ class TruncationMark:
     def save(self, state_dir: str | os.PathLike[str]) -> None:
         path = Path(state_dir) / "truncation.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(
+        write_atomic(
+            path,
             json.dumps(
                 {
                     "batch": self.batch,
                     "offset": self.offset,
                     "offsets": {str(p): o for p, o in self.offsets},
                 }
-            )
+            ),
         )
-        os.replace(tmp, path)
 
 
 # -- Kafka ------------------------------------------------------------------------------------

@@ -71,7 +71,8 @@ class OneQuery(StreamingQueryListener):
             self.inner.onQueryStarted(event)
 
     def onQueryProgress(self, event) -> None:  # noqa: ANN001, N802
-        if event.progress.name == self.name:
+        # By run id: an earlier query of the same name may still have events on their way.
+        if str(event.progress.runId) in self._runs:
             self.inner.onQueryProgress(event)
 
     def onQueryIdle(self, event) -> None:  # noqa: ANN001, N802

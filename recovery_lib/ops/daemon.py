@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.files import write_atomic
 from recovery_lib.ha.replication.replica_set import ReplicaSet
 from recovery_lib.ha.standby.pair import StandbyPair
 from recovery_lib.io.sinks.modes import visibility_gate
@@ -69,9 +70,7 @@ def read_status(job: StreamJob) -> DaemonStatus | None:
 
 def _write_status(job: StreamJob, status: DaemonStatus, store: MetricsStore | None) -> None:
     path = status_path(job)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(status)))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(asdict(status)))
     if store is not None:
         store.add(
             "job_status",

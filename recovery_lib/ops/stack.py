@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recovery_lib.files import write_atomic
 from recovery_lib.kafka import broker as broker_mod
 from recovery_lib.ops.airflow_env import (
     REPO,
@@ -156,9 +157,7 @@ class OpsStack:
 
     def _save_state(self, state: dict) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.state_file)
+        write_atomic(self.state_file, json.dumps(state, indent=2))
 
     def _recorded_pid(self, name: str) -> int | None:
         try:

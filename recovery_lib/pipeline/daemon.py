@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from recovery_lib.files import write_atomic
 from recovery_lib.metrics.openmetrics import JobMetrics
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.pipeline.runner import PipelineRun, snapshot
@@ -52,9 +53,7 @@ def read_status(name: str) -> DaemonStatus | None:
 
 def _write(name: str, status: DaemonStatus, store: MetricsStore | None) -> None:
     path = status_path(name)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(status)))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(asdict(status)))
     if store is not None:
         store.add(
             "job_status",

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.files import write_atomic
 from recovery_lib.kafka.outage import OUTAGE_FILE_ENV
 from recovery_lib.metrics.listener import MetricsListener, OneQuery
 from recovery_lib.metrics.store import MetricsStore, now_ms
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 HOST_MODULE = "recovery_lib.pipeline.host"
 POLL_S = 0.2  # how often the host looks at what is wanted, and the runner at the answer
 STOP_ACK_TIMEOUT_S = 60.0  # a query's stop: its running micro-batch is interrupted
+QUERY_STOP_TIMEOUT_MS = 30_000  # Spark's own wait in a stop (default: forever), below the above
+METRICS_DRAIN_S = 5.0  # a stopped query's last listener events, before its listeners go
 
 
 # -- what the runner wants of a stage -------------------------------------------------------
@@ -74,9 +77,7 @@ class Wanted:
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.__dict__))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(self.__dict__))
 
 
 def generation_of(beat: Heartbeat | None) -> int | None:
@@ -99,6 +100,18 @@ class StageHost:
         self.stages_dir.mkdir(parents=True, exist_ok=True)
         spec = ProcessSpec(HOST_MODULE, args=["--dir", str(self.dir), "--app", app_name])
         self.process = Supervisor(spec, self.dir)
+        # A query's stop may hold the loop up to Spark's stop timeout: no sooner than the
+        # runner's own wait for a stop is a still loop a stuck host.
+        self.loop_timeout_s = max(spec.heartbeat_timeout_s, STOP_ACK_TIMEOUT_S)
+        self._retire_earlier_wants()
+
+    def _retire_earlier_wants(self) -> None:
+        """What an earlier runner wanted (a stage of another spec, a run that ended with its
+        host dead) is stopped: a host started for this run must not run it."""
+        for path in self.stages_dir.glob("*.json"):
+            wanted = Wanted.read(path)
+            if wanted is not None and wanted.argv is not None:
+                Wanted(wanted.generation + 1, wanted.heartbeat, None, "a new runner").write(path)
 
     @property
     def pid(self) -> int | None:
@@ -108,11 +121,23 @@ class StageHost:
         proc = self.process.proc
         return proc is not None and proc.poll() is None
 
+    def gone_since(self, pid: int | None) -> bool:
+        """Whether the host that ran as ``pid`` is gone (dead, or another one since)."""
+        return pid is not None and (not self.alive() or self.pid != pid)
+
     def problem(self) -> str | None:
-        """Why the host cannot run its stages (exit, no lease), or None."""
+        """Why the host cannot run its stages (exit, no lease, its loop stuck while the lease's
+        timer still beats, e.g. in a query's stop), or None."""
         if self.process.proc is None:
             return None
-        return self.process.check()
+        cause = self.process.check()
+        if cause is not None:
+            return cause
+        beat = self.process.heartbeat()
+        loop_ms = (beat.info or {}).get("loop_ms") if beat is not None else None
+        if loop_ms is not None and now_ms() - int(loop_ms) > self.loop_timeout_s * 1000:
+            return f"its loop has not turned for {self.loop_timeout_s:.0f} s"
+        return None
 
     def ensure_running(self) -> None:
         """Start the host if it is not running (the first start, or after it died)."""
@@ -150,8 +175,12 @@ class HostedStage:
         self.wanted_path = host.stages_dir / f"{spec.name}.json"
         self.store = store
         self.run_id = run_id
+        # A runner may come again: never a generation that an earlier want or ack used.
         before = Wanted.read(self.wanted_path)
-        self.generation = before.generation if before else 0  # a runner may come again
+        self.generation = max(
+            before.generation if before else 0,
+            generation_of(read_heartbeat(self.heartbeat_path)) or 0,
+        )
         self.started_ms = 0
         self.starts = 0
         self._down: str | None = "not started"
@@ -183,9 +212,13 @@ class HostedStage:
         self.starts += 1
 
     def heartbeat(self) -> Heartbeat | None:
-        """The stage's heartbeat, if it is of the generation wanted now."""
+        """The stage's heartbeat, if it is of the generation wanted now and of the host running
+        now (a host that died wrote it otherwise)."""
         beat = read_heartbeat(self.heartbeat_path)
-        return beat if generation_of(beat) == self.generation else None
+        if generation_of(beat) != self.generation:
+            return None
+        pid = self.host.pid
+        return beat if beat is not None and pid is not None and beat.belongs_to(pid) else None
 
     def is_ready(self) -> bool:
         beat = self.heartbeat()
@@ -272,9 +305,13 @@ class HostedStage:
         if self._stopped:
             return
         self._stopped = True
-        if self.starts and self.host.alive():
-            self._want(None, "stopped")
-            self._wait_acknowledged(timeout_s)
+        if not self.starts:
+            return
+        self._want(None, "stopped")  # even with no host now: a later host must not run it
+        if self.host.alive() and not self._wait_acknowledged(timeout_s):
+            log.warning(
+                "stage %s: the host did not stop its query within %.0f s", self.name, timeout_s
+            )
 
 
 # -- the host process -----------------------------------------------------------------------
@@ -285,6 +322,7 @@ class RunningStage:
     generation: int
     writer: HeartbeatWriter
     listeners: list[Any] = field(default_factory=list)
+    metrics: MetricsListener | None = None
     query: Any = None
     failed: str | None = None
 
@@ -300,25 +338,44 @@ class Host:
         self.stores: dict[str, MetricsStore] = {}
 
     def step(self) -> None:
+        """One look at what is wanted and at the queries. A stage's trouble (a stop that did
+        not take, a heartbeat file that cannot be written) is that stage's, never the host's:
+        the other stages run on."""
         for path in sorted(self.stages_dir.glob("*.json")):
             wanted = Wanted.read(path)
-            if wanted is None:
-                continue
-            name = path.stem
-            current = self.running.get(name)
-            if current is not None and current.generation != wanted.generation:
-                self._stop(name)
-                current = None
-            if current is None and wanted.argv is not None:
-                self._start(name, wanted)
-            elif current is None and wanted.argv is None:
-                self._ack_stopped(wanted)
-        for name, stage in self.running.items():
-            if stage.failed is None and stage.query is not None and not stage.query.isActive:
-                exc = stage.query.exception()
-                stage.failed = str(exc if exc is not None else "the query stopped")[:2000]
-                log.error("stage %s: query failed: %s", name, stage.failed)
-                self._beat_failed(stage)
+            if wanted is not None:
+                self._guarded(path.stem, lambda n=path.stem, w=wanted: self._follow(n, w))
+        for name, stage in list(self.running.items()):
+            self._guarded(name, lambda s=stage, n=name: self._watch(n, s))
+
+    def _follow(self, name: str, wanted: Wanted) -> None:
+        current = self.running.get(name)
+        if current is not None and current.generation != wanted.generation:
+            if not self._stop(name):
+                return  # no acknowledgement: the runner's wait ends in killing the host
+            current = None
+        if current is None and wanted.argv is not None:
+            self._start(name, wanted)
+        elif current is None and wanted.argv is None:
+            self._ack_stopped(wanted)
+
+    def _watch(self, name: str, stage: RunningStage) -> None:
+        if stage.failed is None and stage.query is not None and not stage.query.isActive:
+            exc = stage.query.exception()
+            stage.failed = str(exc if exc is not None else "the query stopped")[:2000]
+            log.error("stage %s: query failed: %s", name, stage.failed)
+            self._beat_failed(stage)
+
+    def _guarded(self, name: str, action: Any) -> None:
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 - one stage's trouble stays that stage's
+            log.exception("stage %s: %s", name, exc)
+            stage = self.running.get(name)
+            if stage is not None and stage.failed is None:
+                stage.failed = f"host: {exc}"[:2000]
+                with contextlib.suppress(Exception):
+                    self._beat_failed(stage)
 
     def _beat_failed(self, stage: RunningStage) -> None:
         stage.writer.query_active = False
@@ -340,9 +397,10 @@ class Host:
         interval = get_settings().standby_heartbeat_interval_s
         writer = HeartbeatWriter(wanted.heartbeat, interval, outage_path=self.outage_path)
         writer.info = {"generation": wanted.generation}
-        stage = RunningStage(wanted.generation, writer.start())
+        stage = RunningStage(wanted.generation, writer)
         self.running[name] = stage
         try:
+            writer.start()
             spec = load_job(argv[argv.index("--job") + 1])
             opts, launch = parse_options(spec, argv)
             opts.stream_name = name
@@ -351,7 +409,8 @@ class Host:
             if launch.metrics and launch.run_id:
                 store = self._store(launch.metrics)
                 run_id = launch.run_id
-                stage.listeners.append(OneQuery(name, MetricsListener(store, run_id)))
+                stage.metrics = MetricsListener(store, run_id)
+                stage.listeners.append(OneQuery(name, stage.metrics))
 
                 def events(kind: str, detail: dict[str, Any]) -> None:
                     store.event(run_id, kind, detail)
@@ -369,16 +428,26 @@ class Host:
             log.exception("stage %s: could not start", name)
             self._beat_failed(stage)
 
-    def _stop(self, name: str) -> None:
-        stage = self.running.pop(name)
+    def _stop(self, name: str) -> bool:
+        """Stop the stage's query; False if it still runs (its stop timed out or raised)."""
+        stage = self.running[name]
         if stage.query is not None:
-            with contextlib.suppress(Exception):  # a failed query stops as it is
+            try:
                 stage.query.stop()
+            except Exception:  # noqa: BLE001 - a failed query stops as it is
+                log.warning("stage %s: stopping its query raised", name, exc_info=True)
+            if stage.query.isActive:
+                log.error("stage %s: its query still runs after the stop", name)
+                return False
+            if stage.metrics is not None:  # its last events (query_stopped) reach the store
+                stage.metrics.wait_terminated(stage.query.id, METRICS_DRAIN_S)
+        del self.running[name]
         for listener in stage.listeners:
             with contextlib.suppress(Exception):
                 self.spark.streams.removeListener(listener)
         stage.writer.stop()
         log.info("stage %s: generation %d stopped", name, stage.generation)
+        return True
 
     def _ack_stopped(self, wanted: Wanted) -> None:
         """Say in the stage's heartbeat that ``wanted`` (a stop) is done (once)."""
@@ -415,13 +484,20 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     from recovery_lib.spark.session import build_session
 
+    runner = os.getppid()
     spark = build_session(args.app)
+    spark.conf.set("spark.sql.streaming.stopTimeout", str(QUERY_STOP_TIMEOUT_MS))
     lease.query_active = True  # the session is up: the host serves
+    lease.info = {"loop_ms": now_ms()}
     lease.beat()
     host = Host(spark, Path(args.dir) / "stages", outage)
     try:
         while not stopping.wait(POLL_S):
+            if os.getppid() != runner:  # the runner died: a new one must not find us running
+                log.error("the pipeline runner (pid %d) is gone: the host stops", runner)
+                break
             host.step()
+            lease.info = {"loop_ms": now_ms()}
     finally:
         host.stop_all()
         lease.stop()

@@ -255,8 +255,17 @@ class PipelineRun:
                 f"budget ({self.max_recoveries}) is spent; see {self.home / 'stages'}"
             )
         failed = set(causes)
+        host_pid = self.host.pid if self.host is not None else None
         for name in failed:
             self.supervisors[name].kill_group(signal.SIGKILL)
+        if self.host is not None and self.host.gone_since(host_pid):
+            # The host died (or was killed, not answering) while these stages were being
+            # stopped: every stage it ran died with it, and the plan must know.
+            for name, sup in self.supervisors.items():
+                if name not in failed:
+                    causes[name] = f"host: died during the recovery of {', '.join(sorted(failed))}"
+                    sup.kill_group(signal.SIGKILL)
+            failed = set(causes)
         plan = self.protocol.plan(self.view, failed)
         recovery = Recovery(sorted(failed), causes, detected, plan)
         self.recoveries.append(recovery)

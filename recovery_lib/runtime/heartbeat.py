@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from recovery_lib.files import write_atomic
 from recovery_lib.kafka.outage import read_outage
 from recovery_lib.metrics.listener import is_side_query
 from recovery_lib.runtime.logs import WarnOnChange
@@ -106,9 +107,7 @@ class HeartbeatWriter(StreamingQueryListener):
             self.idle,
         )
         with self._lock:  # the timer thread, the listener and a takeover all beat
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(asdict(beat)))
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps(asdict(beat)))
 
     def _loop(self) -> None:
         warn = WarnOnChange(log)  # a beat that keeps failing (a full disk): once, not per beat

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from recovery_lib.files import write_atomic
 from recovery_lib.runtime.checkpoint import batch_ids, last_committed
 
 MANIFEST = "MANIFEST.json"
@@ -348,9 +349,7 @@ def _next_seq(copies: Path) -> int:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data))
 
 
 # -- using a copy --------------------------------------------------------------------------------
