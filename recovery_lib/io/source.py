@@ -45,8 +45,6 @@ from recovery_lib.io.offsets import (
     LATEST,
     Offsets,
 )
-from recovery_lib.io.range_reader import read_range
-from recovery_lib.io.sinks.kafka_sink import KafkaBatchWriter, KafkaStreamWriter, SinkOptions
 from recovery_lib.io.source_options import (
     DEFAULT_DEAD_LETTER_TOPIC,
     HEADERS_TYPE,
@@ -88,11 +86,17 @@ class KafkaDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(SourceOptions.parse(self.options), schema)
 
+    # The sink and the executor's range reader are imported where they are used: Spark starts
+    # a Python process per planning step (the source's runner, the read planner, the write
+    # planner), and each imports this module; the ones that only plan reads skip the rest.
     def streamWriter(self, schema: StructType, overwrite: bool):  # noqa: ANN201
+        from recovery_lib.io.sinks.kafka_sink import KafkaStreamWriter, SinkOptions
 
         return KafkaStreamWriter(SinkOptions.parse(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool):  # noqa: ANN201
+        from recovery_lib.io.sinks.kafka_sink import KafkaBatchWriter, SinkOptions
+
         return KafkaBatchWriter(SinkOptions.parse(self.options), schema)
 
 
@@ -278,6 +282,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- executor side -------------------------------------------------------------------------
 
     def read(self, partition: KafkaRange) -> Iterator[Any]:
+        from recovery_lib.io.range_reader import read_range  # executors only (streamWriter)
+
         task = task_info()
         rows = 0
         for batch in read_range(self.options, self.schema, partition):

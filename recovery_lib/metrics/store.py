@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
-import pandas as pd
 
 from recovery_lib.metrics.schema import DDL, SCHEMA_VERSION
 
@@ -291,6 +290,8 @@ class MetricsStore:
         started = time.perf_counter()
 
         def write() -> None:
+            import pandas as pd  # 0.7 s to import: a job's start does not wait for it
+
             with duckdb.connect(str(self.path)) as con:
                 con.execute("BEGIN")
                 for sql, params in statements:
