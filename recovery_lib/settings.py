@@ -63,6 +63,12 @@ class Settings(BaseSettings):
     source_poll_timeout_s: float = 30.0
     source_arrow_batch_rows: int = 20_000
     source_end_probe_cap_s: float = 2.0
+    # Without a record for this long under the short fetch wait (kafka/clients.py
+    # RANGE_FETCHES), readers switch to the broker's usual one. A range's records exist when it
+    # is read (its end was planned), so a fast fetch that brings nothing in half a second is
+    # the broker's gathering, not a lull; the soak's job hit it on the first batch after a
+    # restart (the backlog) and paid 2 s per task wave when this was 2.0.
+    kafka_slow_fetch_after_s: float = Field(default=0.5, gt=0)
     sink_flush_timeout_s: float = 60.0
     # A broker stall or network fault shorter than this is ridden out (kafka/outage.py) by the
     # source and the readers of its ranges; a longer one fails the job (its supervisor

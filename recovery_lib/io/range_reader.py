@@ -16,7 +16,7 @@ from pyspark.sql.types import StructType
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.exceptions import SinkDeliveryError, bad_record_error, offsets_unavailable
 from recovery_lib.io.parked import parked_in
-from recovery_lib.kafka.clients import RANGE_FETCHES, SLOW_FETCH_AFTER_S, SLOW_FETCHES
+from recovery_lib.kafka.clients import RANGE_FETCHES, SLOW_FETCHES
 from recovery_lib.kafka.headers import ID_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
 from recovery_lib.settings import get_settings
 
@@ -63,7 +63,7 @@ def read_range(
     headers: list[Any] = []
     next_offset = rng.start
     last_progress = time.monotonic()
-    slow = False  # switched to the broker's usual fetch wait (SLOW_FETCH_AFTER_S)
+    slow = False  # switched to the broker's usual fetch wait (kafka_slow_fetch_after_s)
     # Parked records (a poison record found by job/poison.py) go to the dead letters instead.
     parked = parked_in(options.parked, rng.topic, rng.partition, rng.start, rng.end)
     try:
@@ -81,7 +81,7 @@ def read_range(
                 waited = time.monotonic() - last_progress
                 if waited > patience:
                     raise offsets_unavailable(rng, next_offset, patience)
-                if waited > SLOW_FETCH_AFTER_S and not slow:
+                if waited > settings.kafka_slow_fetch_after_s and not slow:
                     log.warning(
                         "%s/%d: nothing from offset %d in %.1f s with short fetch waits; "
                         "reading on with the broker's usual wait",

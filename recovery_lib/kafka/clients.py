@@ -29,11 +29,8 @@ SLOW_FETCHES = {**RANGE_FETCHES, "fetch.wait.max.ms": "500"}
 # of records wait on fetches (measured on tansu: 2M records in 1.5 s instead of 9.8 s).
 BULK_READS = {**RANGE_FETCHES, "queued.min.messages": "1000000"}
 SLOW_BULK_READS = {**BULK_READS, **SLOW_FETCHES}
-# Without a record for this long under the short fetch wait, readers switch to the slow one.
-# A range's records exist when it is read (its end was planned), so a fast fetch that brings
-# nothing in half a second is the broker's gathering, not a lull; the soak's job hit it on the
-# first batch after a restart (the backlog) and paid 2 s per task wave with 2.0.
-SLOW_FETCH_AFTER_S = 0.5
+# Without a record for settings.kafka_slow_fetch_after_s under the short fetch wait, readers
+# switch to the slow one.
 
 
 def resolve_bootstrap(settings: Settings | None = None) -> str:

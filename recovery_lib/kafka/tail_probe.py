@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from recovery_lib.kafka.clients import SLOW_FETCH_AFTER_S, SLOW_FETCHES
+from recovery_lib.kafka.clients import SLOW_FETCHES
+from recovery_lib.settings import get_settings
 
 
 class TailProbe:
@@ -108,7 +109,7 @@ class TailProbe:
         ends = dict(highs)  # a safe lower bound if a partition does not answer in time
         pending = set(highs)
         wait_s = self._exact_wait_s if exact else self._cap_s
-        first_s = min(wait_s, SLOW_FETCH_AFTER_S) if exact else wait_s
+        first_s = min(wait_s, get_settings().kafka_slow_fetch_after_s) if exact else wait_s
         self._probe_with(self._consumer, highs, ends, pending, first_s)
         if exact and pending:
             if self._slow is None:

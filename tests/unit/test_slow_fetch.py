@@ -4,6 +4,7 @@ budget: fake consumers stand for the two fetch settings."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,6 +23,7 @@ from pyspark.sql.types import (
 
 from recovery_lib.io import range_reader
 from recovery_lib.io.source_options import KafkaRange, SourceOptions
+from recovery_lib.settings import reload_settings
 
 HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 SCHEMA = StructType(
@@ -84,13 +86,22 @@ class FakeConsumer:
         return [SimpleNamespace(offset=self.at or 0)]
 
 
+@pytest.fixture
+def short_fallback(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Readers give the short fetch wait 0.05 s (a setting) instead of half a second."""
+    monkeypatch.setenv("RECOVERY_KAFKA_SLOW_FETCH_AFTER_S", "0.05")
+    reload_settings()
+    yield
+    monkeypatch.delenv("RECOVERY_KAFKA_SLOW_FETCH_AFTER_S")
+    reload_settings()
+
+
 def test_a_range_the_short_wait_never_gets_is_read_with_the_usual_wait(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, short_fallback: None
 ) -> None:
     fast, slow = FakeConsumer(delivers=False), FakeConsumer(delivers=True)
     consumers = {"consumer:range": fast, "consumer:range-slow": slow}
     monkeypatch.setattr(range_reader, "cached", lambda name, _cfg, _make: consumers[name])
-    monkeypatch.setattr(range_reader, "SLOW_FETCH_AFTER_S", 0.05)
     options = SourceOptions.parse({"kafka.bootstrap.servers": "x:1", "subscribe": "t"})
     batches = list(range_reader.read_range(options, SCHEMA, KafkaRange("t", 1, 7158, 7162)))
     assert [o for b in batches for o in b.column("offset").to_pylist()] == [7158, 7159, 7160, 7161]

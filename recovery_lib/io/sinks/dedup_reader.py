@@ -26,7 +26,6 @@ from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import (
     BULK_READS,
     SLOW_BULK_READS,
-    SLOW_FETCH_AFTER_S,
     client_config,
 )
 from recovery_lib.kafka.tail_probe import TailProbe
@@ -177,6 +176,7 @@ def read_topic_batches(
 
     consumer = bulk_consumer(BULK_READS)
     slow = False  # switched to the broker's usual fetch wait (kafka/clients.py)
+    slow_after = get_settings().kafka_slow_fetch_after_s
     consumer.assign([TopicPartition(topic, p, lows[p]) for p in sorted(todo)])
     columns: tuple[list[Any], ...] = ([], [], [], [], [])  # id, key, value, partition, offset
     pending = 0
@@ -192,7 +192,7 @@ def read_topic_batches(
                     raise RuntimeError(
                         f"reading {topic}: partitions {sorted(todo)} stopped short of their ends"
                     )
-                if idle > SLOW_FETCH_AFTER_S and not slow:  # the broker needs a longer wait
+                if idle > slow_after and not slow:  # the broker needs a longer wait
                     at = consumer.position([TopicPartition(topic, p) for p in sorted(todo)])
                     consumer.close()
                     consumer = bulk_consumer(SLOW_BULK_READS)
