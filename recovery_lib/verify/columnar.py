@@ -3,11 +3,10 @@ DuckDB, with Python reading only the few outputs the verdict hangs on.
 
 Where each side lives (``SpilledSide``):
   * the raw records in an Arrow IPC file on disk (memory-mapped when rows must be read back);
-  * per record, in a DuckDB table (in memory, spilled to disk beyond its limit): its position
-    (``seq``), id, a hash of its key and value (``h``), a hash of its agreement unit (``u``:
-    the whole output for ``Exact``, the key and agreed fields for ``Fields``, the Kafka key and
-    key fields for ``KeyTotals``), the total (``KeyTotals``) and ``flag``: the SQL could not
-    show the output well-formed.
+  * per record, in a file-backed DuckDB table: its position (``seq``), id, a hash of its key and
+    value (``h``), a hash of its agreement unit (``u``: the whole output for ``Exact``, the key
+    and agreed fields for ``Fields``, the Kafka key and key fields for ``KeyTotals``), the
+    total (``KeyTotals``) and ``flag``: the SQL could not show the output well-formed.
 
 The definitions stay the plain-Python ones of contract.py and oracle.py (``judge_objects``):
 SQL only finds what agrees for certain (equal hashes, equal totals), and every unit that does
@@ -315,14 +314,13 @@ class ColumnarJudge:
     """Judges two spilled sides; see the module docstring for the steps."""
 
     def __init__(self, contract: ConsistencyContract, directory: Path, on_disk: bool):
-        """``on_disk``: the raw records in IPC files of ``directory`` (sides of unknown size,
-        read from topics); else they stay in memory. DuckDB's tables are in memory either way
-        and spill to ``directory`` beyond its limit: a database file would also write each
-        insert to its write-ahead log (measured: 15 % of the read time of a topic)."""
+        """``on_disk``: DuckDB's tables in a file of ``directory`` and the raw records in IPC
+        files (sides of unknown size, read from topics); else in memory, DuckDB spilling to
+        ``directory`` beyond its limit."""
         self.on_disk = on_disk
         self.contract = contract
         self.directory = directory
-        self.con = duckdb.connect(":memory:")
+        self.con = duckdb.connect(str(directory / "oracle.duckdb") if on_disk else ":memory:")
         self.con.execute(
             f"SET memory_limit = '{DUCKDB_MEMORY}'; SET preserve_insertion_order = false; "
             f"SET temp_directory = '{directory / 'spill'}'"

@@ -375,9 +375,8 @@ def judge_topics(
 ) -> ConsistencyReport:
     """Judge a run's sink topic against a reference run's, for millions of outputs: each
     topic is read in Arrow batches (no object per output) while a DuckDB thread ingests the
-    previous batch, into DuckDB (spilling beyond its memory limit) and IPC files (bounded
-    memory). ``timings`` gets read_s (reading both topics, the ingest overlapped) and judge_s
-    (everything after).
+    previous batch, into a DuckDB file and IPC files (bounded memory). ``timings`` gets read_s
+    (reading both topics, the ingest overlapped) and judge_s (everything after).
 
     One process reads both topics, one after the other: its reading thread and its DuckDB
     thread already keep both cores of this machine busy; a reader process per topic was
