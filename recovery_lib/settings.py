@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     # the broker's gathering, not a lull; the soak's job hit it on the first batch after a
     # restart (the backlog) and paid 2 s per task wave when this was 2.0.
     kafka_slow_fetch_after_s: float = Field(default=0.5, gt=0)
+    # Readers of whole sink topics (the oracle) take blocks of records as columns from
+    # librdkafka (kafka/block_consumer.py) instead of a confluent-kafka Message per record.
+    kafka_block_reader: bool = True
     sink_flush_timeout_s: float = 60.0
     # A broker stall or network fault shorter than this is ridden out (kafka/outage.py) by the
     # source and the readers of its ranges; a longer one fails the job (its supervisor

@@ -162,6 +162,10 @@ SUITES = {
 SUITE_TIMING = {"tables": {"fail_at_s": 8.0, "every_s": 16.0, "jitter_s": 3.0}}
 
 
+# Up to this much more input for failures still due when a run's input ends (ExperimentConfig).
+INJECT_GRACE_S = 180.0
+
+
 def planned(cases: tuple[Case, ...], variants: tuple[Variant, ...]) -> list[tuple[Case, Variant]]:
     """The (case, variant) runs of a campaign: each case in the variants its modes allow."""
     return [
@@ -226,6 +230,8 @@ def run_campaign(
                     jitter_s=jitter_s,
                     rate=case.rate,
                     duration_s=fail_at_s + repeat * every_s,
+                    # A standby or replica rebuilt after a failure holds the next ones back.
+                    inject_grace_s=INJECT_GRACE_S,
                     seed=case_seed,
                     cluster=case.cluster,
                     # On the cluster: two one-core executors, so shuffled rows really arrive

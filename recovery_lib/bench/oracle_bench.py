@@ -8,12 +8,16 @@ KeyTotals). Every measurement runs in a fresh process, so its peak RSS is its ow
 per measurement: read_s (reading both topics, the DuckDB ingest overlapped), judge_s
 (everything after), total_s, peak_rss_mb, and total / plain read as the ratio the goal names
 (also against both topics read at once, in two plain reader processes).
+
+``Exact (messages)``: Exact once more with the block consumer off (``RECOVERY_KAFKA_BLOCK_READER``
+false: a confluent-kafka Message per record), the before of the reader's change in the same run.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import resource
 import time
 import uuid
@@ -28,6 +32,7 @@ from recovery_lib.io.sinks.dedup_reader import topic_bounds
 from recovery_lib.io.sinks.ids import ID_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import BULK_READS, client_config
+from recovery_lib.settings import reload_settings
 from recovery_lib.verify.contract import ConsistencyContract, Fields, KeyTotals
 from recovery_lib.verify.oracle import judge_topics
 
@@ -37,6 +42,7 @@ SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
 GOAL_JUDGE_S = 60.0
 GOAL_RATIO = 1.3
 GOAL_RSS_MB = 2048.0
+MESSAGES = "Exact (messages)"  # the reader before the block consumer, for the before/after
 
 CONTRACTS: dict[str, ConsistencyContract] = {
     "Exact": ConsistencyContract(),
@@ -153,8 +159,13 @@ def plain_read_parallel(config: dict[str, str], topics: list[str]) -> dict[str, 
     }
 
 
-def judged(config: dict[str, str], agreement: str, run: str, reference: str) -> dict[str, Any]:
-    """One judgement of ``run`` against ``reference`` under the named agreement."""
+def judged(
+    config: dict[str, str], agreement: str, run: str, reference: str, blocks: bool = True
+) -> dict[str, Any]:
+    """One judgement of ``run`` against ``reference`` under the named agreement (``blocks``:
+    read with the block consumer, else with confluent-kafka's messages)."""
+    os.environ["RECOVERY_KAFKA_BLOCK_READER"] = str(blocks).lower()
+    reload_settings()  # a fresh process: nothing else reads the settings
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -248,6 +259,13 @@ def run_oracle_bench(
                     f"({result['ratio_to_parallel_plain_read']:.2f}x both at once), "
                     f"{result['peak_rss_mb']:.0f} MB, {result['verdict']}"
                 )
+            before = in_fresh_process(judged, config, "Exact", run_topic, reference_topic, False)
+            before["ratio_to_plain_read"] = before["total_s"] / plain["total_s"]
+            row[MESSAGES] = before
+            progress(
+                f"{size:,} per side, {MESSAGES}: {before['total_s']:.1f} s = "
+                f"{before['ratio_to_plain_read']:.2f}x plain, {before['peak_rss_mb']:.0f} MB"
+            )
             rows.append(row)
         finally:
             for topic in (run_topic, reference_topic):
@@ -280,6 +298,8 @@ def _goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "us_per_output_by_size": [round(x * 1e6, 2) for x in per_output],
             "verdict": r["verdict"],
         }
+    if MESSAGES in top:
+        out[MESSAGES] = {"ratio_to_plain_read": top[MESSAGES]["ratio_to_plain_read"]}
     return out
 
 
@@ -302,6 +322,8 @@ def _chart(rows: list[dict[str, Any]], path: str) -> None:
     for agreement in CONTRACTS:
         left.plot(sizes, [r[agreement]["total_s"] for r in rows], marker="o", label=agreement)
         right.plot(sizes, [r[agreement]["peak_rss_mb"] for r in rows], marker="o", label=agreement)
+    if all(MESSAGES in r for r in rows):
+        left.plot(sizes, [r[MESSAGES]["total_s"] for r in rows], "c:", marker="x", label=MESSAGES)
     right.plot(
         sizes, [r["plain"]["peak_rss_mb"] for r in rows], "k--", marker="o", label="plain read"
     )

@@ -81,6 +81,12 @@ def experiment_run(
     repeat: int = typer.Option(1, help="Number of failures in the faulty run."),
     every: float = typer.Option(20.0, help="Seconds between repeated failures."),
     jitter: float = typer.Option(0.0, help="Each failure up to this many seconds later."),
+    inject_grace: float = typer.Option(
+        0.0,
+        "--inject-grace",
+        help="Failures still due when the input ends (the job still recovering from the last "
+        "one) get up to this many seconds more input to come in.",
+    ),
     rate: float = typer.Option(2000.0, help="Input events per second."),
     duration: float = typer.Option(60.0, help="Seconds of input."),
     seed: int = typer.Option(42),
@@ -153,6 +159,7 @@ def experiment_run(
         repeat=repeat,
         every_s=every,
         jitter_s=jitter,
+        inject_grace_s=inject_grace,
         rate=rate,
         duration_s=duration,
         seed=seed,

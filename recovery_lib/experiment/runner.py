@@ -143,6 +143,10 @@ class ExperimentConfig:
     repeat: int = 1  # failures per faulty run: at fail_at_s, + every_s, + 2 every_s, ...
     every_s: float = 20.0
     jitter_s: float = 0.0  # each failure up to this much later (random, from --seed)
+    # Failures still due when the timed input ends (the job was not back from the previous one
+    # in time, e.g. while a new standby or replica is built) get up to this much more input,
+    # at the same rate, to come in; 0: none (they are recorded as not injected).
+    inject_grace_s: float = 0.0
     rate: float = 2_000.0
     duration_s: float = 60.0
     seed: int = 42
@@ -315,6 +319,7 @@ class _Run:
     t0_ms: int
     failures: list[InjectedFailure] = field(default_factory=list)
     not_injected: list[dict[str, Any]] = field(default_factory=list)
+    extended_s: float = 0.0  # input added for failures still due (inject_grace_s)
     metrics: LiveMetrics | None = None  # the faulty run's /metrics
     metrics_url: str | None = None
     table: TableTarget | None = None  # the output's table (None: its topic)
@@ -328,6 +333,7 @@ class _Run:
             "t0_ms": self.t0_ms,
             "failures": [f.to_dict() for f in self.failures],
             "not_injected": self.not_injected,
+            "input_extended_s": round(self.extended_s, 1),
             "samples": [s for s in self.collector.samples if s[0] >= self.t0_ms],  # no warm-up
             "restarts": [
                 asdict(r) | {"restart_time_s": r.restart_time_s} for r in self.sup.restarts
@@ -567,16 +573,21 @@ class Experiment:
         not injected."""
         cfg = self.cfg
         produced = [warmup]
-        feeder = threading.Thread(
-            target=lambda: self.input.produce(
-                warmup,
-                cfg.rate,
-                cfg.duration_s,
-                on_progress=lambda n: produced.__setitem__(0, warmup + n),
-                stop=self._stop.is_set,
+
+        def feed(first: int, seconds: float, done: Callable[[], bool]) -> threading.Thread:
+            thread = threading.Thread(
+                target=lambda: self.input.produce(
+                    first,
+                    cfg.rate,
+                    seconds,
+                    on_progress=lambda n: produced.__setitem__(0, first + n),
+                    stop=lambda: self._stop.is_set() or done(),
+                )
             )
-        )
-        feeder.start()
+            thread.start()
+            return thread
+
+        feeder = feed(warmup, cfg.duration_s, lambda: False)
         kinds = cfg.kinds if inject is not None else ()
         jitter = random.Random(cfg.seed)
         due = [
@@ -586,7 +597,17 @@ class Experiment:
             )
             for k in range(cfg.repeat if kinds else 0)
         ]
-        while feeder.is_alive():
+        extended_at: float | None = None  # when the input was extended for failures still due
+        while True:
+            if not feeder.is_alive():
+                if not due or cfg.inject_grace_s <= 0:
+                    break
+                if extended_at is None:  # more input, until the failures are in
+                    extended_at = time.monotonic()
+                    feeder.join()
+                    feeder = feed(produced[0], cfg.inject_grace_s, lambda: not due)
+                elif time.monotonic() - extended_at >= cfg.inject_grace_s:
+                    break
             run.sup.tick()
             elapsed = time.monotonic() - run.t0
             if due and elapsed >= due[0][0] and self._recovered(due[0][1], run.sup, run.arm_dir):
@@ -602,13 +623,15 @@ class Experiment:
             )
             time.sleep(0.5)
         feeder.join()
+        if extended_at is not None:
+            run.extended_s = time.monotonic() - extended_at
         self.events = produced[0]
         run.not_injected = [{"at_s": round(at, 1), "kind": kind} for at, kind in due]
         if run.not_injected:  # the job was not back from the previous failure in time
             self.progress(
                 f"[{run.name}] {len(due)} failure(s) not injected before the input ended "
                 "(the job was still recovering): the verdict will be inconclusive; "
-                "raise --duration or lower --repeat"
+                "raise --duration or --inject-grace, or lower --repeat"
             )
 
     def _settle_failures(self, run: _Run) -> None:
@@ -853,6 +876,7 @@ class Experiment:
             "cluster": cfg.cluster,
             "failures": failures,
             "not_injected": faulty["not_injected"],
+            "input_extended_s": faulty["input_extended_s"],
             "events": self.events,
             "throughput_eps": round(self.events / max(faulty["elapsed_s"], 1e-9), 1),
             "output_records": len(samples),

@@ -49,6 +49,11 @@ TRANSIENT_CODES = frozenset(
         KafkaError.BROKER_NOT_AVAILABLE,
         KafkaError.NOT_COORDINATOR,
         KafkaError.COORDINATOR_NOT_AVAILABLE,
+        # The client's own metadata lacks the partition: after connections were reset (a
+        # blackhole in the faults campaign) until its metadata is fetched again. Callers ride
+        # out only once the broker has answered them, so the partition was there; one that is
+        # really gone fails after the budget, named.
+        KafkaError._UNKNOWN_PARTITION,
     }
 )
 

@@ -85,6 +85,9 @@ def test_an_error_a_waiting_broker_would_not_fix_is_raised_at_once() -> None:
     unknown_topic = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
     assert not is_transient(unknown_topic) and is_transient(TIMED_OUT)
     assert is_transient(TimeoutError("no answer"))
+    # the client's metadata lost the partition with its connections (seen after a blackhole)
+    local_unknown = KafkaError(KafkaError._UNKNOWN_PARTITION, "Failed to get watermark offsets")
+    assert is_transient(KafkaException(local_unknown))
 
 
 def test_the_daemon_status_says_the_job_waits_for_the_broker(tmp_path: Path) -> None:

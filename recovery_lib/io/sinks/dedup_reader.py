@@ -14,15 +14,17 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from recovery_lib.io.sinks.fences import FenceFilter
+from recovery_lib.io.sinks.fences import FENCE_HEADER, FenceFilter
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, EPOCH_HEADER, ID_HEADER
+from recovery_lib.kafka import block_consumer
 from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.block_consumer import BAD_FENCE, CONTROL, FENCE, Block, ColumnConsumer
 from recovery_lib.kafka.clients import (
     BULK_READS,
     SLOW_BULK_READS,
@@ -151,48 +153,184 @@ def read_topic_batches(
     fence: FenceFilter | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """What ``read_topic`` yields, as Arrow record batches of about ``rows`` records
-    (``SINK_BATCH_SCHEMA``; partitions interleaved, each in offset order; ``partition`` and
-    ``offset`` null where nothing needed them), for readers of
-    millions of records: columns are taken from each fetched block of messages at once, and a
-    message is looked at one by one only when its headers are not a plain output's (``rl.id``
-    first, no control header) or a fence was seen."""
+    (``SINK_BATCH_SCHEMA``; partitions interleaved, each in offset order), for readers of
+    millions of records: with the block consumer (kafka/block_consumer.py) no record becomes a
+    Python object; without it (no C compiler at install, or ``RECOVERY_KAFKA_BLOCK_READER``
+    false) columns are taken from each block of confluent-kafka messages at once."""
     fence = fence if fence is not None else FenceFilter()
     config = dict(config) if config is not None else client_config()
     partitions, lows, ends = topic_bounds(topic, config, None)
     todo = {p for p in partitions if ends[p] > lows[p]}
     if not todo:
         return
+    read = _TopicRead(topic, config, rows, fence, lows, ends, todo)
+    if get_settings().kafka_block_reader and block_consumer.available():
+        yield from _block_batches(read)
+    else:
+        yield from _message_batches(read)
+
+
+class _TopicRead(NamedTuple):
+    """One read of a topic's partitions from ``lows`` to ``ends``; ``todo``: those not done."""
+
+    topic: str
+    config: dict[str, str]
+    rows: int  # records per batch
+    fence: FenceFilter
+    lows: dict[int, int]
+    ends: dict[int, int]
+    todo: set[int]
+
+
+_READER_CONFIG = {
+    "group.id": "recovery-batch-reader",
+    "enable.auto.commit": "false",
+    "enable.partition.eof": "false",
+}
+_BLOCK_RECORDS = 20_000  # records per consume call of the block consumer
+
+
+class _IdleWatch:
+    """A bulk reader that got nothing: when to switch to the broker's usual fetch wait
+    (kafka/clients.py), and when to give up on partitions short of their ends."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.slow_after = get_settings().kafka_slow_fetch_after_s
+        self.slow = False
+        self.since = time.monotonic()
+
+    def got_records(self) -> None:
+        self.since = time.monotonic()
+
+    def switch_to_slow(self, todo: set[int]) -> bool:
+        idle = time.monotonic() - self.since
+        if idle > _STALL_S:
+            raise RuntimeError(
+                f"reading {self.topic}: partitions {sorted(todo)} stopped short of their ends"
+            )
+        if idle > self.slow_after and not self.slow:
+            self.slow = True
+            return True
+        return False
+
+
+def _block_batches(read: _TopicRead) -> Iterator[pa.RecordBatch]:
+    topic, config, rows, fence, lows, ends, todo = read
+
+    def open_consumer(fetches: Mapping[str, str], starts: dict[int, int]) -> ColumnConsumer:
+        consumer = ColumnConsumer({**config, **fetches, **_READER_CONFIG})
+        consumer.assign(topic, starts)
+        return consumer
+
+    consumer = open_consumer(BULK_READS, {p: lows[p] for p in todo})
+    watch = _IdleWatch(topic)
+    end_of = np.zeros(max(ends) + 1, np.int64)
+    for part, end in ends.items():
+        end_of[part] = end
+    pending: list[Block] = []
+    masks: list[np.ndarray | None] = []
+    count = 0
+    try:
+        while todo:
+            block = consumer.consume(_BLOCK_RECORDS, 1.0)
+            if block is None:
+                if watch.switch_to_slow(todo):
+                    at = consumer.position(topic, todo)
+                    consumer.close()
+                    consumer = open_consumer(
+                        SLOW_BULK_READS, {p: max(at.get(p, -1), lows[p]) for p in todo}
+                    )
+                continue
+            watch.got_records()
+            done = [p for p, at in consumer.position(topic, todo).items() if at >= ends[p]]
+            if done:
+                todo.difference_update(done)
+                consumer.pause(topic, done)
+            keep = _kept(topic, block, end_of, fence)
+            pending.append(block)
+            masks.append(keep)
+            count += len(block) if keep is None else int(np.count_nonzero(keep))
+            if count >= rows:
+                yield _blocks_batch(pending, masks)
+                pending, masks, count = [], [], 0
+        if count:
+            yield _blocks_batch(pending, masks)
+    finally:
+        consumer.close()
+
+
+def _kept(topic: str, block: Block, end_of: np.ndarray, fence: FenceFilter) -> np.ndarray | None:
+    """``read_topic``'s rule over a block: the records before the ends, no control records, no
+    fence records, nothing fenced. None: every record is kept."""
+    keep = (block.offset < end_of[block.partition]) & ((block.flags & CONTROL) == 0)
+    if np.any(block.flags & (FENCE | BAD_FENCE)):  # record by record: a fence rules what follows
+        for i in np.flatnonzero(keep):
+            keep[i] = _accepted_in_block(topic, block, int(i), fence)
+    elif fence.fences:
+        floor = np.zeros_like(end_of)
+        for (fenced_topic, part), epoch in fence.fences.items():
+            if fenced_topic == topic and part < len(floor):
+                floor[part] = epoch
+        fenced = keep & block.epoch_valid & (block.epoch < floor[block.partition])
+        fence.dropped += int(np.count_nonzero(fenced))
+        keep &= ~fenced
+    return None if keep.all() else keep
+
+
+def _accepted_in_block(topic: str, block: Block, i: int, fence: FenceFilter) -> bool:
+    part, flags = int(block.partition[i]), int(block.flags[i])
+    if flags & BAD_FENCE:
+        raise ValueError(f"{topic}/{part}@{block.offset[i]}: its {FENCE_HEADER} header is not an "
+                         "integer")  # fmt: skip
+    headers = {FENCE_HEADER: str(block.fence[i]).encode()} if flags & FENCE else {}
+    epoch = int(block.epoch[i]) if block.epoch_valid[i] else None
+    return fence.accept(topic, part, epoch, headers)
+
+
+def _blocks_batch(blocks: list[Block], masks: list[np.ndarray | None]) -> pa.RecordBatch:
+    def column(get: Any) -> pa.Array:
+        parts = [get(b) if m is None else get(b).filter(pa.array(m)) for b, m in zip(
+            blocks, masks, strict=True)]  # fmt: skip
+        return pa.concat_arrays(parts)
+
+    def numbers(get: Any) -> np.ndarray:
+        return np.concatenate([get(b) if m is None else get(b)[m] for b, m in zip(
+            blocks, masks, strict=True)])  # fmt: skip
+
+    return pa.RecordBatch.from_arrays(
+        [
+            column(lambda b: b.ids).cast(pa.binary()),
+            column(lambda b: b.keys).cast(pa.binary()),
+            column(lambda b: b.values).cast(pa.binary()),
+            pa.array(numbers(lambda b: b.partition), pa.int32()),
+            pa.array(numbers(lambda b: b.offset), pa.int64()),
+        ],
+        schema=SINK_BATCH_SCHEMA,
+    )
+
+
+def _message_batches(read: _TopicRead) -> Iterator[pa.RecordBatch]:
+    """The batches from confluent-kafka messages: a message is looked at one by one only
+    when its headers are not a plain output's (``rl.id`` first, no control header) or a fence
+    was seen; ``partition`` and ``offset`` are null where nothing needed them."""
+    topic, config, rows, fence, lows, ends, todo = read
 
     def bulk_consumer(fetches: Mapping[str, str]) -> Consumer:
-        return Consumer(
-            {
-                **config,
-                **fetches,
-                "group.id": "recovery-batch-reader",
-                "enable.auto.commit": "false",
-                "enable.partition.eof": "false",
-            }
-        )
+        return Consumer({**config, **fetches, **_READER_CONFIG})
 
     consumer = bulk_consumer(BULK_READS)
-    slow = False  # switched to the broker's usual fetch wait (kafka/clients.py)
-    slow_after = get_settings().kafka_slow_fetch_after_s
+    watch = _IdleWatch(topic)
     consumer.assign([TopicPartition(topic, p, lows[p]) for p in sorted(todo)])
     columns: tuple[list[Any], ...] = ([], [], [], [], [])  # id, key, value, partition, offset
     pending = 0
     gc_was_enabled = gc.isenabled()
     gc.disable()  # header tuples would trigger a collection every few thousand messages
     try:
-        idle_since = time.monotonic()
         while todo:
             msgs = consumer.consume(num_messages=10_000, timeout=1.0)
             if not msgs:
-                idle = time.monotonic() - idle_since
-                if idle > _STALL_S:
-                    raise RuntimeError(
-                        f"reading {topic}: partitions {sorted(todo)} stopped short of their ends"
-                    )
-                if idle > slow_after and not slow:  # the broker needs a longer wait
+                if watch.switch_to_slow(todo):  # the broker needs a longer wait
                     at = consumer.position([TopicPartition(topic, p) for p in sorted(todo)])
                     consumer.close()
                     consumer = bulk_consumer(SLOW_BULK_READS)
@@ -200,9 +338,8 @@ def read_topic_batches(
                         [TopicPartition(topic, tp.partition, max(tp.offset, lows[tp.partition]))
                          for tp in at]
                     )  # fmt: skip
-                    slow = True
                 continue
-            idle_since = time.monotonic()
+            watch.got_records()
             errors = [e for e in map(Message.error, msgs) if e is not None]
             if errors:
                 raise RuntimeError(f"reading {topic}: {errors[0]}")

@@ -1,0 +1,96 @@
+"""Failures still due when a run's input ends: recorded as not injected, or, with
+``inject_grace_s``, given more input (continuing the same event sequence) until they are in."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from recovery_lib.experiment.runner import Experiment, ExperimentConfig
+
+
+class FakeInput:
+    """Produces ``rate`` events per second (no broker), recording where each call started."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, float]] = []
+
+    def produce(self, first, rate, duration_s, on_progress, stop) -> None:  # noqa: ANN001
+        self.calls.append((first, duration_s))
+        started, sent = time.monotonic(), 0
+        while time.monotonic() - started < duration_s and not stop():
+            time.sleep(0.02)
+            sent = int((time.monotonic() - started) * rate)
+            on_progress(sent)
+
+
+def feed_and_inject(grace_s: float, back_after_s: float) -> tuple[Any, FakeInput, list[str]]:
+    """A run of 1.5 s of input with two failures due at 0.2 s and 0.4 s; the job is back from
+    the first failure only ``back_after_s`` after it."""
+    cfg = ExperimentConfig(
+        fail="net-reset",
+        fail_at_s=0.2,
+        repeat=2,
+        every_s=0.2,
+        duration_s=1.5,
+        rate=100.0,
+        inject_grace_s=grace_s,
+    )
+    exp = object.__new__(Experiment)
+    exp.cfg, exp.input, exp._stop = cfg, FakeInput(), threading.Event()
+    exp.progress = lambda _m: None
+    injected: list[str] = []
+    last = [0.0]
+
+    def recovered(kind, sup, arm_dir) -> bool:  # noqa: ANN001
+        return not injected or time.monotonic() - last[0] >= back_after_s
+
+    def inject(kind, sup, arm_dir, elapsed, run_id) -> Any:  # noqa: ANN001
+        injected.append(kind)
+        last[0] = time.monotonic()
+        return SimpleNamespace(settle=lambda *a, **k: None)
+
+    exp._recovered, exp._inject = recovered, inject
+    run = SimpleNamespace(
+        sup=SimpleNamespace(tick=lambda: None, restarts=[]),
+        t0=time.monotonic(),
+        t0_ms=0,
+        failures=[],
+        collector=SimpleNamespace(samples=[]),
+        arm_dir=None,
+        run_id="r",
+        extended_s=0.0,
+        not_injected=[],
+        name="faulty",
+    )
+    exp._feed_and_inject(run, warmup=7, inject="net-reset")
+    return run, exp.input, injected
+
+
+def test_without_grace_a_failure_still_due_is_not_injected():
+    run, inputs, injected = feed_and_inject(grace_s=0.0, back_after_s=2.0)
+    assert injected == ["net-reset"]
+    assert [f["kind"] for f in run.not_injected] == ["net-reset"]
+    assert run.extended_s == 0.0
+    assert len(inputs.calls) == 1
+
+
+def test_grace_extends_the_input_until_the_failure_is_in():
+    run, inputs, injected = feed_and_inject(grace_s=5.0, back_after_s=2.0)
+    assert injected == ["net-reset", "net-reset"]
+    assert run.not_injected == []
+    # The input went on from where the timed input stopped, and stopped once the failure was
+    # in (well before the 5 s of grace).
+    assert len(inputs.calls) == 2
+    first, _ = inputs.calls[1]
+    assert first > 7 + 100  # after the warm-up and ~1.5 s at 100 events/s
+    assert 0.2 < run.extended_s < 2.5
+
+
+def test_grace_that_runs_out_leaves_the_failure_not_injected():
+    run, inputs, injected = feed_and_inject(grace_s=0.5, back_after_s=10.0)
+    assert injected == ["net-reset"]
+    assert [f["kind"] for f in run.not_injected] == ["net-reset"]
+    assert 0.4 < run.extended_s < 1.5
