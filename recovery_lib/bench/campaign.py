@@ -258,6 +258,8 @@ def run_campaign(
                     "recovery_time_s": result.get("recovery_time_s"),
                     "output_gap_s": result.get("output_gap_s"),
                     "parked": len(result.get("parked") or []),
+                    # Input records a run had not processed when its drain gave up.
+                    "input_unprocessed": result.get("input_unprocessed"),
                     "verdict": consistency["verdict"],
                     "guarantee": consistency.get("guarantee"),
                     "inconclusive_because": consistency.get("inconclusive_because"),

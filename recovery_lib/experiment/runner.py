@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import random
 import signal
 import threading
@@ -131,6 +132,9 @@ SINKS = {sink_flag(m): m for m in SINK_MODES if m not in NEEDS_BROKER_TRANSACTIO
 # Or a lakehouse table (io/sinks/table_target.py): the oracle reads the table's rows. The
 # "-append" ones append every attempt of a batch (no guard): a campaign's contrast.
 TABLE_SINKS = (*(k.value for k in TableKind), *(k.value + PLAIN_APPEND for k in TableKind))
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -320,6 +324,7 @@ class _Run:
     failures: list[InjectedFailure] = field(default_factory=list)
     not_injected: list[dict[str, Any]] = field(default_factory=list)
     extended_s: float = 0.0  # input added for failures still due (inject_grace_s)
+    unprocessed: int = 0  # input records the job had not committed when the drain gave up
     metrics: LiveMetrics | None = None  # the faulty run's /metrics
     metrics_url: str | None = None
     table: TableTarget | None = None  # the output's table (None: its topic)
@@ -334,6 +339,7 @@ class _Run:
             "failures": [f.to_dict() for f in self.failures],
             "not_injected": self.not_injected,
             "input_extended_s": round(self.extended_s, 1),
+            "input_unprocessed": self.unprocessed,
             "samples": [s for s in self.collector.samples if s[0] >= self.t0_ms],  # no warm-up
             "restarts": [
                 asdict(r) | {"restart_time_s": r.restart_time_s} for r in self.sup.restarts
@@ -483,9 +489,9 @@ class Experiment:
                 warmup = self._warm_up(run.sup, name)
                 run.t0, run.t0_ms = time.monotonic(), now_ms()
                 self._feed_and_inject(run, warmup, inject)
-            self._drain(run.sup, run.collector, name)
+            run.unprocessed = self._drain(run.sup, run.collector, name)
             if self.job.closing_ticks is not None:  # processing-time windows need ticks
-                self._tick_and_drain(run.sup, run.collector, name)
+                run.unprocessed = self._tick_and_drain(run.sup, run.collector, name)
         finally:
             run.sup.stop()
             run.collector.stop()
@@ -766,14 +772,27 @@ class Experiment:
             time.sleep(0.5)
         return count
 
-    def _drain(self, sup: JobSupervisor, collector: OutputFollower, name: str) -> None:
+    def _drain(self, sup: JobSupervisor, collector: OutputFollower, name: str) -> int:
         """Until the committed offsets reach the end of every input partition, then until the
-        output has been quiet for quiet_s (late windows), supervising all the while."""
+        output has been quiet for quiet_s (late windows), supervising all the while. Returns
+        how many input records were still not committed when catch_up_timeout_s ran out (0:
+        all were): the run's output then lacks what they would give, which the report says."""
         deadline = time.monotonic() + self.cfg.catch_up_timeout_s
         while time.monotonic() < deadline and not self._drained(self._checkpoint(sup, name)):
             sup.tick()
             self.progress(f"[{name}] catching up: {len(collector.samples):,} outputs so far")
             time.sleep(0.5)
+        if time.monotonic() >= deadline:
+            left = self._unprocessed(self._checkpoint(sup, name))
+            log.warning(
+                "[%s] the job had not processed %s input records after %g s of catching up: "
+                "its output lacks what they give (raise catch_up_timeout_s, or the job is too "
+                "slow for the rate here)",
+                name,
+                f"{left:,}" if left is not None else "some",
+                self.cfg.catch_up_timeout_s,
+            )
+            return left if left is not None else -1
         last_count, last_change = -1, time.monotonic()
         while time.monotonic() < deadline:
             sup.tick()
@@ -784,6 +803,7 @@ class Experiment:
                 return
             self.progress(f"[{name}] draining: {count:,} outputs so far")
             time.sleep(0.5)
+        return 0
 
     def _checkpoint(self, sup: JobSupervisor, name: str) -> Path:
         """The live checkpoint of the query (after a takeover, the new primary's)."""
@@ -799,16 +819,30 @@ class Experiment:
             return False  # the broker did not say where the ends are: ask again
         return all(committed[t][str(p)] >= end for (t, p), end in ends.items())
 
-    def _tick_and_drain(self, sup: JobSupervisor, collector: OutputFollower, name: str) -> None:
-        """Processing-time windows close only when later input arrives: send ticks."""
+    def _unprocessed(self, checkpoint: Path) -> int | None:
+        """Input records past the checkpoint's committed offsets (None: not known)."""
+        committed = committed_offsets(checkpoint)
+        if not committed:
+            return None
+        try:
+            ends = self._probe.ends((t, int(p)) for t, parts in committed.items() for p in parts)
+        except TimeoutError:
+            return None
+        return sum(max(0, end - committed[t][str(p)]) for (t, p), end in ends.items())
+
+    def _tick_and_drain(self, sup: JobSupervisor, collector: OutputFollower, name: str) -> int:
+        """Processing-time windows close only when later input arrives: send ticks. Returns
+        the last drain's unprocessed input (``_drain``)."""
         ticks = self.job.closing_ticks
         assert ticks is not None
         producer = Producer(client_config())
+        left = 0
         for _ in range(ticks.count):
             time.sleep(ticks.every_s)
             producer.produce(self.input.topics[ticks.input], value=ticks.value, partition=0)
             producer.flush(10)
-            self._drain(sup, collector, name)
+            left = self._drain(sup, collector, name)
+        return left
 
     # -- judging -----------------------------------------------------------------------------
 
@@ -877,6 +911,11 @@ class Experiment:
             "failures": failures,
             "not_injected": faulty["not_injected"],
             "input_extended_s": faulty["input_extended_s"],
+            # Input left unprocessed when the drain gave up (-1: some, not counted).
+            "input_unprocessed": {
+                "faulty": faulty["input_unprocessed"],
+                "reference": reference["input_unprocessed"],
+            },
             "events": self.events,
             "throughput_eps": round(self.events / max(faulty["elapsed_s"], 1e-9), 1),
             "output_records": len(samples),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -94,3 +95,21 @@ def test_grace_that_runs_out_leaves_the_failure_not_injected():
     assert injected == ["net-reset"]
     assert [f["kind"] for f in run.not_injected] == ["net-reset"]
     assert 0.4 < run.extended_s < 1.5
+
+
+def test_a_drain_that_gives_up_says_how_much_input_is_left(monkeypatch):
+    """The job too slow to process its input before catch_up_timeout_s: the run's report says
+    how many input records it had not committed (its output lacks what they give)."""
+    exp = object.__new__(Experiment)
+    exp.cfg = ExperimentConfig(catch_up_timeout_s=0.3)
+    exp.progress = lambda _m: None
+    exp.job = SimpleNamespace(name="q3")
+    commits = {"t": {"0": 40, "1": 50}}
+    monkeypatch.setattr("recovery_lib.experiment.runner.committed_offsets", lambda _c: commits)
+    exp._probe = SimpleNamespace(ends=lambda tps: {tp: 100 for tp in tps})
+    sup = SimpleNamespace(tick=lambda: None, is_ready=lambda: True, live_checkpoints=Path("x"))
+    collector = SimpleNamespace(samples=[])
+    assert exp._drain(sup, collector, "faulty") == 60 + 50
+    commits["t"] = {"0": 100, "1": 100}  # all committed: the drain ends once output is quiet
+    exp.cfg.quiet_s = 0.05
+    assert exp._drain(sup, collector, "faulty") == 0
