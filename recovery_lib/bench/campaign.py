@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.compare_bench import LIVEROBIN_PERIOD_S
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.modes import get_mode
@@ -232,6 +233,7 @@ def run_campaign(
                     duration_s=fail_at_s + repeat * every_s,
                     # A standby or replica rebuilt after a failure holds the next ones back.
                     inject_grace_s=INJECT_GRACE_S,
+                    heartbeat_period_s=LIVEROBIN_PERIOD_S if get_mode(mode).leaderless else None,
                     seed=case_seed,
                     cluster=case.cluster,
                     # On the cluster: two one-core executors, so shuffled rows really arrive

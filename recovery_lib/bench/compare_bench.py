@@ -50,6 +50,11 @@ from recovery_lib.settings import environment, get_settings
 PROTOCOLS = CHECKMATE_PROTOCOLS
 
 
+# LiveRobin's heartbeat period (its batch interval) in the benchmarks: it must exceed a batch's
+# cost with two replicas on this machine, or the replicas never catch up (docs/replication.md).
+LIVEROBIN_PERIOD_S = 8.0
+
+
 @dataclass(frozen=True)
 class Variant:
     """One column of the comparison: a recovery mode, the sink a consumer reads through, the
@@ -92,7 +97,7 @@ class CompareConfig:
     duration_s: float = 90.0
     fail_at_s: float = 40.0
     seed: int = 42
-    liverobin_period_s: float = 8.0  # must exceed a batch's cost with two replicas (see docs)
+    liverobin_period_s: float = LIVEROBIN_PERIOD_S
     pipeline: str | None = None  # protocols: default, the pipeline whose last stage is the job
     keys: int | None = None  # keyed input over this many accounts (keyed_state), else NexMark
     catch_up_timeout_s: float = 300.0  # the warm-up's processing and the drain
