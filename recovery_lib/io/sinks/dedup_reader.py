@@ -190,6 +190,13 @@ _READER_CONFIG = {
 _BLOCK_RECORDS = 20_000  # records per consume call of the block consumer
 
 
+def _left(read: _TopicRead, reached: Mapping[int, int]) -> int:
+    """Offsets still to read (at least 1): a consume call asks for no more than that, since
+    it waits its whole timeout for a count that never comes (2 s per judgement of a small
+    topic otherwise)."""
+    return max(1, sum(read.ends[p] - max(reached.get(p, -1), read.lows[p]) for p in read.todo))
+
+
 class _IdleWatch:
     """A bulk reader that got nothing: when to switch to the broker's usual fetch wait
     (kafka/clients.py), and when to give up on partitions short of their ends."""
@@ -231,9 +238,10 @@ def _block_batches(read: _TopicRead) -> Iterator[pa.RecordBatch]:
     pending: list[Block] = []
     masks: list[np.ndarray | None] = []
     count = 0
+    reached: dict[int, int] = {}
     try:
         while todo:
-            block = consumer.consume(_BLOCK_RECORDS, 1.0)
+            block = consumer.consume(min(_BLOCK_RECORDS, _left(read, reached)), 1.0)
             if block is None:
                 if watch.switch_to_slow(todo):
                     at = consumer.position(topic, todo)
@@ -243,7 +251,8 @@ def _block_batches(read: _TopicRead) -> Iterator[pa.RecordBatch]:
                     )
                 continue
             watch.got_records()
-            done = [p for p, at in consumer.position(topic, todo).items() if at >= ends[p]]
+            reached = consumer.position(topic, todo)
+            done = [p for p, at in reached.items() if at >= ends[p]]
             if done:
                 todo.difference_update(done)
                 consumer.pause(topic, done)
@@ -324,11 +333,12 @@ def _message_batches(read: _TopicRead) -> Iterator[pa.RecordBatch]:
     consumer.assign([TopicPartition(topic, p, lows[p]) for p in sorted(todo)])
     columns: tuple[list[Any], ...] = ([], [], [], [], [])  # id, key, value, partition, offset
     pending = 0
+    reached: dict[int, int] = {}
     gc_was_enabled = gc.isenabled()
     gc.disable()  # header tuples would trigger a collection every few thousand messages
     try:
         while todo:
-            msgs = consumer.consume(num_messages=10_000, timeout=1.0)
+            msgs = consumer.consume(num_messages=min(10_000, _left(read, reached)), timeout=1.0)
             if not msgs:
                 if watch.switch_to_slow(todo):  # the broker needs a longer wait
                     at = consumer.position([TopicPartition(topic, p) for p in sorted(todo)])
