@@ -8,7 +8,7 @@ export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: install demo ops ops-down test test-all browser dashboard dashboard-screenshots lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
 
-$(STAMP): pyproject.toml requirements.lock setup.py recovery_lib/kafka/_block_consumer.c
+$(STAMP): pyproject.toml requirements.lock recovery_lib/kafka/_block_consumer.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install -q uv==0.13.8
 	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -r requirements.lock
