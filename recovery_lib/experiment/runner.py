@@ -800,7 +800,7 @@ class Experiment:
             if count != last_count:
                 last_count, last_change = count, time.monotonic()
             if sup.is_ready() and time.monotonic() - last_change >= self.cfg.quiet_s:
-                return
+                return 0
             self.progress(f"[{name}] draining: {count:,} outputs so far")
             time.sleep(0.5)
         return 0

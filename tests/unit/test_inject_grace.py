@@ -111,5 +111,5 @@ def test_a_drain_that_gives_up_says_how_much_input_is_left(monkeypatch):
     collector = SimpleNamespace(samples=[])
     assert exp._drain(sup, collector, "faulty") == 60 + 50
     commits["t"] = {"0": 100, "1": 100}  # all committed: the drain ends once output is quiet
-    exp.cfg.quiet_s = 0.05
+    exp.cfg.quiet_s, exp.cfg.catch_up_timeout_s = 0.0, 30.0
     assert exp._drain(sup, collector, "faulty") == 0
