@@ -185,6 +185,10 @@ class ExperimentConfig:
     # follower, a, b), LiveRobin's heartbeat period, when a dead replica is replaced.
     victim: str | None = None
     heartbeat_period_s: float | None = None
+    # The job's processing-time trigger in seconds (None: each batch as soon as the last ended).
+    # A KaZoo replacement replays the leader's cuts one by one: it catches up only if a batch
+    # of it runs faster than the leader cuts one, which needs slack a 0 s trigger leaves none of.
+    trigger_s: float | None = None
     replace_after_s: float | None = None
     slow_delay_s: float = 0.0  # LiveRobin: one input partition's heartbeats this late
     # Network faults (net-latency: added latency and jitter; net-reset: the request whose
@@ -536,6 +540,7 @@ class Experiment:
             task_retries=4
             if inject is not None and {"task-retry", "write-retry"} & set(cfg.kinds)
             else 1,
+            **({"trigger_interval": f"{cfg.trigger_s:g} seconds"} if cfg.trigger_s else {}),
         )
         spec = ProcessSpec.for_job(
             mode.launch(base, request),

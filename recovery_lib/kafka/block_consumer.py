@@ -5,8 +5,8 @@ tuples as Python objects; a reader of 10^7 sink records (the oracle) spends more
 and unpacking those than librdkafka spends fetching the records. ``_block_consumer.c`` drives
 the librdkafka that confluent-kafka ships (the same library, loaded by path) and hands over a
 block of records as column buffers; ``ColumnConsumer`` turns them into Arrow arrays and numpy
-columns. It is compiled at install (``pyproject.toml``'s ext-modules, optional: without a compiler the
-readers use confluent-kafka's messages, see ``available``).
+columns. It is compiled at install (``pyproject.toml``'s ext-modules, optional: without a
+compiler the readers use confluent-kafka's messages, see ``available``).
 """
 
 from __future__ import annotations
