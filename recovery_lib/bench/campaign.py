@@ -172,6 +172,12 @@ KAZOO_TRIGGER_S = 4.0
 INJECT_GRACE_S = 180.0
 
 
+def _replays_leader_cuts(mode: str) -> bool:
+    """A replicated mode with a leader (KaZoo): its replicas follow the leader's cuts."""
+    chosen = get_mode(mode)
+    return chosen.replicated and not chosen.leaderless
+
+
 def planned(cases: tuple[Case, ...], variants: tuple[Variant, ...]) -> list[tuple[Case, Variant]]:
     """The (case, variant) runs of a campaign: each case in the variants its modes allow."""
     return [
@@ -239,7 +245,7 @@ def run_campaign(
                     # A standby or replica rebuilt after a failure holds the next ones back.
                     inject_grace_s=INJECT_GRACE_S,
                     heartbeat_period_s=LIVEROBIN_PERIOD_S if get_mode(mode).leaderless else None,
-                    trigger_s=KAZOO_TRIGGER_S if get_mode(mode).name == "kazoo" else None,
+                    trigger_s=KAZOO_TRIGGER_S if _replays_leader_cuts(mode) else None,
                     seed=case_seed,
                     cluster=case.cluster,
                     # On the cluster: two one-core executors, so shuffled rows really arrive
