@@ -54,6 +54,9 @@ TRANSIENT_CODES = frozenset(
         # out only once the broker has answered them, so the partition was there; one that is
         # really gone fails after the budget, named.
         KafkaError._UNKNOWN_PARTITION,
+        # A broker handle the client dropped while its connections were reset (seen in a
+        # replica's release barrier during a blackhole); the next call gets a new one.
+        KafkaError._DESTROY_BROKER,
     }
 )
 

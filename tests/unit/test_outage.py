@@ -88,6 +88,8 @@ def test_an_error_a_waiting_broker_would_not_fix_is_raised_at_once() -> None:
     # the client's metadata lost the partition with its connections (seen after a blackhole)
     local_unknown = KafkaError(KafkaError._UNKNOWN_PARTITION, "Failed to get watermark offsets")
     assert is_transient(KafkaException(local_unknown))
+    destroyed = KafkaError(KafkaError._DESTROY_BROKER, "Broker handle destroyed")
+    assert is_transient(KafkaException(destroyed))
 
 
 def test_the_daemon_status_says_the_job_waits_for_the_broker(tmp_path: Path) -> None:
