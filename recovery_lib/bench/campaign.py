@@ -24,7 +24,11 @@ from typing import Any
 
 from rich.console import Console
 
-from recovery_lib.bench.compare_bench import LIVEROBIN_PERIOD_S
+from recovery_lib.bench.compare_bench import (
+    KAZOO_TRIGGER_S,
+    LIVEROBIN_PERIOD_S,
+    replays_leader_cuts,
+)
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.modes import get_mode
@@ -163,20 +167,8 @@ SUITES = {
 SUITE_TIMING = {"tables": {"fail_at_s": 8.0, "every_s": 16.0, "jitter_s": 3.0}}
 
 
-# KaZoo's leader cuts a batch at most this often in the campaigns: a replaced replica replays
-# the leader's cuts one by one and catches up only if it runs them faster than they come. q3 at
-# 2,000 ev/s on 2 cores, two replicas: at a 0 s trigger it never did (the faults after a
-# replica's death were held back past the run's end), at 4 s a batch cost ~5 s and it gained
-# nothing in 6 min; LiveRobin's replacements joined within 35 s at its 8 s period, the same here.
-KAZOO_TRIGGER_S = LIVEROBIN_PERIOD_S
 # Up to this much more input for failures still due when a run's input ends (ExperimentConfig).
 INJECT_GRACE_S = 180.0
-
-
-def _replays_leader_cuts(mode: str) -> bool:
-    """A replicated mode with a leader (KaZoo): its replicas follow the leader's cuts."""
-    chosen = get_mode(mode)
-    return chosen.replicated and not chosen.leaderless
 
 
 def planned(cases: tuple[Case, ...], variants: tuple[Variant, ...]) -> list[tuple[Case, Variant]]:
@@ -246,7 +238,7 @@ def run_campaign(
                     # A standby or replica rebuilt after a failure holds the next ones back.
                     inject_grace_s=INJECT_GRACE_S,
                     heartbeat_period_s=LIVEROBIN_PERIOD_S if get_mode(mode).leaderless else None,
-                    trigger_s=KAZOO_TRIGGER_S if _replays_leader_cuts(mode) else None,
+                    trigger_s=KAZOO_TRIGGER_S if replays_leader_cuts(mode) else None,
                     seed=case_seed,
                     cluster=case.cluster,
                     # On the cluster: two one-core executors, so shuffled rows really arrive

@@ -44,7 +44,13 @@ from typing import Any
 
 from rich.console import Console
 
-from recovery_lib.bench.compare_bench import VARIANTS, CompareBench, CompareConfig
+from recovery_lib.bench.compare_bench import (
+    KAZOO_TRIGGER_S,
+    LIVEROBIN_PERIOD_S,
+    VARIANTS,
+    CompareBench,
+    CompareConfig,
+)
 from recovery_lib.metrics.resources import ResourceSampler
 from recovery_lib.metrics.store import read_frame
 from recovery_lib.modes import get_mode
@@ -80,7 +86,10 @@ class StateConfig:
     duration_s: float = 90.0
     fail_at_s: float = 40.0
     seed: int = 42
-    liverobin_period_s: float = 8.0
+    # Replicated modes at a batch every 8 s: two replicas on 2 cores keep up then, and a
+    # replaced replica catches up (compare_bench.KAZOO_TRIGGER_S).
+    liverobin_period_s: float = LIVEROBIN_PERIOD_S
+    kazoo_trigger_s: float | None = KAZOO_TRIGGER_S
     # Driver heap from this many keys on (the state and the warm-up's batches).
     large_keys: int = 1_000_000
     large_driver_memory: str = "3g"
@@ -275,6 +284,7 @@ class StateBench:
             fail_at_s=cfg.fail_at_s,
             seed=cfg.seed,
             liverobin_period_s=cfg.liverobin_period_s,
+            kazoo_trigger_s=cfg.kazoo_trigger_s,
             keys=keys or None,
             catch_up_timeout_s=cfg.catch_up_timeout_s(keys),
         )

@@ -108,3 +108,29 @@ def test_relations_to_native_table_and_chart(tmp_path: Path) -> None:
     )
     chart(bench.report, tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 10_000
+
+
+def test_a_kazoo_trigger_is_given_to_kazoo_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replicated modes' batch slack reaches the experiment: KaZoo's leader gets the
+    trigger, LiveRobin its heartbeat period, a restarting mode neither."""
+    import recovery_lib.bench.compare_bench as compare_bench
+    from recovery_lib.metrics.resources import ResourceSampler
+
+    seen = {}
+
+    class Captured(ValueError):
+        pass
+
+    def experiment(cfg, *_args, **_kwargs):
+        seen[cfg.mode] = (cfg.trigger_s, cfg.heartbeat_period_s)
+        raise Captured("captured")  # before any process starts
+
+    monkeypatch.setattr(compare_bench, "Experiment", experiment)
+    bench = CompareBench(
+        CompareConfig(job="q3", kazoo_trigger_s=8.0, liverobin_period_s=6.0),
+        "unused",
+        Console(quiet=True),
+    )
+    for name in ("kazoo", "liverobin", "native"):
+        assert bench.experiment(VARIANTS[name], ResourceSampler()) == {"not_applicable": "captured"}
+    assert seen == {"kazoo": (8.0, None), "liverobin": (None, 6.0), "native": (None, None)}
