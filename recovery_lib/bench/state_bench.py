@@ -368,6 +368,7 @@ class StateBench:
     def save(self) -> None:
         Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
         chart(self.report, Path(f"{self.out}.png"))
+        Path(f"{self.out}_tables.md").write_text(tables_md(self.report))
 
 
 PHASES = (
@@ -439,6 +440,56 @@ def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _markdown(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no points)\n"
+    head = list(rows[0])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(_cell(r[k]) for k in head) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def breakdown_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where each restart's output gap went (the variants that restart), one row per point."""
+    out = []
+    for e in sorted(report.get("points", []), key=lambda e: (e["store"], e["keys"], e["variant"])):
+        b = e.get("breakdown")
+        if not b:
+            continue
+        row: dict[str, Any] = {
+            "store": e["store"],
+            "keys": e["keys"],
+            "variant": e["variant"],
+            "cuts": e.get("cut", "on"),
+        }
+        row.update({f"{name} (s)": b.get(key) for key, name in PHASES})
+        row["of which state load (s)"] = b.get("state_load_s")
+        row["output gap (s)"] = e.get("output_gap_s")
+        out.append(row)
+    return out
+
+
+def tables_md(report: dict[str, Any]) -> str:
+    """The points and where the restarts' time went, as Markdown (docs/standby.md and
+    docs/replication.md embed them)."""
+    return (
+        _markdown(rows(report))
+        + "\nWhere a restart's time went (seconds after the kill; first batch: the first "
+        "micro-batch after the restart, from its start to its end):\n\n"
+        + _markdown(breakdown_rows(report))
+    )
+
+
 def chart(report: dict[str, Any], path: Path) -> None:
     """Left: output gap against state size per store and variant (log x). Right: where the
     restart's time went at each size (native and standby), stacked."""
@@ -468,7 +519,9 @@ def chart(report: dict[str, Any], path: Path) -> None:
     ax = axes[1]
     stacked = [
         e
-        for e in sorted(points, key=lambda e: (e["store"], e["variant"], e["keys"], e["cut"]))
+        for e in sorted(
+            points, key=lambda e: (e["store"], e["variant"], e["keys"], e.get("cut", "on"))
+        )
         if e.get("breakdown")  # the variants that restart
     ]
     labels = [

@@ -139,3 +139,29 @@ def test_a_cut_is_reported_as_after_over_before(tmp_path: Path) -> None:
     assert row["output_gap_s"] == {"before": 40.0, "after": 30.0, "after_over_before": 0.75}
     # the goals read the product's points only
     assert bench.report["goals"]["rocksdb"]["output_gap_growth"] == {}
+
+
+def test_the_points_and_their_breakdowns_are_written_as_markdown(tmp_path: Path) -> None:
+    bench = StateBench(StateConfig(stores=("rocksdb",)), str(tmp_path / "s"), Console())
+    restarted = {
+        "store": "rocksdb", "variant": "native", "keys": 10**4, "cut": "on",
+        "output_gap_s": 15.6, "verdict": "consistent", "guarantee": "exactly-once",
+        "state_bytes": 2_376_586,
+        "breakdown": {"detect_s": 0.565, "session_s": 3.839, "first_batch_s": 10.24,
+                      "state_load_s": 0.099},
+    }  # fmt: skip
+    replicated = {"store": "rocksdb", "variant": "kazoo", "keys": 10**4, "output_gap_s": 8.1,
+                  "verdict": "inconsistent", "guarantee": "at-least-once"}  # fmt: skip
+    bench.report["points"] = [replicated, restarted]
+    bench.save()
+    text = (tmp_path / "s_tables.md").read_text()
+    points, breakdowns = text.split("Where a restart's time went")
+    assert (
+        "| rocksdb | 10,000 | kazoo | on | - | - | - | 8.10 | - | - | inconsistent at-least-once |"
+        in points
+    )
+    assert "| rocksdb | 10,000 | native | on | 2.40 | - | - | 15.6 | 0.10 |" in points
+    # only the restarting point is broken down, each phase in its column
+    (row,) = [line for line in breakdowns.splitlines() if line.startswith("| rocksdb")]
+    assert row.startswith("| rocksdb | 10,000 | native | on | 0.56 | - | 3.84 |")
+    assert row.endswith("| 10.2 | - | 0.10 | 15.6 |")
