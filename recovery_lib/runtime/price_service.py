@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,6 +56,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     with PriceService(args.port) as service:
-        print(service.url, flush=True)
+        logging.getLogger(__name__).info("price service at %s", service.url)
         threading.Event().wait()
