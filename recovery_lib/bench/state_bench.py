@@ -383,8 +383,13 @@ PHASES = (
 )
 
 
+def _cut(e: dict[str, Any]) -> str:
+    """A point's cut setting; points of reports from before the cuts ran as the product."""
+    return e.get("cut", "on")
+
+
 def _point(e: dict[str, Any]) -> tuple[str, int, str, str]:
-    return (e["store"], e["keys"], e["variant"], e.get("cut", "on"))
+    return (e["store"], e["keys"], e["variant"], _cut(e))
 
 
 def cut_ratios(points: list[dict[str, Any]], cuts: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -423,7 +428,7 @@ def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "store": e["store"],
                 "keys": e["keys"],
                 "variant": e["variant"],
-                "cuts": e.get("cut", "on"),
+                "cuts": _cut(e),
                 "state on disk (MB)": round(e["state_bytes"] / 1e6, 1)
                 if e.get("state_bytes")
                 else None,
@@ -470,7 +475,7 @@ def breakdown_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "store": e["store"],
             "keys": e["keys"],
             "variant": e["variant"],
-            "cuts": e.get("cut", "on"),
+            "cuts": _cut(e),
         }
         row.update({f"{name} (s)": b.get(key) for key, name in PHASES})
         row["of which state load (s)"] = b.get("state_load_s")
@@ -506,7 +511,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
             line = sorted(
                 (e["keys"], e["output_gap_s"])
                 for e in points
-                if e["store"] == store and e["variant"] == variant and e.get("cut", "on") == "on"
+                if e["store"] == store and e["variant"] == variant and _cut(e) == "on"
             )
             if line:
                 ax.plot(*zip(*line, strict=True), style, marker="o",
@@ -519,9 +524,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
     ax = axes[1]
     stacked = [
         e
-        for e in sorted(
-            points, key=lambda e: (e["store"], e["variant"], e["keys"], e.get("cut", "on"))
-        )
+        for e in sorted(points, key=lambda e: (e["store"], e["variant"], e["keys"], _cut(e)))
         if e.get("breakdown")  # the variants that restart
     ]
     labels = [
