@@ -107,6 +107,7 @@ class CompareConfig:
     pipeline: str | None = None  # protocols: default, the pipeline whose last stage is the job
     keys: int | None = None  # keyed input over this many accounts (keyed_state), else NexMark
     catch_up_timeout_s: float = 300.0  # the warm-up's processing and the drain
+    keep_output: bool = True  # False: each experiment's topics go once it is judged
     kazoo_trigger_s: float | None = None  # KaZoo's leader's trigger (None: back to back)
 
 
@@ -219,6 +220,7 @@ class CompareBench:
             trigger_s=cfg.kazoo_trigger_s if replays_leader_cuts(variant.mode) else None,
             keys=cfg.keys,
             catch_up_timeout_s=cfg.catch_up_timeout_s,
+            keep_output=cfg.keep_output,
         )
         with environment(dict(variant.env)):
             try:

@@ -165,3 +165,19 @@ def test_the_points_and_their_breakdowns_are_written_as_markdown(tmp_path: Path)
     (row,) = [line for line in breakdowns.splitlines() if line.startswith("| rocksdb")]
     assert row.startswith("| rocksdb | 10,000 | native | on | 0.56 | - | 3.84 |")
     assert row.endswith("| 10.2 | - | 0.10 | 15.6 |")
+
+
+def test_a_point_leaves_no_topics_on_the_broker(tmp_path: Path, monkeypatch) -> None:
+    """The embedded broker keeps every record in memory: a point's topics go once judged."""
+    from recovery_lib.bench import state_bench
+
+    seen: list[bool] = []
+
+    def experiment(self, variant, sampler):  # noqa: ANN001, ANN202
+        seen.append(self.cfg.keep_output)
+        return {"not_applicable": "recorded"}
+
+    monkeypatch.setattr(state_bench.CompareBench, "experiment", experiment)
+    bench = StateBench(StateConfig(), str(tmp_path / "bench_state"), Console(quiet=True))
+    bench.point("rocksdb", 10_000, "native")
+    assert seen == [False]
