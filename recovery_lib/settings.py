@@ -88,6 +88,11 @@ class Settings(BaseSettings):
     # Start driver JVMs with the class-data archive of `recovery spark archive` (made by
     # `make install`; spark/class_archive.py): each start, so each restart, is seconds shorter.
     spark_class_archive: bool = True
+    # How often Spark's state-store maintenance uploads a RocksDB snapshot (and cleans old
+    # versions). A restart loads the newest snapshot and replays the changelog files after it;
+    # at Spark's 60 s a job killed within a minute of a large batch replays all of it (10^7
+    # keys: a 57 s first batch after the restart, docs/standby.md).
+    spark_state_maintenance_interval_s: float = Field(default=10.0, gt=0)
 
     # Causal logging.
     causal_keep_batches: int = Field(

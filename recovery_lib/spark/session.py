@@ -52,6 +52,10 @@ def build_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(settings.spark_shuffle_partitions))
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+        .config(
+            "spark.sql.streaming.stateStore.maintenanceInterval",
+            f"{settings.spark_state_maintenance_interval_s:g}s",
+        )
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
