@@ -473,28 +473,23 @@ class Experiment:
 
     def _delete_input(self) -> None:
         topics = self.gen.topics if isinstance(self.input, GeneratedInput) else []
-        for topic in [*topics, *(() if topics else self.input.topics.values())]:
-            try:
-                self.admin.delete(topic)
-            except Exception as exc:  # noqa: BLE001 - cleanup must not mask the run's error
-                self.progress(f"could not delete input topic {topic}: {exc}")
+        self._delete([*topics, *(() if topics else self.input.topics.values())], "input topic")
 
     def _delete_topics(self) -> None:
         """Every topic named after this experiment (its input, outputs and logs)."""
         try:
-            mine = [t for t in self.admin.list() if t.startswith(self.topic_prefix)]
+            listed = self.admin.list()
         except Exception as exc:  # noqa: BLE001 - cleanup must not mask the run's error
             self.progress(f"could not list the experiment's topics: {exc}")
             return
-        for topic in mine:
+        self._delete([t for t in listed if t.startswith(f"{self.gen.topic_prefix}.")], "topic")
+
+    def _delete(self, topics: list[str], what: str) -> None:
+        for topic in topics:
             try:
                 self.admin.delete(topic)
-            except Exception as exc:  # noqa: BLE001
-                self.progress(f"could not delete topic {topic}: {exc}")
-
-    @property
-    def topic_prefix(self) -> str:
-        return f"{self.gen.topic_prefix}."
+            except Exception as exc:  # noqa: BLE001 - cleanup must not mask the run's error
+                self.progress(f"could not delete {what} {topic}: {exc}")
 
     def _ensure_cluster(self) -> None:
         state = cluster_mod.cluster_state()
