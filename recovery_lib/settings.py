@@ -177,6 +177,12 @@ class Settings(BaseSettings):
         "first batch of a fresh query (code generation, worker imports, Kafka clients) is "
         "what a takeover otherwise waits for. Not for causally logged jobs.",
     )
+    standby_rehearse_sink: bool = Field(
+        default=True,
+        description="The rehearsal's batch goes through the job's own sink, held (computed, "
+        "nothing written), so the sink's first batch write (its Python planner workers, the "
+        "writer's imports) is paid before the takeover; false: into Spark's noop sink.",
+    )
     standby_hot: bool = Field(
         default=False,
         description="A hot standby runs the job's query all along on the primary's committed "

@@ -69,6 +69,7 @@ RESTART_CUTS: dict[str, dict[str, str]] = {
         "RECOVERY_SPARK_CLASS_ARCHIVE": "false",
         "RECOVERY_KAFKA_SLOW_FETCH_AFTER_S": "2.0",
         "RECOVERY_SPARK_STATE_MAINTENANCE_INTERVAL_S": "60",
+        "RECOVERY_STANDBY_REHEARSE_SINK": "false",
     },
     "on": {},
 }

@@ -219,7 +219,9 @@ def output(key: Column, value_fields: list[Column], ingest_ms: Column) -> list[C
     ]
 
 
-def write_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQuery
+def write_output(df: DataFrame, opts: JobOptions, once: bool = False):  # noqa: ANN201
+    """Start the query writing ``df`` to the job's output (a StreamingQuery). ``once``: one
+    batch and stop (a standby's rehearsal)."""
     if opts.table_sink:
         return write_table_output(df, opts)
     out = df.select(
@@ -246,7 +248,7 @@ def write_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - StreamingQu
     else:
         writer = out.writeStream.format(SOURCE_NAME).options(**sink)
     writer = writer.option("checkpointLocation", opts.checkpoint_path).queryName(opts.query_name)
-    return _triggered(writer, opts).start()
+    return (writer.trigger(once=True) if once else _triggered(writer, opts)).start()
 
 
 def sink_options(opts: JobOptions) -> dict[str, str]:

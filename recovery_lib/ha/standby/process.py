@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore, write_fences
-from recovery_lib.ha.standby.rehearsal import rehearse
+from recovery_lib.ha.standby.rehearsal import keep_sink_warm, rehearse
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
 from recovery_lib.metrics.store import now_ms
 from recovery_lib.runtime.checkpoint import last_committed
@@ -165,13 +165,15 @@ class StandbyJob:
             self._shipper_thread.start()
 
     def warm(self) -> None:
-        """Run a tiny Python job so that the worker pool is up (and stays up)."""
+        """Run a tiny Python job so that the worker pool is up (and stays up), and a held
+        write through the sink for its planner workers (rehearsal.keep_sink_warm)."""
 
         def identity(batches):  # noqa: ANN001, ANN202
             yield from batches
 
         df = self.spark.range(0, 8, numPartitions=2)
         df.mapInArrow(identity, df.schema).count()
+        keep_sink_warm(self.spark, self.opts, self.dir)
 
     def _warm_loop(self) -> None:
         """Off the lease loop: a warm-up job can take seconds on a loaded machine."""

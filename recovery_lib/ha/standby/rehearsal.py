@@ -6,11 +6,23 @@ query's stages, the Python workers importing the source and the UDFs and opening
 clients, the RocksDB native library. All of that is per JVM or per worker process, not per
 query, so running the same query once ahead of time pays it before the failure. The rehearsal
 restores the newest shipped copy into a scratch directory, runs one batch (the primary's next
-batch, via the follow policy) into the ``noop`` sink, and deletes the scratch copy. Nothing
-leaves it except dead letters, which carry deterministic ids (readers dedup them).
+batch, via the follow policy) and deletes the scratch copy. The batch goes through the job's
+own output path with the sink held (``holdUntil`` a marker that never appears: the tasks
+compute their rows and write nothing, as a hot standby's do), without the sink's hooks and
+epoch store: a restart's first batch spends seconds on the sink's first batch write (the
+Python planner workers that create and commit it, the writer's imports in the executors'
+workers; docs/standby.md), which a ``noop`` sink would leave to the takeover. A job whose
+output is a lakehouse table still rehearses into ``noop`` (its sink commits in the driver).
+Nothing leaves a rehearsal except dead letters, which carry deterministic ids (readers dedup
+them).
 
 Not for causally logged jobs: the rehearsal's live services would log determinants for a
 batch that the real takeover must replay from the primary's log.
+
+Spark stops a Python worker idle for 60 s, the sink's planner workers too (measured: a held
+batch write of two rows takes 3.0 s the first time, 0.24 s the next, 1.9 s again after 70 s
+idle), so the standby's warm loop also writes two rows through the held sink
+(``keep_sink_warm``) every ``RECOVERY_STANDBY_WARM_EVERY_S``.
 """
 
 from __future__ import annotations
@@ -23,8 +35,51 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.ha.standby.shipping import latest_complete, restore
+from recovery_lib.io.source import SOURCE_NAME
+from recovery_lib.job.frames import sink_options, write_output
+from recovery_lib.settings import get_settings
 
 REHEARSAL_QUERY_PREFIX = "rehearsal_"
+# Sink modes a held writer takes (kafka_sink.SinkOptions.parse); others rehearse as dedup:
+# a held batch writes nothing, so the mode changes only which code stays cold.
+HOLDABLE_MODES = ("at_least_once", "dedup", "release")
+# Sink options a rehearsal drops: a checkpoint protocol's commit record, fault injection.
+DROPPED_SINK_OPTIONS = ("commithook", "writefault", "writeguard", "epochstore", "epochfile")
+HELD_MARKER = "never-taken-over"  # in the scratch copy; nothing creates it
+
+
+def rehearsal_options(opts: Any, scratch: Path) -> Any:
+    """The job's options for its rehearsal: the scratch checkpoint, a query name of its own,
+    the sink held and without hooks or fencing (it writes nothing, so nothing can be fenced)."""
+    sink_options = {
+        k: v for k, v in opts.sink_options.items() if k.lower() not in DROPPED_SINK_OPTIONS
+    }
+    return dataclasses.replace(
+        opts,
+        checkpoint_dir=str(scratch),
+        stream_name=f"{REHEARSAL_QUERY_PREFIX}{opts.query}",
+        takeover_marker=str(scratch / HELD_MARKER),
+        epoch_store=None,
+        epoch_file=None,
+        sink_mode=opts.sink_mode if opts.sink_mode in HOLDABLE_MODES else "dedup",
+        sink_options=sink_options,
+    )
+
+
+def keep_sink_warm(spark: Any, opts: Any, standby_dir: str | Path) -> bool:
+    """A held batch write of two rows through the job's sink (nothing is written): keeps the
+    sink's Python planner and writer workers up. False: not for this job (a lakehouse-table
+    output, or the setting off)."""
+    if opts.table_sink or not get_settings().standby_rehearse_sink:
+        return False
+    held = rehearsal_options(opts, Path(standby_dir) / "rehearsal")
+    # Two plain rows: no determinant column to carry, whatever the job's causal storage.
+    sink = {k: v for k, v in sink_options(held).items() if k != "causalCarrier"}
+    rows = spark.range(0, 2, numPartitions=2).selectExpr(
+        "CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value"
+    )
+    rows.write.format(SOURCE_NAME).options(**sink).option("batchId", "0").mode("append").save()
+    return True
 
 
 def rehearse(
@@ -44,16 +99,20 @@ def rehearse(
     started = time.monotonic()
     try:
         restore(standby_dir, manifest, scratch)
-        scratch_opts = dataclasses.replace(opts, checkpoint_dir=str(scratch))
-        query = (
-            build(spark, scratch_opts)
-            .writeStream.format("noop")
-            .outputMode(scratch_opts.output_mode)
-            .option("checkpointLocation", scratch_opts.checkpoint_path)
-            .queryName(f"{REHEARSAL_QUERY_PREFIX}{opts.query}")
-            .trigger(once=True)
-            .start()
-        )
+        scratch_opts = rehearsal_options(opts, scratch)
+        df = build(spark, scratch_opts)
+        noop = scratch_opts.table_sink or not get_settings().standby_rehearse_sink
+        if noop:
+            query = (
+                df.writeStream.format("noop")
+                .outputMode(scratch_opts.output_mode)
+                .option("checkpointLocation", scratch_opts.checkpoint_path)
+                .queryName(scratch_opts.query_name)
+                .trigger(once=True)
+                .start()
+            )
+        else:
+            query = write_output(df, scratch_opts, once=True)
         finished = query.awaitTermination(timeout_s)
         if not finished:
             query.stop()
@@ -61,6 +120,7 @@ def rehearse(
             "rehearsal_s": round(time.monotonic() - started, 2),
             "copy_batch": manifest.batch,
             "finished": bool(finished),
+            "sink": "noop" if noop else "held",
         }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
