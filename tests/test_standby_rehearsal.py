@@ -74,3 +74,28 @@ def test_the_warm_loops_held_write_leaves_the_output_empty(
     assert keep_sink_warm(spark, opts, tmp_path / "standby")
     assert keep_sink_warm(spark, opts, tmp_path / "standby")  # the workers are reused
     assert list(read_topic(out)) == []
+
+
+def test_the_held_write_works_from_a_thread_of_its_own(
+    spark, admin, topic_name: str, tmp_path: Path
+) -> None:
+    """PySpark pins a Python thread to a JVM thread of its own, where Spark finds no Python
+    data source until the session is made active there (the standby's warm loop is one)."""
+    import threading
+
+    out = f"{topic_name}.out"
+    admin.create(out, partitions=2)
+    opts = _standby_opts(tmp_path, f"{topic_name}.events", out)
+    errors: list[BaseException] = []
+
+    def warm() -> None:
+        try:
+            keep_sink_warm(spark, opts, tmp_path / "standby")
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    thread = threading.Thread(target=warm)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive() and errors == []
+    assert list(read_topic(out)) == []

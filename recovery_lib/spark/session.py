@@ -111,6 +111,14 @@ def register_data_sources(spark) -> None:  # noqa: ANN001
     spark.dataSource.register(KafkaDataSource)
 
 
+def use_in_this_thread(spark) -> None:  # noqa: ANN001
+    """Make ``spark`` the active session of this Python thread's JVM thread. PySpark pins each
+    Python thread to a JVM thread of its own, and Spark looks a Python data source up through
+    the JVM thread's active session: in a thread of our own, ``df.write.format("rlkafka")``
+    fails with DATA_SOURCE_NOT_FOUND until this is called (measured: a standby's warm loop)."""
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
 def archive_classes(dump_to: str) -> None:
     """A session and a small streaming aggregate in a JVM that writes its class-data archive
     to ``dump_to`` when it exits (class_archive.create runs this in a child process)."""

@@ -57,3 +57,34 @@ def test_the_standbys_own_options_are_left_as_they_were(tmp_path: Path) -> None:
     assert live.epoch_store == str(tmp_path / "epochs")
     assert live.sink_options["commitHook"] == "some.protocol:Hook"
     assert live.takeover_marker is None
+
+
+def test_a_rehearsal_that_ran_no_batch_is_tried_again_on_a_newer_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first copy is shipped after the primary's first batch, often before any input: a
+    rehearsal then runs no batch and warms nothing, so the standby tries again."""
+    import threading
+    from types import SimpleNamespace
+
+    from recovery_lib.ha.standby import process
+
+    results = iter([{"input_rows": 0}, {"input_rows": 0}, {"input_rows": 120}])
+    calls = []
+
+    def fake_rehearse(spark, build, opts, standby_dir):  # noqa: ANN001, ANN202
+        calls.append(standby_dir)
+        return next(results)
+
+    monkeypatch.setattr(process, "rehearse", fake_rehearse)
+    monkeypatch.setattr(process, "latest_complete", lambda d, verify=False: "a copy")
+    job = object.__new__(process.StandbyJob)
+    job.dir, job.spark, job.build, job.opts, job.info = tmp_path, None, None, None, {}
+    job.cfg = SimpleNamespace(warm_every_s=0.01)
+    job._stop = threading.Event()
+
+    job._rehearse_when_shipped()
+
+    assert len(calls) == 3
+    assert job.info["rehearsal"] == {"input_rows": 120, "attempts": 3}
+    assert job.info["ready"] is True

@@ -217,17 +217,23 @@ class StandbyJob:
             self._stop.wait(self.cfg.ship_interval_s)
 
     def _rehearse_when_shipped(self) -> None:
-        """Once a copy exists, run the query once on a scratch copy (rehearsal.py)."""
+        """Once a copy exists, run the query once on a scratch copy (rehearsal.py); again on a
+        newer copy while the rehearsals find no input to run a batch on."""
 
         while not self._stop.is_set() and latest_complete(self.dir, verify=False) is None:
             self._stop.wait(0.5)
-        if self._stop.is_set():
-            return
-        try:
-            self.info["rehearsal"] = rehearse(self.spark, self.build, self.opts, self.dir)
-        except Exception as exc:  # noqa: BLE001 - a failed rehearsal costs only warmth
-            self.info["rehearsal"] = {"error": str(exc)[:300]}
-        self.info["ready"] = True
+        attempts = 0
+        while not self._stop.is_set():
+            attempts += 1
+            try:
+                result = rehearse(self.spark, self.build, self.opts, self.dir)
+            except Exception as exc:  # noqa: BLE001 - a failed rehearsal costs only warmth
+                result = {"error": str(exc)[:300]}
+            self.info["rehearsal"] = {**result, "attempts": attempts}
+            self.info["ready"] = True  # a takeover need not wait for warmth
+            if "error" in result or result.get("skipped") or result.get("input_rows", 0) > 0:
+                return
+            self._stop.wait(self.cfg.warm_every_s)  # at the warm loop's pace
 
     def wait_for_takeover(self) -> str:
         """Block until the primary's lease expires; returns why."""

@@ -22,7 +22,10 @@ batch that the real takeover must replay from the primary's log.
 Spark stops a Python worker idle for 60 s, the sink's planner workers too (measured: a held
 batch write of two rows takes 3.0 s the first time, 0.24 s the next, 1.9 s again after 70 s
 idle), so the standby's warm loop also writes two rows through the held sink
-(``keep_sink_warm``) every ``RECOVERY_STANDBY_WARM_EVERY_S``.
+(``keep_sink_warm``) every ``RECOVERY_STANDBY_WARM_EVERY_S``. A rehearsal that found no
+input after its copy ran no batch and warmed nothing (the first copy is shipped after the
+primary's first batch, often before any input): the standby rehearses again on a newer copy
+until one batch with input rows ran.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from recovery_lib.ha.standby.shipping import latest_complete, restore
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.job.frames import sink_options, write_output
 from recovery_lib.settings import get_settings
+from recovery_lib.spark.session import use_in_this_thread
 
 REHEARSAL_QUERY_PREFIX = "rehearsal_"
 # Sink modes a held writer takes (kafka_sink.SinkOptions.parse); others rehearse as dedup:
@@ -72,6 +76,7 @@ def keep_sink_warm(spark: Any, opts: Any, standby_dir: str | Path) -> bool:
     output, or the setting off)."""
     if opts.table_sink or not get_settings().standby_rehearse_sink:
         return False
+    use_in_this_thread(spark)  # the warm loop's own thread
     held = rehearsal_options(opts, Path(standby_dir) / "rehearsal")
     # Two plain rows: no determinant column to carry, whatever the job's causal storage.
     sink = {k: v for k, v in sink_options(held).items() if k != "causalCarrier"}
@@ -94,6 +99,7 @@ def rehearse(
     manifest = latest_complete(standby_dir, verify=False)
     if manifest is None:
         return {"skipped": "no shipped copy yet"}
+    use_in_this_thread(spark)  # the rehearsal's own thread: its sink is looked up there
     scratch = Path(standby_dir) / "rehearsal"
     shutil.rmtree(scratch, ignore_errors=True)
     started = time.monotonic()
@@ -121,6 +127,8 @@ def rehearse(
             "copy_batch": manifest.batch,
             "finished": bool(finished),
             "sink": "noop" if noop else "held",
+            # 0: no batch ran (nothing after the copy yet); the standby rehearses again later
+            "input_rows": sum(int(p.get("numInputRows", 0)) for p in query.recentProgress),
         }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
