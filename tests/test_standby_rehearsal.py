@@ -53,7 +53,12 @@ def test_a_rehearsal_runs_one_held_batch_of_the_job_and_writes_nothing(
     assert producer.flush(30) == 0
 
     scratch = tmp_path / "rehearsal"
-    opts = rehearsal_options(_standby_opts(tmp_path, events, out), scratch)
+    standby = _standby_opts(tmp_path, events, out)
+    # A standby reads through the follow policy; past the primary's shipped offset-log tail
+    # (empty here) it cuts freely, so the rehearsal has a batch to run.
+    standby.follow_log = str(tmp_path / "ship" / "tail" / "offsets")
+    Path(standby.follow_log).mkdir(parents=True)
+    opts = rehearsal_options(standby, scratch)
     query = write_output(build(spark, opts), opts, once=True)
     assert query.awaitTermination(180), "the rehearsal's one batch did not finish"
     assert query.exception() is None, query.exception()

@@ -38,6 +38,7 @@ def test_the_rehearsal_sink_is_held_and_carries_no_hooks(tmp_path: Path) -> None
     assert parsed.record_headers == "some.protocol:H"  # warmed like the real sink's
     assert opts.checkpoint_path == f"{scratch}/keyed_state"
     assert opts.query_name == f"{REHEARSAL_QUERY_PREFIX}keyed_state"
+    assert opts.takeover_marker is None  # the source follows the primary's batches, not held
 
 
 @pytest.mark.parametrize(

@@ -58,11 +58,14 @@ def rehearsal_options(opts: Any, scratch: Path) -> Any:
     sink_options = {
         k: v for k, v in opts.sink_options.items() if k.lower() not in DROPPED_SINK_OPTIONS
     }
+    # The sink's hold only: a takeover marker would hold the source too (a hot standby's
+    # follow policy plans only what the primary committed), and no batch would run.
+    sink_options["holdUntil"] = str(scratch / HELD_MARKER)
     return dataclasses.replace(
         opts,
         checkpoint_dir=str(scratch),
         stream_name=f"{REHEARSAL_QUERY_PREFIX}{opts.query}",
-        takeover_marker=str(scratch / HELD_MARKER),
+        takeover_marker=None,
         epoch_store=None,
         epoch_file=None,
         sink_mode=opts.sink_mode if opts.sink_mode in HOLDABLE_MODES else "dedup",
