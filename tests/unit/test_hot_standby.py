@@ -15,6 +15,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from recovery_lib.ha.fencing import EpochStore, epoch_guard
 from recovery_lib.ha.standby.follow import FollowLog
 from recovery_lib.ha.standby.process import hot_problem
+from recovery_lib.io.client_cache import evict
 from recovery_lib.io.exceptions import InvalidSinkOption, WriterFenced
 from recovery_lib.io.hooks import writer_epoch
 from recovery_lib.io.sinks import kafka_sink
@@ -134,9 +135,27 @@ def test_a_held_sink_computes_its_batch_and_writes_nothing(
     monkeypatch.setattr(
         kafka_sink, "task_info", lambda: {"batch_id": 4, "partition": 1, "attempt": 0}
     )
+    opened = []
+
+    class Unsent:  # a producer that fails the test if anything is produced or flushed
+        def __init__(self, config: dict) -> None:
+            opened.append(config["bootstrap.servers"])
+
+        def produce(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("a held sink produced a record")
+
+        def flush(self, timeout: float = 0) -> int:
+            return 0  # nothing queued
+
+    monkeypatch.setattr(kafka_sink, "_new_producer", Unsent)
+    writer = KafkaStreamWriter(options, SCHEMA)
+    evict("producer:sink", writer._producer_config())  # another test's cached producer
     rows = pa.RecordBatch.from_pydict({"key": ["a", "b", "c"], "value": ["1", "2", "3"]})
-    commit = KafkaStreamWriter(options, SCHEMA).write(iter([rows]))
+    commit = writer.write(iter([rows]))
+    evict("producer:sink", writer._producer_config())
     assert (commit.batch_id, commit.partition, commit.rows, commit.dropped) == (4, 1, 0, 3)
+    # The producer it will write with once released is open (connected ahead of a takeover).
+    assert opened == ["127.0.0.1:1"]
     marker.write_text("2")
     assert not options.held()  # from the takeover on it writes (needs a broker: not here)
 

@@ -300,6 +300,10 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         attempt = int(task["attempt"])
         if self.options.held():  # the primary delivered this batch: compute it, write nothing
             dropped = sum(batch.num_rows for batch in iterator)
+            # Open the producer the released writer will write with: its connection and the
+            # idempotent producer's id are ready at a standby's takeover (a new one cost the
+            # takeover's first batch ~1 s per task on 2 cores, docs/standby.md).
+            cached("producer:sink", self._producer_config(), _new_producer)
             return SinkCommit(batch_id, partition, attempt, 0, dropped=dropped)
         if self.options.stable_order and DET_COLUMN not in self.columns:
             iterator = stable_order(iterator)
