@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from jobs.keyed_state import build
 from recovery_lib.ha.standby.rehearsal import keep_sink_warm, rehearsal_options
 from recovery_lib.io.sinks.dedup_reader import read_topic
-from recovery_lib.job.frames import write_output
+from recovery_lib.job.frames import OUTPUT, write_output
 from recovery_lib.job.options import JobOptions
 from recovery_lib.kafka.clients import client_config
 
@@ -76,8 +76,8 @@ def test_the_warm_loops_held_write_leaves_the_output_empty(
     out = f"{topic_name}.out"
     admin.create(out, partitions=2)
     opts = _standby_opts(tmp_path, f"{topic_name}.events", out)
-    assert keep_sink_warm(spark, opts, tmp_path / "standby")
-    assert keep_sink_warm(spark, opts, tmp_path / "standby")  # the workers are reused
+    assert keep_sink_warm(spark, opts, tmp_path / "standby", OUTPUT)
+    assert keep_sink_warm(spark, opts, tmp_path / "standby", OUTPUT)  # the workers are reused
     assert list(read_topic(out)) == []
 
 
@@ -95,7 +95,7 @@ def test_the_held_write_works_from_a_thread_of_its_own(
 
     def warm() -> None:
         try:
-            keep_sink_warm(spark, opts, tmp_path / "standby")
+            keep_sink_warm(spark, opts, tmp_path / "standby", OUTPUT)
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)
 

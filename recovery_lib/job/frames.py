@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from recovery_lib.causal.operators import flushing, open_context, stamped
 from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore
 from recovery_lib.ha.standby.follow import FOLLOW_POLICY
+from recovery_lib.ha.standby.rehearsal import JobOutput
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.parked import PARKED_OPTION
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, DET_COLUMN, ID_HEADER
@@ -309,3 +310,7 @@ def _triggered(writer: Any, opts: JobOptions) -> Any:
     if opts.available_now:
         return writer.trigger(availableNow=True)
     return writer.trigger(processingTime=opts.trigger_interval)
+
+
+# The output path handed to a standby (its rehearsal and warm loop; ha sits below job).
+OUTPUT = JobOutput(start=write_output, sink_options=sink_options)

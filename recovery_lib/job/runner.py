@@ -16,7 +16,7 @@ from typing import Any
 from recovery_lib.io.parked import POISON_BATCH_ENV, ParkedRecord
 from recovery_lib.io.sinks.modes import output_partitions
 from recovery_lib.io.sinks.table_target import TableTarget
-from recovery_lib.job.frames import write_output
+from recovery_lib.job.frames import OUTPUT, write_output
 from recovery_lib.job.options import JobOptions
 from recovery_lib.job.poison import find_and_park
 from recovery_lib.job.spec import JobSpec, StartsItsQuery
@@ -230,6 +230,7 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             heartbeat,
             build=build,
             inputs=len(spec.inputs),
+            output=OUTPUT,
         )
     elif launch.epoch_store:  # a primary under fencing: a new incarnation takes a new epoch
         from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore

@@ -73,7 +73,7 @@ def test_a_rehearsal_that_ran_no_batch_is_tried_again_on_a_newer_copy(
     results = iter([{"input_rows": 0}, {"input_rows": 0}, {"input_rows": 120}])
     calls = []
 
-    def fake_rehearse(spark, build, opts, standby_dir):  # noqa: ANN001, ANN202
+    def fake_rehearse(spark, build, opts, standby_dir, output):  # noqa: ANN001, ANN202
         calls.append(standby_dir)
         return next(results)
 
@@ -81,6 +81,7 @@ def test_a_rehearsal_that_ran_no_batch_is_tried_again_on_a_newer_copy(
     monkeypatch.setattr(process, "latest_complete", lambda d, verify=False: "a copy")
     job = object.__new__(process.StandbyJob)
     job.dir, job.spark, job.build, job.opts, job.info = tmp_path, None, None, None, {}
+    job.output = None
     job.cfg = SimpleNamespace(warm_every_s=0.01)
     job._stop = threading.Event()
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore, write_fences
-from recovery_lib.ha.standby.rehearsal import keep_sink_warm, rehearse
+from recovery_lib.ha.standby.rehearsal import JobOutput, keep_sink_warm, rehearse
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
 from recovery_lib.metrics.store import now_ms
 from recovery_lib.runtime.checkpoint import last_committed
@@ -82,8 +82,10 @@ class StandbyJob:
         log: Callable[[str], None] = print,
         build: Callable[[Any, Any], Any] | None = None,
         inputs: int = 1,
+        output: JobOutput | None = None,
     ) -> None:
         self.build = build  # for the rehearsal (rehearsal.py)
+        self.output = output  # the job's output path, for the rehearsal and the warm loop
         self.spark = spark
         self.opts = opts
         self.cfg = cfg
@@ -173,7 +175,7 @@ class StandbyJob:
 
         df = self.spark.range(0, 8, numPartitions=2)
         df.mapInArrow(identity, df.schema).count()
-        keep_sink_warm(self.spark, self.opts, self.dir)
+        keep_sink_warm(self.spark, self.opts, self.dir, self.output)
 
     def _warm_loop(self) -> None:
         """Off the lease loop: a warm-up job can take seconds on a loaded machine."""
@@ -226,7 +228,7 @@ class StandbyJob:
         while not self._stop.is_set():
             attempts += 1
             try:
-                result = rehearse(self.spark, self.build, self.opts, self.dir)
+                result = rehearse(self.spark, self.build, self.opts, self.dir, self.output)
             except Exception as exc:  # noqa: BLE001 - a failed rehearsal costs only warmth
                 result = {"error": str(exc)[:300]}
             self.info["rehearsal"] = {**result, "attempts": attempts}

@@ -34,12 +34,12 @@ import dataclasses
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from recovery_lib.ha.standby.shipping import latest_complete, restore
 from recovery_lib.io.source import SOURCE_NAME
-from recovery_lib.job.frames import sink_options, write_output
 from recovery_lib.settings import get_settings
 from recovery_lib.spark.session import use_in_this_thread
 
@@ -50,6 +50,15 @@ HOLDABLE_MODES = ("at_least_once", "dedup", "release")
 # Sink options a rehearsal drops: a checkpoint protocol's commit record, fault injection.
 DROPPED_SINK_OPTIONS = ("commithook", "writefault", "writeguard", "epochstore", "epochfile")
 HELD_MARKER = "never-taken-over"  # in the scratch copy; nothing creates it
+
+
+@dataclass(frozen=True)
+class JobOutput:
+    """How the job writes its output: the job layer's ``write_output`` and ``sink_options``
+    (recovery_lib/job/frames.py ``OUTPUT``), handed down to the standby, which sits below it."""
+
+    start: Callable[..., Any]  # (df, opts, once=True) -> StreamingQuery
+    sink_options: Callable[[Any], dict[str, str]]  # opts -> the Kafka sink's options
 
 
 def rehearsal_options(opts: Any, scratch: Path) -> Any:
@@ -73,16 +82,18 @@ def rehearsal_options(opts: Any, scratch: Path) -> Any:
     )
 
 
-def keep_sink_warm(spark: Any, opts: Any, standby_dir: str | Path) -> bool:
+def keep_sink_warm(
+    spark: Any, opts: Any, standby_dir: str | Path, output: JobOutput | None
+) -> bool:
     """A held batch write of two rows through the job's sink (nothing is written): keeps the
-    sink's Python planner and writer workers up. False: not for this job (a lakehouse-table
-    output, or the setting off)."""
-    if opts.table_sink or not get_settings().standby_rehearse_sink:
+    sink's Python planner and writer workers up. False: not for this job (no output path
+    given, a lakehouse-table output, or the setting off)."""
+    if output is None or opts.table_sink or not get_settings().standby_rehearse_sink:
         return False
     use_in_this_thread(spark)  # the warm loop's own thread
     held = rehearsal_options(opts, Path(standby_dir) / "rehearsal")
     # Two plain rows: no determinant column to carry, whatever the job's causal storage.
-    sink = {k: v for k, v in sink_options(held).items() if k != "causalCarrier"}
+    sink = {k: v for k, v in output.sink_options(held).items() if k != "causalCarrier"}
     rows = spark.range(0, 2, numPartitions=2).selectExpr(
         "CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value"
     )
@@ -95,6 +106,7 @@ def rehearse(
     build: Callable[[Any, Any], Any],
     opts: Any,
     standby_dir: str | Path,
+    output: JobOutput | None = None,
     timeout_s: float = 120.0,
 ) -> dict[str, Any]:
     if opts.causal is not None:
@@ -110,7 +122,11 @@ def rehearse(
         restore(standby_dir, manifest, scratch)
         scratch_opts = rehearsal_options(opts, scratch)
         df = build(spark, scratch_opts)
-        noop = scratch_opts.table_sink or not get_settings().standby_rehearse_sink
+        noop = (
+            output is None
+            or scratch_opts.table_sink
+            or not get_settings().standby_rehearse_sink
+        )
         if noop:
             query = (
                 df.writeStream.format("noop")
@@ -121,7 +137,7 @@ def rehearse(
                 .start()
             )
         else:
-            query = write_output(df, scratch_opts, once=True)
+            query = output.start(df, scratch_opts, once=True)
         finished = query.awaitTermination(timeout_s)
         if not finished:
             query.stop()
