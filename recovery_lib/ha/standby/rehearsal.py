@@ -23,9 +23,9 @@ Spark stops a Python worker idle for 60 s, the sink's planner workers too (measu
 batch write of two rows takes 3.0 s the first time, 0.24 s the next, 1.9 s again after 70 s
 idle), so the standby's warm loop also writes two rows through the held sink
 (``keep_sink_warm``) every ``RECOVERY_STANDBY_WARM_EVERY_S``. A rehearsal that found no
-input after its copy ran no batch and warmed nothing (the first copy is shipped after the
-primary's first batch, often before any input): the standby rehearses again on a newer copy
-until one batch with input rows ran.
+input after its copy ran no batch and warmed nothing (a copy can precede any input, or the
+input be idle): the standby rehearses again on a newer copy until one batch with input rows
+ran.
 """
 
 from __future__ import annotations
