@@ -34,7 +34,6 @@ import dataclasses
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ DROPPED_SINK_OPTIONS = ("commithook", "writefault", "writeguard", "epochstore", 
 HELD_MARKER = "never-taken-over"  # in the scratch copy; nothing creates it
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class JobOutput:
     """How the job writes its output: the job layer's ``write_output`` and ``sink_options``
     (recovery_lib/job/frames.py ``OUTPUT``), handed down to the standby, which sits below it."""
@@ -82,13 +81,20 @@ def rehearsal_options(opts: Any, scratch: Path) -> Any:
     )
 
 
+def held_sink(opts: Any, output: JobOutput | None) -> bool:
+    """Whether the rehearsal and the warm loop go through the job's own sink, held (else the
+    rehearsal writes into ``noop`` and the warm loop skips the sink): not without the job's
+    output path, not for a lakehouse-table output, not with the setting off."""
+    return output is not None and not opts.table_sink and get_settings().standby_rehearse_sink
+
+
 def keep_sink_warm(
     spark: Any, opts: Any, standby_dir: str | Path, output: JobOutput | None
 ) -> bool:
     """A held batch write of two rows through the job's sink (nothing is written): keeps the
     sink's Python planner and writer workers up. False: not for this job (no output path
     given, a lakehouse-table output, or the setting off)."""
-    if output is None or opts.table_sink or not get_settings().standby_rehearse_sink:
+    if not held_sink(opts, output):
         return False
     use_in_this_thread(spark)  # the warm loop's own thread
     held = rehearsal_options(opts, Path(standby_dir) / "rehearsal")
@@ -122,11 +128,7 @@ def rehearse(
         restore(standby_dir, manifest, scratch)
         scratch_opts = rehearsal_options(opts, scratch)
         df = build(spark, scratch_opts)
-        noop = (
-            output is None
-            or scratch_opts.table_sink
-            or not get_settings().standby_rehearse_sink
-        )
+        noop = not held_sink(scratch_opts, output)
         if noop:
             query = (
                 df.writeStream.format("noop")
