@@ -210,3 +210,38 @@ def test_a_hot_querys_lag_is_matched_by_where_its_batches_end(tmp_path: Path) ->
     (follower / "offsets" / "3").write_text(_entry(3, 50))
     (follower / "commits" / "3").write_text("v1\n{}")
     assert follower_behind(primary, follower) == 0
+
+
+def test_a_hot_query_one_batch_behind_a_long_one_is_not_ready(tmp_path: Path) -> None:
+    """A warm-up's backlog can be one batch that took the primary minutes: one batch behind it
+    is not ready for a failure, however few batches that is."""
+    import os
+
+    from recovery_lib.ha.standby.process import HOT_READY_LAG_WORK_S, follower_lag
+
+    primary, follower = tmp_path / "p", tmp_path / "f"
+    for root in (primary, follower):
+        (root / "offsets").mkdir(parents=True)
+        (root / "commits").mkdir()
+    now = 1_800_000_000.0
+    # The primary's batches: 0 and 1 took 2 s each, 2 (the backlog) 200 s, 3 and 4 2 s each.
+    planned, took = now - 300, {0: 2.0, 1: 2.0, 2: 200.0, 3: 2.0, 4: 2.0}
+    for batch, seconds in took.items():
+        meta = {"batchTimestampMs": int(planned * 1000)}
+        lines = ["v1", json.dumps(meta), json.dumps({"t": {"0": 10 * batch}})]
+        (primary / "offsets" / str(batch)).write_text("\n".join(lines))
+        commit = primary / "commits" / str(batch)
+        commit.write_text("v1\n{}")
+        os.utime(commit, (planned + seconds, planned + seconds))
+        planned += seconds + 1
+    (follower / "offsets" / "0").write_text(_entry(0, 10))  # it reached the primary's 1
+    (follower / "commits" / "0").write_text("v1\n{}")
+    lag = follower_lag(primary, follower)
+    assert lag is not None and lag.batches == 3
+    assert lag.work_s == pytest.approx(204.0, abs=0.01)
+    assert not lag.ready and lag.work_s > HOT_READY_LAG_WORK_S
+    (follower / "offsets" / "1").write_text(_entry(1, 20))  # past the long one
+    (follower / "commits" / "1").write_text("v1\n{}")
+    lag = follower_lag(primary, follower)
+    assert lag is not None and (lag.batches, lag.ready) == (2, True)
+    assert lag.work_s == pytest.approx(4.0, abs=0.01)

@@ -197,15 +197,12 @@ class StandbyJob:
                     lag_bytes=lag.bytes,
                 )
                 if self.follower is not None:  # hot: ready once its query caught up
-                    behind = follower_behind(
+                    lag = follower_lag(
                         Path(self.cfg.primary_checkpoint), Path(self.opts.checkpoint_path)
                     )
-                    self.info["follower_lag_batches"] = behind
-                    self.info["ready"] = (
-                        behind is not None
-                        and behind <= HOT_READY_LAG_BATCHES
-                        and self.follower_alive()
-                    )
+                    self.info["follower_lag_batches"] = lag.batches if lag else None
+                    self.info["follower_lag_s"] = round(lag.work_s, 2) if lag else None
+                    self.info["ready"] = lag is not None and lag.ready and self.follower_alive()
                 if shipped is not None:
                     self.info.update(
                         copy_seq=shipped.seq,
@@ -378,10 +375,25 @@ def _sources(entry: Path) -> list[Any] | None:
         return None
 
 
-def follower_behind(primary: Path, follower: Path, look_back: int = 50) -> int | None:
-    """How many committed batches of the primary a hot standby's query has yet to follow: its
-    batches may each cover several of the primary's, so they are matched by where they end,
-    not by id. None: not found within the primary's last ``look_back`` batches."""
+@dataclasses.dataclass(frozen=True)
+class FollowerLag:
+    """What a hot standby's query has yet to follow of its primary's committed batches."""
+
+    batches: int
+    work_s: float  # the primary's processing time of those batches
+
+    @property
+    def ready(self) -> bool:
+        """A takeover now would catch up in about one ordinary batch. Counting batches alone
+        is not enough: one batch of a large backlog (a warm-up) can take the primary minutes,
+        and its follower as long again."""
+        return self.batches <= HOT_READY_LAG_BATCHES and self.work_s <= HOT_READY_LAG_WORK_S
+
+
+def follower_lag(primary: Path, follower: Path, look_back: int = 50) -> FollowerLag | None:
+    """How far a hot standby's query is behind its primary: its batches may each cover several
+    of the primary's, so they are matched by where they end, not by id. None: not found within
+    the primary's last ``look_back`` committed batches (or nothing committed yet)."""
     mine = last_committed(follower)
     newest = last_committed(primary)
     if mine is None or newest is None:
@@ -391,8 +403,26 @@ def follower_behind(primary: Path, follower: Path, look_back: int = 50) -> int |
         return None
     for batch in range(newest, max(-1, newest - look_back), -1):
         if _sources(primary / "offsets" / str(batch)) == reached:
-            return newest - batch
+            work = sum(_processing_s(primary, b) for b in range(batch + 1, newest + 1))
+            return FollowerLag(newest - batch, work)
     return None
+
+
+def follower_behind(primary: Path, follower: Path, look_back: int = 50) -> int | None:
+    """How many committed batches of the primary a hot standby's query has yet to follow."""
+    lag = follower_lag(primary, follower, look_back)
+    return lag.batches if lag is not None else None
+
+
+def _processing_s(checkpoint: Path, batch: int) -> float:
+    """A committed batch's processing time: from its planning (the offset-log entry's
+    ``batchTimestampMs``) to its commit-log entry's write. 0 when either is not readable."""
+    try:
+        meta = json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[1])
+        committed = (checkpoint / "commits" / str(batch)).stat().st_mtime
+        return max(0.0, committed - int(meta["batchTimestampMs"]) / 1000)
+    except (OSError, ValueError, IndexError, KeyError, TypeError):
+        return 0.0
 
 
 WATERMARK_REFUSAL = (
@@ -430,6 +460,8 @@ HOT_SINK_MODES = ("dedup", "release", "at_least_once")
 # Ready for a failure: at most this many of the primary's committed batches not yet followed
 # (a hot query catches up on them in one batch of its own).
 HOT_READY_LAG_BATCHES = 5
+# ... and at most this much of the primary's processing time in them.
+HOT_READY_LAG_WORK_S = 30.0
 # At the takeover, how long the hot query may take to catch up before the marker is written
 # anyway (then it replays the rest one batch at a time, with the primary's boundaries).
 HOT_CATCH_UP_TIMEOUT_S = 60.0
