@@ -245,3 +245,27 @@ def test_a_hot_query_one_batch_behind_a_long_one_is_not_ready(tmp_path: Path) ->
     lag = follower_lag(primary, follower)
     assert lag is not None and (lag.batches, lag.ready) == (2, True)
     assert lag.work_s == pytest.approx(4.0, abs=0.01)
+
+
+def test_a_hot_standbys_readiness_counts_only_if_checked_after_the_primarys_last_batch() -> None:
+    """Its readiness is computed apart from the primary: a "ready" checked before the primary
+    committed a long batch must not let a failure in."""
+    from recovery_lib.ha.standby.pair import StandbyPair
+    from recovery_lib.runtime.heartbeat import Heartbeat
+
+    def node(pid: int, beat: Heartbeat) -> SimpleNamespace:
+        return SimpleNamespace(proc=SimpleNamespace(pid=pid), heartbeat=lambda: beat)
+
+    pair = StandbyPair(SimpleNamespace(name="q"), "/nonexistent")
+    info = {"ready": True, "shipped_batch": 3, "hot": True, "follower_lag_of": 6}
+    standby = Heartbeat(2, 0, True, 1, 2, 0, role="standby", info=info)
+    pair.standby = node(2, standby)
+    pair.primary = node(1, Heartbeat(1, 0, True, 6, 7, 0))
+    assert pair.standby_ready()
+    pair.primary = node(1, Heartbeat(1, 0, True, 7, 8, 0))  # committed a batch since
+    assert not pair.standby_ready()
+    info["follower_lag_of"] = None
+    pair.primary = node(1, Heartbeat(1, 0, True, 6, 7, 0))
+    assert not pair.standby_ready()
+    info.pop("hot")  # a warm standby: its ready flag alone
+    assert pair.standby_ready()

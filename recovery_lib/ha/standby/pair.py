@@ -157,15 +157,23 @@ class StandbyPair:
         return beat if beat is not None and beat.belongs_to(self.standby.proc.pid) else None
 
     def standby_ready(self) -> bool:
-        """Warm and holding a complete shipped copy."""
+        """Warm and holding a complete shipped copy; hot: caught up with the primary's batches
+        as they are now (a readiness checked before the primary's latest commit says nothing
+        about the batch that commit ended)."""
         beat = self.standby_beat()
-        return bool(
+        ready = bool(
             beat is not None
             and beat.role == Role.STANDBY
             and beat.info
             and beat.info.get("ready", beat.info.get("warm"))
             and beat.info.get("shipped_batch") is not None
         )
+        if not ready or not beat.info.get("hot"):
+            return ready
+        checked_at = beat.info.get("follower_lag_of")
+        primary = self.heartbeat()
+        newest = primary.last_batch if primary is not None else None
+        return checked_at is not None and (newest is None or checked_at >= newest)
 
     def ready_for_next_failure(self) -> bool:
         """Back from the last failure: the primary serves, no takeover or restart is in

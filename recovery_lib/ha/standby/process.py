@@ -149,7 +149,27 @@ class StandbyJob:
         self.info["ready"] = False  # until its query caught up with the primary
         self.follower = start_query()
         self.info.update(hot=True, follower_from_batch=manifest.batch)
+        threading.Thread(target=self._follower_lag_loop, name="lag", daemon=True).start()
         return self.follower
+
+    def _follower_lag_loop(self) -> None:
+        """Hot: ready once its query caught up. A loop of its own, not the shipper's: a round
+        of shipping can copy a large checkpoint for seconds, and a readiness that old would
+        let a failure in right after the primary committed a long batch."""
+        primary, live = Path(self.cfg.primary_checkpoint), Path(self.opts.checkpoint_path)
+        while not self._stop.is_set() and self.follower is not None:
+            try:
+                lag = follower_lag(primary, live)
+            except OSError:  # a log entry replaced while read: next round
+                lag = None
+            self.info.update(
+                follower_lag_batches=lag.batches if lag else None,
+                follower_lag_s=round(lag.work_s, 2) if lag else None,
+                # the primary's newest committed batch at this check (pair.standby_ready)
+                follower_lag_of=lag.primary_batch if lag else None,
+                ready=lag is not None and lag.ready and self.follower_alive(),
+            )
+            self._stop.wait(FOLLOWER_LAG_CHECK_S)
 
     def _lease_holds(self) -> bool:
         """The primary has not started yet, or its heartbeat is younger than the lease."""
@@ -196,13 +216,6 @@ class StandbyJob:
                     lag_batches=lag.batches,
                     lag_bytes=lag.bytes,
                 )
-                if self.follower is not None:  # hot: ready once its query caught up
-                    lag = follower_lag(
-                        Path(self.cfg.primary_checkpoint), Path(self.opts.checkpoint_path)
-                    )
-                    self.info["follower_lag_batches"] = lag.batches if lag else None
-                    self.info["follower_lag_s"] = round(lag.work_s, 2) if lag else None
-                    self.info["ready"] = lag is not None and lag.ready and self.follower_alive()
                 if shipped is not None:
                     self.info.update(
                         copy_seq=shipped.seq,
@@ -381,6 +394,7 @@ class FollowerLag:
 
     batches: int
     work_s: float  # the primary's processing time of those batches
+    primary_batch: int  # the primary's newest committed batch
 
     @property
     def ready(self) -> bool:
@@ -404,7 +418,7 @@ def follower_lag(primary: Path, follower: Path, look_back: int = 50) -> Follower
     for batch in range(newest, max(-1, newest - look_back), -1):
         if _sources(primary / "offsets" / str(batch)) == reached:
             work = sum(_processing_s(primary, b) for b in range(batch + 1, newest + 1))
-            return FollowerLag(newest - batch, work)
+            return FollowerLag(newest - batch, work, newest)
     return None
 
 
@@ -462,6 +476,7 @@ HOT_SINK_MODES = ("dedup", "release", "at_least_once")
 HOT_READY_LAG_BATCHES = 5
 # ... and at most this much of the primary's processing time in them.
 HOT_READY_LAG_WORK_S = 30.0
+FOLLOWER_LAG_CHECK_S = 0.5
 # At the takeover, how long the hot query may take to catch up before the marker is written
 # anyway (then it replays the rest one batch at a time, with the primary's boundaries).
 HOT_CATCH_UP_TIMEOUT_S = 60.0
