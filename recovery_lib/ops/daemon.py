@@ -220,9 +220,9 @@ def run_daemon(name: str) -> int:
                 notes = [sup.restarts[-1].cause if sup.restarts else ""]
                 notes.append(broker_wait(beat))  # riding out a broker stall (kafka/outage.py)
                 if isinstance(sup, StandbyPair):
-                    if not sup.standby_ready():  # the job serves; its next failure would not
-                        notes.append("no warm standby yet")
                     info = getattr(sup.standby_beat(), "info", None) or {}
+                    if not sup.standby_ready():  # the job serves; its next failure would not
+                        notes.append(_standby_not_ready(info))
                     status.standby_lag_batches = info.get("lag_batches")
                     status.standby_lag_bytes = info.get("lag_bytes")
                 if replicas is not None and replicas.failed:  # it serves, but unprotected
@@ -259,6 +259,17 @@ def broker_wait(beat: Any) -> str:
         f"waiting for the broker: {outage.get('waited_s', 0):.0f} s of "
         f"{outage.get('budget_s', 0):g} s ({outage.get('what', '?')})"
     )
+
+
+def _standby_not_ready(info: dict[str, Any]) -> str:
+    """Why a standby pair's next failure would not be masked yet."""
+    batches = info.get("follower_lag_batches")
+    if info.get("hot") and batches is not None:
+        return (
+            f"hot standby catching up: {batches} batch{'' if batches == 1 else 'es'}, "
+            f"{info.get('follower_lag_s')} s of the primary's work behind"
+        )
+    return "no warm standby yet"
 
 
 def _observe(

@@ -269,3 +269,13 @@ def test_a_hot_standbys_readiness_counts_only_if_checked_after_the_primarys_last
     assert not pair.standby_ready()
     info.pop("hot")  # a warm standby: its ready flag alone
     assert pair.standby_ready()
+
+
+def test_the_daemon_says_why_a_hot_standby_is_not_ready() -> None:
+    from recovery_lib.ops.daemon import _standby_not_ready
+
+    hot = {"hot": True, "follower_lag_batches": 1, "follower_lag_s": 217.4}
+    assert _standby_not_ready(hot) == (
+        "hot standby catching up: 1 batch, 217.4 s of the primary's work behind"
+    )
+    assert _standby_not_ready({"warm": False}) == "no warm standby yet"

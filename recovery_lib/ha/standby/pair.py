@@ -31,6 +31,18 @@ from recovery_lib.settings import get_settings
 
 log = logging.getLogger(__name__)
 
+# What the pair records of a standby's heartbeat every 5 s (a hot standby's follower too).
+LAG_KEYS = (
+    "shipped_batch",
+    "primary_batch",
+    "lag_batches",
+    "lag_bytes",
+    "copy_bytes",
+    "follower_lag_batches",
+    "follower_lag_s",
+    "ready",
+)
+
 
 class StandbyPair:
     def __init__(
@@ -329,8 +341,7 @@ class StandbyPair:
         if time.monotonic() - self._lag_logged < 5.0:
             return
         self._lag_logged = time.monotonic()
-        keys = ("shipped_batch", "primary_batch", "lag_batches", "lag_bytes", "copy_bytes")
-        self.event("standby_lag", {k: beat.info.get(k) for k in keys})
+        self.event("standby_lag", {k: beat.info.get(k) for k in LAG_KEYS if k in beat.info})
 
     def supervise(self, until: Callable[[], bool], interval_s: float = 0.2) -> None:
         while not until():
