@@ -82,6 +82,39 @@ def test_owned_broker_dies_with_its_owner(tmp_path, how):
             os.kill(broker_pid, signal.SIGKILL)
 
 
+def test_an_owner_with_its_own_sigterm_handler_cleans_up_before_the_broker_stops(tmp_path):
+    """The CLI turns SIGTERM into SystemExit: its cleanup (deleting topics, flushing producers)
+    must find the broker still up, and the broker is stopped once it is done."""
+    script = textwrap.dedent(
+        f"""
+        import signal, sys, time
+        from recovery_lib.kafka.broker import EmbeddedBroker, port_answers
+        from recovery_lib.settings import Settings
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        b = EmbeddedBroker(Settings(home={str(tmp_path / "h")!r}))
+        state = b.start()
+        print(state.pid, flush=True)
+        try:
+            time.sleep(120)
+        finally:
+            print("up in cleanup:", port_answers(state.host, state.port), flush=True)
+        """
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        broker_pid = int(owner.stdout.readline())
+        owner.send_signal(signal.SIGTERM)
+        assert owner.stdout.readline().strip() == "up in cleanup: True"
+        assert owner.wait(timeout=10) == 143
+        wait_for(lambda: not pid_alive(broker_pid), 10, "broker to stop after the cleanup")
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if "broker_pid" in locals() and pid_alive(broker_pid):
+            os.kill(broker_pid, signal.SIGKILL)
+
+
 def test_unreachable_broker_is_reported_with_the_fix_within_bounded_time(tmp_path):
     from recovery_lib.kafka.broker import free_port
 

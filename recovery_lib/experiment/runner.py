@@ -604,14 +604,18 @@ class Experiment:
         produced = [warmup]
 
         def feed(first: int, seconds: float, done: Callable[[], bool]) -> threading.Thread:
+            # A daemon: joined below when the input ends; an interrupted run (Ctrl-C, SIGTERM)
+            # exits without waiting on its producer's final flush to a broker already stopped.
             thread = threading.Thread(
+                name="input feeder",
+                daemon=True,
                 target=lambda: self.input.produce(
                     first,
                     cfg.rate,
                     seconds,
                     on_progress=lambda n: produced.__setitem__(0, first + n),
                     stop=lambda: self._stop.is_set() or done(),
-                )
+                ),
             )
             thread.start()
             return thread

@@ -2,7 +2,8 @@
 
 Memory storage: a broker restart loses every topic. It is bound to 127.0.0.1 on a free port.
 An owned broker (``EmbeddedBroker.start()`` in this process) dies with its parent (prctl
-PDEATHSIG) and is stopped at interpreter exit and on SIGINT/SIGTERM; a detached broker
+PDEATHSIG) and is stopped at interpreter exit and on SIGINT/SIGTERM (after the program's own
+handler of the signal has unwound it, so its cleanup can still reach the broker); a detached broker
 (``recovery broker start``) is recorded in a state file so ``recovery broker stop`` can end it
 by PID. A second broker is refused while the recorded one is alive, so none is orphaned.
 """
@@ -252,10 +253,15 @@ class EmbeddedBroker:
             self._previous_handlers[signum] = previous
 
             def handler(num: int, frame: object, previous: object = previous) -> None:
-                self.stop()
                 if callable(previous):
+                    # The program's own handler (the CLI's SystemExit, Ctrl-C's
+                    # KeyboardInterrupt) unwinds it first: its cleanup (deleting topics,
+                    # flushing producers) still needs the broker, which the owning context's
+                    # exit or atexit stops after it.
                     previous(num, frame)
-                elif previous == signal.SIG_DFL:
+                    return
+                self.stop()
+                if previous == signal.SIG_DFL:
                     signal.signal(num, signal.SIG_DFL)
                     os.kill(os.getpid(), num)
 
