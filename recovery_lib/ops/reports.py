@@ -26,7 +26,7 @@ from recovery_lib.io.sinks.ids import parse_output_id
 from recovery_lib.io.sinks.modes import consumer_dedups, consumer_records
 from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job.spec import resolve_job
-from recovery_lib.runtime.checkpoint import last_committed, source_offsets
+from recovery_lib.runtime.checkpoint import batch_metadata, last_committed, source_offsets
 from recovery_lib.verify.inputs import InputRecord, InputView
 from recovery_lib.verify.oracle import judge
 
@@ -36,8 +36,7 @@ def snapshot(checkpoint: str | Path) -> dict[str, Any]:
     batch = last_committed(checkpoint)
     if batch is None:
         raise RuntimeError(f"{checkpoint} has no committed batch yet: nothing to compare")
-    meta_line = (Path(checkpoint) / "offsets" / str(batch)).read_text().splitlines()[1]
-    meta = json.loads(meta_line)
+    meta = batch_metadata(checkpoint, batch)
     return {
         "batch": batch,
         "offsets": source_offsets(checkpoint, batch),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 # State store files: HDFS-backed ``<v>.delta`` / ``<v>.snapshot``, RocksDB ``<v>.changelog`` /
 # ``<v>.zip`` (and their ``.crc``); version v is a store's state after batch v - 1.
@@ -39,6 +40,13 @@ def store_versions(store: Path) -> dict[int, list[tuple[Path, str]]]:
 def last_committed(checkpoint: str | Path) -> int | None:
     ids = batch_ids(Path(checkpoint) / "commits")
     return ids[-1] if ids else None
+
+
+def batch_metadata(checkpoint: str | Path, batch: int) -> dict[str, Any]:
+    """The offset-log entry's batch metadata: ``batchWatermarkMs``, ``batchTimestampMs`` (when
+    the batch was planned) and the query's SQL conf."""
+    lines = (Path(checkpoint) / "offsets" / str(batch)).read_text().splitlines()
+    return json.loads(lines[1])  # "v1", batch metadata, then one line per source
 
 
 def source_offsets(checkpoint: str | Path, batch: int) -> dict[str, dict[str, int]]:

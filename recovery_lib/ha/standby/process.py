@@ -44,7 +44,7 @@ from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore, write_fences
 from recovery_lib.ha.standby.rehearsal import JobOutput, keep_sink_warm, rehearse
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
 from recovery_lib.metrics.store import now_ms
-from recovery_lib.runtime.checkpoint import last_committed
+from recovery_lib.runtime.checkpoint import batch_metadata, last_committed
 from recovery_lib.runtime.heartbeat import HeartbeatWriter, read_heartbeat
 from recovery_lib.settings import get_settings
 
@@ -415,10 +415,11 @@ def follower_lag(primary: Path, follower: Path, look_back: int = 50) -> Follower
     reached = _sources(follower / "offsets" / str(mine))
     if reached is None:
         return None
+    work = 0.0  # of the primary's batches newer than the one being matched
     for batch in range(newest, max(-1, newest - look_back), -1):
         if _sources(primary / "offsets" / str(batch)) == reached:
-            work = sum(_processing_s(primary, b) for b in range(batch + 1, newest + 1))
             return FollowerLag(newest - batch, work, newest)
+        work += _processing_s(primary, batch)
     return None
 
 
@@ -432,9 +433,9 @@ def _processing_s(checkpoint: Path, batch: int) -> float:
     """A committed batch's processing time: from its planning (the offset-log entry's
     ``batchTimestampMs``) to its commit-log entry's write. 0 when either is not readable."""
     try:
-        meta = json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[1])
+        planned_ms = int(batch_metadata(checkpoint, batch)["batchTimestampMs"])
         committed = (checkpoint / "commits" / str(batch)).stat().st_mtime
-        return max(0.0, committed - int(meta["batchTimestampMs"]) / 1000)
+        return max(0.0, committed - planned_ms / 1000)
     except (OSError, ValueError, IndexError, KeyError, TypeError):
         return 0.0
 
