@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install demo ops ops-down test test-all browser dashboard dashboard-screenshots lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
+.PHONY: install demo ops ops-down test test-all test-flaky browser dashboard dashboard-screenshots lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
 
 $(STAMP): pyproject.toml requirements.lock recovery_lib/kafka/_block_consumer.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -49,6 +49,13 @@ test: $(STAMP) browser
 
 test-all: $(STAMP) browser
 	$(BIN)/python -m pytest -q --durations=15
+
+# Flakiness check: every unit test FLAKY_COUNT times, in random order; lists (and writes to
+# reports/flaky.json) each test that failed at least once.
+FLAKY_COUNT ?= 20
+test-flaky: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit -p tests.flaky -p randomly --count $(FLAKY_COUNT) \
+		-p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check recovery_lib jobs tests dags dashboard

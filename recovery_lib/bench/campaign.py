@@ -30,6 +30,7 @@ from recovery_lib.bench.compare_bench import (
     replays_leader_cuts,
 )
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.files import write_json_report
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.modes import get_mode
 from recovery_lib.runtime import cluster as cluster_mod
@@ -297,7 +298,7 @@ def run_campaign(
         report["note"] = "cases merged from several invocations (--case)"
     report["summary"] = summarize(report["results"])
     report["by_kind"] = by_kind(report["results"])
-    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+    write_json_report(f"{out}.json", report)
     Path(f"{out}_by_kind.md").write_text(by_kind_table(report["by_kind"]))
     _chart(report, Path(f"{out}.png"))
     console.print_json(json.dumps(report["summary"]))

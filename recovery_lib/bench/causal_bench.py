@@ -31,6 +31,7 @@ from rich.console import Console
 
 from recovery_lib.bench.nexmark_bench import NexmarkBench, input_share
 from recovery_lib.causal.driver import enable
+from recovery_lib.files import write_json_report
 from recovery_lib.job import JobOptions, write_output
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
@@ -205,7 +206,7 @@ def run_causal_bench(
         spark.stop()
         store.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    Path(f"{out}.json").write_text(json.dumps(report, indent=2))
+    write_json_report(f"{out}.json", report)
     _chart(report, Path(f"{out}.png"))
     console.print(f"report: {out}.json, chart: {out}.png")
     return report

@@ -38,6 +38,7 @@ from recovery_lib.cec.log import OutputLog
 from recovery_lib.cec.records import LogRecord, RecordKind
 from recovery_lib.cec.recovery import eventual_checkpoint
 from recovery_lib.cec.spark import recoveries_logged
+from recovery_lib.files import write_json_report
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
@@ -346,7 +347,7 @@ def run_cec_bench(
     console.print("EC-load against the extent, the scan alone ...")
     report["ec_load_sweep"] = ec_load_sweep(console)
     report["summary"] = _summary(report)
-    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+    write_json_report(f"{out}.json", report)
     _chart(report, Path(f"{out}.png"))
     console.print_json(json.dumps(report["summary"]))
     console.print(f"report: {out}.json, chart: {out}.png")
@@ -527,7 +528,7 @@ def add_ec_load_sweep(out_prefix: str, console: Console) -> dict[str, Any]:
     report = json.loads(path.read_text())
     report["ec_load_sweep"] = ec_load_sweep(console)
     report["summary"] = _summary(report)
-    path.write_text(json.dumps(report, indent=2, default=str))
+    write_json_report(path, report)
     _chart(report, Path(f"{out_prefix}.png"))
     console.print_json(json.dumps(report["summary"]))
     return report

@@ -38,6 +38,7 @@ from rich.console import Console
 from recovery_lib.bench.protocol_bench import Trial, run_trial
 from recovery_lib.cec.spark import CECPlan
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.files import write_json_report
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.metrics.recovery import output_gap_s, p99_around, recovery_time_s
 from recovery_lib.metrics.resources import ResourceSampler, during_run
@@ -322,7 +323,7 @@ class CompareBench:
             }
 
     def save(self) -> None:
-        Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
+        write_json_report(f"{self.out}.json", self.report)
         chart(self.report, Path(f"{self.out}.png"))
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 
+from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.dedup_reader import DedupReader
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.kafka.admin import TopicAdmin
@@ -262,7 +263,7 @@ def run_io_bench(
             3,
         ),
     }
-    Path(f"{out}.json").write_text(json.dumps(report, indent=2))
+    write_json_report(f"{out}.json", report)
     _chart(report, Path(f"{out}.png"))
     console.print_json(json.dumps(report["summary"]))
     console.print(f"report: {out}.json, chart: {out}.png")

@@ -23,6 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.files import write_json_report
 from recovery_lib.job import JobOptions, write_output
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.metrics.latency import LatencyCollector
@@ -421,7 +422,7 @@ def run_nexmark_bench(
         spark.stop()
         store.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+    write_json_report(f"{out}.json", report)
     _chart(report, Path(f"{out}.png"))
     console.print(f"report: {out}.json, chart: {out}.png")
     return report

@@ -28,6 +28,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
+from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.dedup_reader import topic_bounds
 from recovery_lib.io.sinks.ids import ID_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
@@ -272,7 +273,7 @@ def run_oracle_bench(
                 admin.delete(topic)
     report = {"sizes": rows, "goals": _goals(rows), "partitions": PARTITIONS}
     Path(out_prefix).parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{out_prefix}.json").write_text(json.dumps(report, indent=2))
+    write_json_report(f"{out_prefix}.json", report)
     _chart(rows, f"{out_prefix}.png")
     return report
 

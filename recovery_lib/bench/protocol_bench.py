@@ -40,6 +40,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.broker import broker_for_run
@@ -641,7 +642,7 @@ def run_protocol_bench(
 
 def _write(report: dict[str, Any], out: Path) -> None:
     report["summary"] = summarize(report)
-    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+    write_json_report(f"{out}.json", report)
 
 
 def summarize(report: dict[str, Any]) -> dict[str, Any]:

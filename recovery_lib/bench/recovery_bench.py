@@ -26,6 +26,7 @@ from rich.console import Console
 
 from recovery_lib.bench.nexmark_bench import NexmarkBench
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.files import write_json_report
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.runtime import cluster as cluster_mod
 from recovery_lib.settings import get_settings
@@ -185,7 +186,7 @@ def run_recovery_bench(
                     "elapsed_s": round(time.monotonic() - t0, 1),
                 }
                 report["results"].append(entry)
-                Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+                write_json_report(f"{out}.json", report)
                 _chart(report, Path(f"{out}.png"))
                 console.print_json(
                     json.dumps({k: v for k, v in entry.items() if k != "mst_runs"}, default=str)
@@ -193,7 +194,7 @@ def run_recovery_bench(
     finally:
         if started_cluster:
             cluster_mod.stop_cluster()
-    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+    write_json_report(f"{out}.json", report)
     _chart(report, Path(f"{out}.png"))
     console.print(f"report: {out}.json, chart: {out}.png")
     return report

@@ -32,6 +32,7 @@ from typing import Any
 from rich.console import Console
 
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.files import write_json_report
 from recovery_lib.ha.replication.gate import late_copies, raw_topic
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.metrics.resources import ResourceSampler, during_run
@@ -93,7 +94,7 @@ class ReplicationBench:
         self._save()
 
     def _save(self) -> None:
-        Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
+        write_json_report(f"{self.out}.json", self.report)
         chart(self.report, Path(f"{self.out}.png"))
 
     def _experiment(self, name: str, cfg: ExperimentConfig) -> dict[str, Any]:

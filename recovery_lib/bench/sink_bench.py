@@ -29,6 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.modes import output_partitions, visibility_gate
 from recovery_lib.job import JobOptions, write_output
 from recovery_lib.job.runner import check_sink_mode
@@ -229,7 +230,7 @@ def run_sink_bench(
         for rows in report["jobs"].values()
         for row in rows
     )
-    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+    write_json_report(f"{out}.json", report)
     chart(report, Path(f"{out}.png"))
     console.print(f"report: {out}.json, chart: {out}.png")
     return report

@@ -28,6 +28,7 @@ from rich.console import Console
 
 from recovery_lib.bench.recovery_bench import MST_SHARE, search_mst
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
+from recovery_lib.files import write_json_report
 from recovery_lib.settings import get_settings, reload_settings
 
 PARTS = ("compare", "sizes", "takeovers")
@@ -83,7 +84,7 @@ class StandbyBench:
         self.report[part] = [*kept, entry]
 
     def _save(self) -> None:
-        Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
+        write_json_report(f"{self.out}.json", self.report)
         _chart(self.report, Path(f"{self.out}.png"))
 
     def _experiment(self, name: str, cfg: ExperimentConfig) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from recovery_lib.bench.compare_bench import (
     CompareBench,
     CompareConfig,
 )
+from recovery_lib.files import write_json_report
 from recovery_lib.metrics.resources import ResourceSampler
 from recovery_lib.metrics.store import read_frame
 from recovery_lib.modes import get_mode
@@ -376,7 +377,7 @@ class StateBench:
         self.report["cuts"] = cut_ratios(self.report["points"], self.cfg.cuts)
 
     def save(self) -> None:
-        Path(f"{self.out}.json").write_text(json.dumps(self.report, indent=2, default=str))
+        write_json_report(f"{self.out}.json", self.report)
         chart(self.report, Path(f"{self.out}.png"))
         Path(f"{self.out}_tables.md").write_text(tables_md(self.report))
 

@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from recovery_lib.bench.sink_bench import feed_paced
+from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.table_sink import ParquetTableSink, TableSink, with_lineage
 from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job import JobOptions
@@ -201,7 +202,7 @@ def run_table_bench(
         )
         for kind in SINKS[1:]
     }
-    Path(f"{out}.json").write_text(json.dumps(report, indent=2, default=str))
+    write_json_report(f"{out}.json", report)
     chart(report, Path(f"{out}.png"))
     console.print(f"report: {out}.json, chart: {out}.png")
     return report

@@ -3,7 +3,6 @@ the oracle on a reference run's output (verify/mutation.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -19,6 +18,7 @@ from recovery_lib.cli.verify_cmd import (
     SKEW_OPTION,
     input_view,
 )
+from recovery_lib.files import write_json_report
 from recovery_lib.kafka.exceptions import KafkaLayerError
 
 contract_app = typer.Typer(
@@ -97,6 +97,6 @@ def check(
     )
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(json.dumps(result.to_dict(), indent=2))
+        write_json_report(report, result.to_dict())
     if result.missed or result.false_rejections:
         raise typer.Exit(code=EXIT_WEAK)

@@ -43,6 +43,7 @@ from recovery_lib.experiment.network_faults import (
     NetworkFaults,
     needs_network,
 )
+from recovery_lib.files import write_json_report
 from recovery_lib.io.parked import park, read_parked
 from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
 from recovery_lib.io.sinks.lakehouse import TableKind, zombie_commits
@@ -1000,7 +1001,7 @@ def write_report(report: dict[str, Any], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     timeline = report.pop("_timeline", None)
-    path.write_text(json.dumps(report, indent=2, default=str))
+    write_json_report(path, report)
     if timeline is not None:
         timeline_chart(report, timeline, path.with_suffix(".png"))
     return path

@@ -33,6 +33,7 @@ import psutil
 import yaml
 
 from recovery_lib.experiment.network_faults import NetworkFaultOptions, NetworkFaults
+from recovery_lib.files import write_json_report
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.store import read_frame
@@ -445,7 +446,7 @@ def _result(
 
 def _write(run: SoakRun, report: Path) -> None:
     data = run.to_dict()
-    Path(f"{report}.json").write_text(json.dumps(data, indent=2, default=str))
+    write_json_report(f"{report}.json", data)
     if len(run.samples) >= 2:
         chart(data, Path(f"{report}.png"))
 

@@ -3,9 +3,9 @@ beat; it says so again after it worked in between."""
 
 from __future__ import annotations
 
+import errno
 import logging
-import shutil
-import time
+import threading
 
 from recovery_lib.runtime.heartbeat import HeartbeatWriter
 
@@ -13,24 +13,32 @@ from recovery_lib.runtime.heartbeat import HeartbeatWriter
 def test_a_heartbeat_that_keeps_failing_is_warned_about_once(tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="recovery_lib.runtime.heartbeat")
     writer = HeartbeatWriter(tmp_path / "hb" / "beat.json", interval_s=0.01)
-    beats = {"ok": 0, "failed": 0}
+    # The disk is made full by the beat itself, not by changing files under the running writer
+    # (removing its directory raced with the temporary file it was writing there). Each step
+    # waits for beats the writer has finished, so nothing here depends on timing.
+    disk_full = threading.Event()
+    finished = {"ok": 0, "failed": 0}
+    changed = threading.Condition()
     beat = writer.beat
 
-    def counted() -> None:
+    def beat_on_a_disk_that_may_be_full() -> None:
+        outcome = "failed"
         try:
+            if disk_full.is_set():
+                raise OSError(errno.ENOSPC, "No space left on device", str(writer.path))
             beat()
-        except Exception:
-            beats["failed"] += 1
-            raise
-        beats["ok"] += 1
+            outcome = "ok"
+        finally:
+            with changed:
+                finished[outcome] += 1
+                changed.notify_all()
 
-    writer.beat = counted  # type: ignore[method-assign]
+    writer.beat = beat_on_a_disk_that_may_be_full  # type: ignore[method-assign]
 
     def wait_for(kind: str, more: int) -> None:
-        target, deadline = beats[kind] + more, time.monotonic() + 30
-        while beats[kind] < target:
-            assert time.monotonic() < deadline, beats
-            time.sleep(0.01)
+        with changed:
+            target = finished[kind] + more
+            assert changed.wait_for(lambda: finished[kind] >= target, timeout=60), finished
 
     def warnings() -> list[str]:  # this writer's (a writer of another test may still beat)
         return [
@@ -41,12 +49,12 @@ def test_a_heartbeat_that_keeps_failing_is_warned_about_once(tmp_path, caplog):
 
     writer.start()
     try:
-        shutil.rmtree(tmp_path / "hb")  # every beat from now on fails (no directory)
+        disk_full.set()  # every beat from now on fails
         wait_for("failed", 10)
         assert len(warnings()) == 1, warnings()
-        (tmp_path / "hb").mkdir()  # beats work again ...
+        disk_full.clear()  # beats work again ...
         wait_for("ok", 2)
-        shutil.rmtree(tmp_path / "hb")  # ... and fail again: a new warning
+        disk_full.set()  # ... and fail again: a new warning
         wait_for("failed", 3)
     finally:
         writer.stop()
