@@ -3,17 +3,24 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+KAFKA_LIBS := $(VENV)/share/kafka/libs
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: install demo ops ops-down test test-all test-flaky browser dashboard dashboard-screenshots lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
 
-$(STAMP): pyproject.toml requirements.lock recovery_lib/kafka/_block_consumer.c
+$(STAMP): pyproject.toml requirements.lock recovery_lib/kafka/_block_consumer.c recovery_lib/kafka/pom.xml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install -q uv==0.13.8
 	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -r requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode --no-deps -e .
 	$(BIN)/recovery spark archive || echo "no class-data archive: jobs start without it"
+	@# Apache Kafka's jars from Maven Central, checksums verified (-C).
+	rm -rf $(KAFKA_LIBS)
+	@if command -v mvn >/dev/null 2>&1; then \
+		mvn -q -B -C -f recovery_lib/kafka/pom.xml dependency:copy-dependencies \
+			-DincludeScope=runtime -DoutputDirectory="$(abspath $(KAFKA_LIBS))"; \
+	else echo "warning: no mvn: Apache Kafka is not installed (RECOVERY_BROKER_KIND=tansu works)"; fi
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -56,6 +56,19 @@ class Settings(BaseSettings):
     # Embedded broker.
     broker_host: str = "127.0.0.1"
     broker_start_timeout_s: float = 15.0
+    broker_kind: Literal["kafka", "tansu"] = Field(
+        default="tansu",
+        description="The broker the project starts: kafka (Apache Kafka from its Maven Central "
+        "jars, durable, transactions) or tansu (in memory, lighter; no aborted-record filtering, "
+        "no replicas).",
+    )
+    # Apache Kafka (kafka/apache.py): jars fetched by `make install`, a JVM per node.
+    kafka_libs_dir: Path | None = Field(
+        default=None,
+        description="Apache Kafka's jars; unset: <virtualenv>/share/kafka/libs (make install).",
+    )
+    kafka_heap_mb: int = Field(default=512, gt=63, description="Max heap of each Kafka node.")
+    kafka_start_timeout_s: float = Field(default=60.0, gt=0)
 
     # Clients.
     kafka_request_timeout_s: float = 10.0

