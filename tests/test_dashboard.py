@@ -260,10 +260,17 @@ def test_no_data_gives_a_helpful_message_not_a_stack_trace(tmp_path, state):
 # -- a real browser ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """Distinct free ports: every socket stays bound until all are picked (a port closed at
+    once could be handed out again by the next bind)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _wait_http(url: str, timeout_s: float) -> None:
@@ -314,7 +321,7 @@ def test_served_dashboard_renders_its_charts_in_headless_chromium(tmp_path):
         "Debian chromium is missing: `make test` installs it (apt-get install chromium)"
     )
     store = populated_store(tmp_path / "metrics.duckdb")
-    port, debug_port = _free_port(), _free_port()
+    port, debug_port = _free_ports(2)
     env = {**os.environ, "RECOVERY_METRICS_PATH": str(store)}
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", APP, "--server.address", "127.0.0.1",
@@ -360,16 +367,38 @@ def test_served_dashboard_renders_its_charts_in_headless_chromium(tmp_path):
             time.sleep(2)  # let the last charts paint
             text = tools.evaluate("document.body.innerText") or ""
             shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
-            # The Recoveries and Replicas tabs, clicked as a person would.
+            # The Recoveries and Replicas tabs, clicked as a person would; each shot once the
+            # tab's text shows and every chart in sight is drawn (either text: with or without
+            # data; the assertions below say which).
             tabs = {}
-            for tab in ("Recoveries", "Replicas"):
+            shown = {
+                "Recoveries": ("a standby takeover", "No recovery yet"),
+                "Replicas": ("live replicas", "No replicated job has reported yet"),
+            }
+            for tab, texts in shown.items():
                 clicked = tools.evaluate(
                     "(() => { const b = [...document.querySelectorAll('[role=tab]')]"
                     f".find(b => b.innerText.trim() === '{tab}');"
                     " if (b) b.click(); return !!b; })()"
                 )
                 assert clicked, f"no tab {tab}"
-                time.sleep(4)
+                deadline = time.monotonic() + 60
+                while True:
+                    body = tools.evaluate("document.body.innerText") or ""
+                    drawn = tools.evaluate(  # the tab selected, the charts of its panel drawn
+                        "(() => { const b = [...document.querySelectorAll('[role=tab]')]"
+                        f".find(b => b.innerText.trim() === '{tab}');"
+                        " if (!b || b.getAttribute('aria-selected') !== 'true') return false;"
+                        " const panel = document.getElementById("
+                        "b.getAttribute('aria-controls') || '') || document;"
+                        " return [...panel.querySelectorAll('.vega-embed')]"
+                        ".filter(e => e.offsetParent !== null)"
+                        ".every(e => e.querySelector('canvas, svg')); })()"
+                    )
+                    if drawn and any(t in body for t in texts):
+                        break
+                    assert time.monotonic() < deadline, f"tab {tab} never showed: {body[-2000:]}"
+                    time.sleep(0.5)
                 tabs[tab] = tools.call(
                     "Page.captureScreenshot", format="png", captureBeyondViewport=True
                 )

@@ -441,9 +441,35 @@ pipelines:
 """
 
 
-def _run_until_consumed(name: str, start, stop, checkpoints):  # noqa: ANN001, ANN201
+def _gate_caught_up(out_topic: str) -> bool:
+    """A replica set's gate forwarded the newest output id its replicas wrote, in every
+    partition (it forwards each partition's ids in order, some time after the replicas wrote
+    them: a committed checkpoint does not say the output is there yet)."""
+    from recovery_lib.ha.replication.gate import id_key, raw_topic
+    from recovery_lib.io.sinks.dedup_reader import read_topic
+
+    def newest(topic: str) -> dict[int, tuple[int, int, int]]:
+        found: dict[int, tuple[int, int, int]] = {}
+        for record in read_topic(topic):
+            key = id_key(record.id.encode()) if record.id else None
+            if key is not None:
+                found[record.partition] = max(found.get(record.partition, key), key)
+        return found
+
+    return newest(raw_topic(out_topic)) == newest(out_topic)
+
+
+def _run_until_consumed(  # noqa: ANN201
+    name: str,
+    start,  # noqa: ANN001
+    stop,  # noqa: ANN001
+    checkpoints,  # noqa: ANN001
+    outputs: list[str],
+    gated: bool = False,
+):
     """Start a daemon, wait until each checkpoint committed its input topics' current ends
-    (as they were before the start), stop it; its final status."""
+    (as they were before the start) and its outputs are all out, stop it; its final
+    status."""
     from recovery_lib.kafka.clients import client_config
     from recovery_lib.protocols.hooks import topic_ends
     from recovery_lib.runtime.checkpoint import committed_offsets
@@ -458,7 +484,20 @@ def _run_until_consumed(name: str, start, stop, checkpoints):  # noqa: ANN001, A
                 return all(sum(done.get(t, {}).values()) >= n for t, n in ends.items())
 
             wait_for(consumed, 300, f"{name} to consume {sorted(ends)}")
-        time.sleep(3)  # the last batch's outputs released / committed
+        if gated:  # the gate forwards what the replicas released: wait until it has
+            for topic in outputs:
+                wait_for(lambda t=topic: _gate_caught_up(t), 120, f"{name}'s gate to forward")
+        # The last batch's outputs released / committed: the output ends stay put for 3 s
+        # (polled; a fixed sleep was too short when the machine was busy).
+        last: dict = {}
+
+        def settled() -> bool:
+            now = {t: sum(topic_ends(client_config(), t).values()) for t in outputs}
+            if now != last.get("ends"):
+                last.update(ends=now, since=time.monotonic())
+            return time.monotonic() - last["since"] >= 3
+
+        wait_for(settled, 120, f"{name}'s outputs {outputs} to settle", interval_s=0.5)
     finally:
         final = stop(name)
     assert final is not None and final.status == "stopped", final
@@ -478,7 +517,7 @@ def test_the_consistency_dag_judges_a_job_of_every_mode(
     each output as its consumers do (the release and two-phase topics through their gates,
     the replicas' through theirs)."""
     from recovery_lib.ops import daemon
-    from recovery_lib.ops.config import get_job, load_jobs
+    from recovery_lib.ops.config import NO_REPLICATION, get_job, load_jobs
     from recovery_lib.pipeline import daemon as pipeline_daemon
     from recovery_lib.pipeline.runner import stage_checkpoint
     from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
@@ -495,7 +534,12 @@ def test_the_consistency_dag_judges_a_job_of_every_mode(
         job = get_job(name)
         topics = [getattr(gen, f"{i}_topic") for i in job.spec.inputs]
         final = _run_until_consumed(
-            name, daemon.start, daemon.stop, lambda j=job, t=topics: [(j.checkpoint, t)]
+            name,
+            daemon.start,
+            daemon.stop,
+            lambda j=job, t=topics: [(j.checkpoint, t)],
+            [job.out_topic],
+            gated=job.replication != NO_REPLICATION,
         )
         assert not daemon.pid_alive(final.job_pid)
     spec = get_pipeline("q1_unc")
@@ -507,7 +551,13 @@ def test_the_consistency_dag_judges_a_job_of_every_mode(
                 list(spec.input_topics(stage).values()),
             )
 
-    _run_until_consumed("q1_unc", pipeline_daemon.start, pipeline_daemon.stop, stages)
+    _run_until_consumed(
+        "q1_unc",
+        pipeline_daemon.start,
+        pipeline_daemon.stop,
+        stages,
+        [spec.output_topic(s) for s in spec.stages],
+    )
 
     env = airflow_env(tmp_path, recovery_home, jobs_env)
     env["KAFKA_BOOTSTRAP"] = kafka_bootstrap

@@ -16,8 +16,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from recovery_lib.ha.fencing import FencedError
+from recovery_lib.ha.replication import leases
 from recovery_lib.ha.replication.heartbeats import HEARTBEAT_HEADER, HeartbeatGenerator
-from recovery_lib.ha.replication.kazoo import LeaderCut, kazoo_guard, role_path
+from recovery_lib.ha.replication.kazoo import FOLLOWER_POLL_S, LeaderCut, kazoo_guard, role_path
 from recovery_lib.ha.replication.leases import lease_path
 from recovery_lib.ha.replication.liverobin import HeartbeatCut
 from recovery_lib.ha.replication.order_log import OrderEntry, OrderFold
@@ -45,16 +46,29 @@ def ran(checkpoint: Path, batch: int, ends: int) -> None:
     (checkpoint / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{line}\n')
 
 
+class LeaseClock:
+    """The leases' clock, moved on by the test: a lease expires when the test says so, not
+    when a loaded machine happens to be slower than the lease."""
+
+    def __init__(self) -> None:
+        self.ahead_s = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.ahead_s
+
+
 def test_kazoo_follower_runs_the_leaders_batches_takes_over_and_refuses_the_zombie(
-    kafka_bootstrap, tmp_path
+    kafka_bootstrap, tmp_path, monkeypatch
 ):
+    clock = LeaseClock()
+    monkeypatch.setattr(leases, "time", clock)
     order = f"order-{uuid.uuid4().hex[:8]}"
     ControlTopic(order).create()
     common = {
         "epochStore": str(tmp_path / "epochs"),
         "leaseDir": str(tmp_path / "leases"),
         "orderTopic": order,
-        "leaseTimeoutS": "1",
+        "leaseTimeoutS": "30",
     }
     a = LeaderCut({**common, "replicaId": "a", "replicaCheckpoint": str(tmp_path / "a")})
     b = LeaderCut({**common, "replicaId": "b", "replicaCheckpoint": str(tmp_path / "b")})
@@ -75,14 +89,20 @@ def test_kazoo_follower_runs_the_leaders_batches_takes_over_and_refuses_the_zomb
     assert a.cut(one, {"in": {"0": 400}}, None) == {"in": {"0": 400}}
     ran(tmp_path / "a", 1, 400)
     result: dict = {}
+    beat(tmp_path / "leases", "a")  # a's lease is fresh when b starts waiting
     waiting = threading.Thread(
         target=lambda: result.update(end=b.cut(one, {"in": {"0": 150}}, None))
     )
     waiting.start()
-    time.sleep(0.5)
+    # Ten looks at the order log and a's lease, each finding it held, before a stops beating.
+    deadline = time.monotonic() + 30
+    while waiting.is_alive() and b.waited_s < 10 * FOLLOWER_POLL_S:
+        assert time.monotonic() < deadline, "the follower never looked at the lease"
+        time.sleep(FOLLOWER_POLL_S)
     assert waiting.is_alive(), "the follower did not wait for the leader"
-    beat(tmp_path / "leases", "a", age_s=5)  # a stops beating
-    waiting.join(10)
+    clock.ahead_s = 60  # a stops beating: a minute passes on the leases' clock
+    waiting.join(30)
+    clock.ahead_s = 0  # b's beats below are fresh again
     assert result["end"] == {"in": {"0": 150}}
     assert b.epoch == 2 and b.takeovers[0]["cause"] == "leader's lease expired"
     assert json.loads(role_path(tmp_path / "leases", "b").read_text())["role"] == "leader"

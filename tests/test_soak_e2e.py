@@ -10,15 +10,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(1800)]
 
 
 def test_a_ten_minute_soak_under_chaos_stays_exactly_once_and_leaves_nothing_running(
-    tmp_path, recovery_home, monkeypatch
+    tmp_path, recovery_home, monkeypatch, settings_env
 ):
     from recovery_lib.ops import daemon
     from recovery_lib.ops.soak import SoakConfig, run_soak
     from recovery_lib.ops.stack import COMPONENTS, OpsStack
-    from recovery_lib.settings import get_settings, reload_settings
+    from recovery_lib.settings import get_settings
 
     monkeypatch.delenv("KAFKA_BOOTSTRAP", raising=False)  # the soak brings its own broker
-    reload_settings()
+    settings_env()  # reloads now, and again once the variable is back after the test
     report = tmp_path / "soak"
     cfg = SoakConfig(
         job="q3", hours=10 / 60, rate=100.0, sample_every_s=20.0, chaos_every_min=1.0,

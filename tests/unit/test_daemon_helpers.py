@@ -73,15 +73,14 @@ def test_never_started_says_so():
 
 
 def test_stop_kills_the_group_of_a_daemon_that_ignores_sigterm(tmp_path):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)",
-        ],
-        start_new_session=True,
+    ignoring = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
     )
-    time.sleep(0.5)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ignoring], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert proc.stdout.readline() == "ready\n"  # SIGTERM is ignored from here on
     status = DaemonStatus("x", "running", proc.pid, 0)
     stop_daemon(status, timeout_s=1)
     assert proc.wait(10) == -signal.SIGKILL

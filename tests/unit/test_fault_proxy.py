@@ -10,7 +10,7 @@ import socketserver
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -75,6 +75,13 @@ def answer(sock: socket.socket) -> tuple[int, bytes]:
     return struct.unpack_from(">i", frame)[0], frame[4:]
 
 
+def _until(done: Callable[[], bool], what: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
 def connect(proxy: FaultProxy) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
     return sock
@@ -113,15 +120,18 @@ def test_a_blackhole_drops_bytes_then_breaks_the_connections_that_lost_some(prox
     sock = connect(proxy)
     sock.sendall(request(Api.FETCH, 1))
     assert answer(sock)[0] == 1
-    proxy.blackhole(0.5)
+    proxy.blackhole(300)  # ended below, once both requests were dropped
     sock.sendall(request(Api.FETCH, 2))
     fresh = connect(proxy)  # accepted during the blackhole; its bytes are dropped too
     fresh.sendall(request(Api.METADATA, 3))
-    sock.settimeout(3)
+    fired = proxy.stats.blackholes[0]
+    _until(lambda: fired.dropped_frames >= 2, "the blackhole to drop both requests")
+    proxy.clear()
+    sock.settimeout(10)
     with pytest.raises((ConnectionResetError, AssertionError)):
         answer(sock)  # nothing came back, and the connection was reset when it ended
+    _until(lambda: fired.reset_connections >= 2, "both connections to be reset")
     assert [c for _, c in broker.received] == [1]  # nothing reached the broker
-    fired = proxy.stats.blackholes[0]
     assert fired.dropped_frames == 2 and fired.reset_connections == 2
     after = connect(proxy)  # healed: a new connection works
     after.sendall(request(Api.FETCH, 4))

@@ -194,8 +194,13 @@ def test_live_metrics_follow_a_run_the_experiment_drives_and_stop_serving() -> N
         sup.replacements.append(Replacement("a", "exit -9", died, "b"))  # seen after its output
 
         labels = {"job": "q3_kazoo", "mode": "kazoo"}
-        deadline = time.monotonic() + 10
-        while live.metrics.registry.get_sample_value("recovery_replica_deaths_total", labels) != 1:
+        sample = live.metrics.registry.get_sample_value
+        deadline = time.monotonic() + 30
+        # The death and the output gap after it: one observation sets the death, then the gap.
+        while (
+            sample("recovery_replica_deaths_total", labels) != 1
+            or sample("recovery_last_output_gap_seconds", labels) is None
+        ):
             assert time.monotonic() < deadline, "the thread did not observe the death"
             time.sleep(0.05)
         text = httpx.get(url, timeout=10).text  # what Prometheus scrapes

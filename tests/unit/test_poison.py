@@ -6,6 +6,7 @@ same batch failed ``poison_attempts`` times."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -107,15 +108,12 @@ def test_the_poison_hook_raises_only_in_an_experiment_and_says_where(tmp_path, m
 
 
 def test_the_supervisor_asks_for_a_search_after_the_same_batch_failed_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, settings_env: Callable[..., None]
 ) -> None:
     from recovery_lib.runtime.launch import JobLaunch
     from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor
 
-    monkeypatch.setenv("RECOVERY_POISON_ATTEMPTS", "3")
-    from recovery_lib.settings import reload_settings
-
-    reload_settings()
+    settings_env(RECOVERY_POISON_ATTEMPTS=3)  # reloaded again after the test, pass or fail
     launch = JobLaunch(job="jobs.nexmark.q1:JOB", name="q1", checkpoints=str(tmp_path / "ck"))
     sup = Supervisor(ProcessSpec.for_job(launch), tmp_path / "work")
     checkpoint = tmp_path / "ck" / "q1"
@@ -132,8 +130,6 @@ def test_the_supervisor_asks_for_a_search_after_the_same_batch_failed_again(
     sup._next_env = {}  # noqa: SLF001 - start() used it
     sup._count_failed_batch()  # noqa: SLF001 - nothing in flight: nothing counted
     assert sup._next_env == {}  # noqa: SLF001
-    monkeypatch.delenv("RECOVERY_POISON_ATTEMPTS")
-    reload_settings()
 
 
 def test_a_probe_that_fails_on_no_input_stops_the_search_before_it_blames_a_record(

@@ -173,6 +173,7 @@ def test_the_generator_holds_after_its_first_heartbeat_while_the_replicas_are_co
     import threading
     import time
 
+    from recovery_lib.ha.replication import heartbeats
     from recovery_lib.ha.replication.heartbeats import HeartbeatGenerator
 
     # No broker is reached (writes are stubbed), but the clients want an address: without
@@ -188,15 +189,34 @@ def test_the_generator_holds_after_its_first_heartbeat_while_the_replicas_are_co
         gen.beats += 1
 
     monkeypatch.setattr(gen, "beat", beat)
-    warm_at = time.monotonic() + 0.6
+    monkeypatch.setattr(heartbeats, "COLD_POLL_S", 0.01)
+    warm = threading.Event()
+    looks: list[bool] = []  # each time the generator asked whether the replicas are cold
+
+    def cold() -> bool:
+        looks.append(not warm.is_set())
+        return looks[-1]
+
+    def until(done, what: str) -> None:  # noqa: ANN001
+        deadline = time.monotonic() + 30
+        while not done():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.01)
+
     stop = threading.Event()
-    thread = threading.Thread(target=gen.run, args=(stop, None, lambda: time.monotonic() < warm_at))
+    thread = threading.Thread(target=gen.run, args=(stop, None, cold))
     thread.start()
-    time.sleep(1.0)
-    stop.set()
-    thread.join(5)
-    assert [t for t in stamps if t < warm_at] == stamps[:1], "it beat while the replicas were cold"
-    assert len([t for t in stamps if t >= warm_at]) >= 5, "it did not go on once they were warm"
+    try:
+        # Held through five looks at cold replicas (a generator that did not hold would have
+        # beaten again long before: its period is 0.02 s, a look 0.01 s).
+        until(lambda: len(looks) >= 5 or len(stamps) > 1, "five looks at the replicas")
+        assert len(stamps) == 1, "it beat while the replicas were cold"
+        warm.set()
+        until(lambda: len(stamps) >= 6, "five heartbeats once the replicas were warm")
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
 
 
 def test_every_process_of_a_replica_claims_as_its_drivers_incarnation(monkeypatch):

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
-import time
+import sys
 
 import httpx
 import pytest
@@ -17,19 +18,20 @@ from recovery_lib.ops.soak import Sample, growth, tree_rss_mb
 
 
 class RecordedNetwork:
-    """Stands in for NetworkFaults: records what was injected, and when it is over."""
+    """Stands in for NetworkFaults: records what was injected; a fault lasts until the test
+    ends it (one timed in seconds could end before a slow machine's next step)."""
 
     def __init__(self) -> None:
         self.injected: list[str] = []
-        self.until = 0.0
+        self.lasting = False
 
     def over(self) -> bool:
-        return time.monotonic() >= self.until
+        return not self.lasting
 
     def inject(self, kind: str, failure) -> None:  # noqa: ANN001
         self.injected.append(kind)
         failure.pause_s = 0.5
-        self.until = time.monotonic() + 0.5
+        self.lasting = True
 
 
 @pytest.fixture()
@@ -45,25 +47,30 @@ def victim():
 def test_each_kind_hurts_what_it_names_and_a_fault_waits_for_the_last(
     tmp_path, victim, settings_env
 ):
-    settings_env(RECOVERY_HOME=tmp_path / "home", RECOVERY_CHAOS_FAULT_S=0.5)
+    # A freeze far longer than the test: it ends when the test thaws it (its own timer is
+    # tested in test_unwritable_tree.py), not while the test still expects it to last.
+    settings_env(RECOVERY_HOME=tmp_path / "home", RECOVERY_CHAOS_FAULT_S=300)
     checkpoint = tmp_path / "ck"
     (checkpoint / "offsets").mkdir(parents=True)
     network = RecordedNetwork()
     target = ChaosTarget(network, lambda: checkpoint, lambda: victim.pid)  # type: ignore[arg-type]
 
-    frozen = target.inject("checkpoint-unwritable")
-    assert frozen.fired and frozen.detail["directories"] == 2
-    with pytest.raises(OSError):
-        (checkpoint / "offsets" / "7").write_text("x")
-    assert target.inject("net-blackhole").detail == {
-        "skipped": "the checkpoint still refuses writes"
-    }
-    time.sleep(0.8)
-    (checkpoint / "offsets" / "7").write_text("x")  # thawed
+    try:
+        frozen = target.inject("checkpoint-unwritable")
+        assert frozen.fired and frozen.detail["directories"] == 2
+        with pytest.raises(OSError):
+            (checkpoint / "offsets" / "7").write_text("x")
+        assert target.inject("net-blackhole").detail == {
+            "skipped": "the checkpoint still refuses writes"
+        }
+        target.disk.stop()  # the freeze ends (and its timer with it)
+        (checkpoint / "offsets" / "7").write_text("x")  # thawed
+    finally:
+        target.disk.stop()  # never leave the tree frozen, even when an assertion failed
 
     assert target.inject("net-blackhole").fired and network.injected == ["net-blackhole"]
     assert "still lasts" in target.inject("driver-kill").detail["skipped"]
-    time.sleep(0.6)
+    network.lasting = False  # the network fault ends
     killed = target.inject("driver-kill")
     assert killed.fired and killed.detail == {"pid": victim.pid}
     assert victim.wait(timeout=10) == -9
@@ -106,11 +113,33 @@ def test_growth_compares_the_last_sample_with_the_one_an_hour_before():
     assert growth(samples[:1], 3600.0) == {}
 
 
-def test_resident_memory_counts_a_process_tree_and_leaves_out_a_subtree(victim):
-    me = tree_rss_mb(os.getpid())
-    assert me is not None and me > 10
-    without = tree_rss_mb(os.getpid(), {victim.pid})
-    assert without is not None and without < me
+# An idle parent and its idle child: a tree whose memory stays put between two measures (the
+# test process's own tree holds the session's Spark JVM, which grows meanwhile).
+TREE = """
+import subprocess, sys, time
+kid = subprocess.Popen(
+    [sys.executable, "-c", "import time; print(flush=True); time.sleep(120)"],
+    stdout=subprocess.PIPE,
+)
+kid.stdout.readline()
+print(kid.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_resident_memory_counts_a_process_tree_and_leaves_out_a_subtree():
+    parent = subprocess.Popen(
+        [sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        kid = int(parent.stdout.readline())  # both run, the child's interpreter loaded
+        whole = tree_rss_mb(parent.pid)
+        assert whole is not None and whole > 10
+        without = tree_rss_mb(parent.pid, {kid})
+        assert without is not None and without < whole
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
     assert tree_rss_mb(None) is None
 
 

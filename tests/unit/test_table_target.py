@@ -129,13 +129,11 @@ def test_modes_with_one_writer_per_batch_accept_a_table_sink(mode):
 
 
 def test_a_jobs_file_entry_writes_a_table_through_its_launch_and_refuses_replicas(
-    tmp_path, monkeypatch
+    tmp_path, settings_env
 ):
     from recovery_lib.ops.config import load_jobs
-    from recovery_lib.settings import reload_settings
 
-    monkeypatch.setenv("RECOVERY_HOME", str(tmp_path / "home"))
-    reload_settings()
+    settings_env(RECOVERY_HOME=tmp_path / "home")
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text(
         "jobs:\n"
@@ -159,7 +157,6 @@ def test_a_jobs_file_entry_writes_a_table_through_its_launch_and_refuses_replica
     jobs.write_text("jobs:\n  - {name: p, job: q1, sink: parquet}\n")
     with pytest.raises(ValueError, match="sink"):
         load_jobs(jobs)
-    reload_settings()
 
 
 def test_causal_mode_refuses_a_table_when_determinants_ride_on_the_output(settings_env):

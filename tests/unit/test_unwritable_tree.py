@@ -18,23 +18,34 @@ def test_a_frozen_tree_refuses_new_entries_and_thaws_on_time(tmp_path: Path) -> 
     (root / "offsets" / "0").write_text("v1")
     mode_before = stat.S_IMODE((root / "offsets").stat().st_mode)
     tree = UnwritableTree()
-    frozen = tree.freeze(root, 0.5)
+    # Frozen for longer than any stall of this thread: the refusals below cannot race the thaw.
+    frozen = tree.freeze(root, 300)
     try:
         assert frozen.directories == 2 and tree.frozen()
         with pytest.raises(PermissionError):
             (root / "offsets" / "1").write_text("v1")  # Spark's next offset log entry
         with pytest.raises(PermissionError):
             (root / "commits").mkdir()
+    finally:
+        tree.stop()  # never leave a tree frozen, even when an assertion failed
+    assert not tree.frozen()
+    (root / "offsets" / "1").write_text("v1")  # writable again
+    (root / "commits").mkdir()
+    assert stat.S_IMODE((root / "offsets").stat().st_mode) == mode_before
+
+    # A short freeze ends by itself, no earlier than asked.
+    tree = UnwritableTree()
+    frozen = tree.freeze(root, 0.5)
+    try:
         deadline = time.monotonic() + 10
         while tree.frozen() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not tree.frozen() and frozen.thawed_ms is not None
         assert frozen.thawed_ms - frozen.frozen_ms >= 500
-        (root / "offsets" / "1").write_text("v1")  # writable again
-        (root / "commits").mkdir()
+        (root / "offsets" / "2").write_text("v1")
         assert stat.S_IMODE((root / "offsets").stat().st_mode) == mode_before
     finally:
-        tree.stop()  # never leave a tree frozen, even when an assertion failed
+        tree.stop()
     with pytest.raises(RuntimeError, match="thaw it first"):
         tree.freeze(root, 5)
         tree.freeze(root, 5)
