@@ -47,7 +47,8 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = Field(
         default=None,
         validation_alias="KAFKA_BOOTSTRAP",
-        description="External Kafka bootstrap servers; unset means the embedded broker.",
+        description="External Kafka bootstrap servers; unset means the broker the project "
+        "starts (broker_kind).",
     )
     kafka_client_config_json: str | None = Field(
         default=None, validation_alias="KAFKA_CLIENT_CONFIG"
@@ -57,7 +58,7 @@ class Settings(BaseSettings):
     broker_host: str = "127.0.0.1"
     broker_start_timeout_s: float = 15.0
     broker_kind: Literal["kafka", "tansu"] = Field(
-        default="tansu",
+        default="kafka",
         description="The broker the project starts: kafka (Apache Kafka from its Maven Central "
         "jars, durable, transactions) or tansu (in memory, lighter; no aborted-record filtering, "
         "no replicas).",

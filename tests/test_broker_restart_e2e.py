@@ -1,4 +1,5 @@
-"""A supervised job whose embedded broker restarts (and so forgets every record) refuses to go
+"""A supervised job whose broker restarts empty (tansu forgets every record; a Kafka node
+restarted on a lost disk) refuses to go
 on from nothing: its source sees the log end before the offsets its checkpoint already read
 and fails the query with both offsets in the job's log (issue 37, item 4)."""
 
@@ -46,7 +47,8 @@ def test_a_job_refuses_to_run_on_a_restarted_empty_broker(tmp_path, settings_env
         wait_for(lambda: (last_committed(tmp_path / "ck" / "q1") or -1) >= 2, 240, "3 batches")
         assert list(read_topic(f"{gen.topic_prefix}.out.q1"))  # it wrote before the restart
         broker.stop()
-        broker = EmbeddedBroker(settings, port=port)  # the same address, an empty log
+        # The same address, an empty log (Kafka's log dir is durable: a new one is empty).
+        broker = EmbeddedBroker(settings, port=port, log_dir=tmp_path / "empty")
         broker.start()
         ensure_topics(gen)
         produce_events(gen, count=100)  # fewer records than the checkpoint already read

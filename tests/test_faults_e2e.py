@@ -74,6 +74,7 @@ def test_a_checkpoint_that_refuses_writes_costs_a_restart_not_an_output(kafka_bo
     assert report["restarts"], "an unwritable checkpoint went unnoticed"
 
 
+@pytest.mark.long  # three restarts of the same batch (~200 s); the bisection is unit-tested
 def test_a_poison_record_is_found_parked_and_passed_and_the_output_stays_exactly_once(
     kafka_bootstrap,
 ):

@@ -132,14 +132,14 @@ def test_release_names_the_fix_when_the_topic_has_too_few_partitions(
         run_available_now(spark, source, out, tmp_path / "ck", "release")
 
 
-def test_the_transaction_probe_says_no_for_the_embedded_broker(kafka_bootstrap):
-    """The reason the transactional test below skips here, checked rather than assumed."""
+def test_the_transaction_probe_says_yes_for_apache_kafka_and_no_for_tansu(kafka_bootstrap):
+    """Whether the transactional test below can run here, checked rather than assumed."""
     from recovery_lib.kafka.capabilities import hides_aborted_records
     from recovery_lib.settings import get_settings
 
     if get_settings().kafka_bootstrap and not _embedded():
         pytest.skip("KAFKA_BOOTSTRAP names an external broker: the probe is tested below")
-    assert hides_aborted_records() is False
+    assert hides_aborted_records() is (get_settings().broker_kind == "kafka")
 
 
 def _embedded() -> bool:
@@ -151,8 +151,8 @@ def _embedded() -> bool:
 
 
 def test_transactional_rerun_of_a_batch_commits_nothing_twice(spark, admin, source, tmp_path):
-    """Kafka transactions, read_committed: only on a broker that hides aborted records
-    (KAFKA_BOOTSTRAP at Apache Kafka, e.g. `docker compose -f docker/compose.yaml up kafka`)."""
+    """Kafka transactions, read_committed: only on a broker that hides aborted records (Apache
+    Kafka, the project's default broker; skipped on tansu, RECOVERY_BROKER_KIND=tansu)."""
     from confluent_kafka import Consumer, TopicPartition
 
     from recovery_lib.kafka.capabilities import hides_aborted_records
@@ -161,8 +161,8 @@ def test_transactional_rerun_of_a_batch_commits_nothing_twice(spark, admin, sour
     if not hides_aborted_records():
         pytest.skip(
             "the broker's read_committed consumers see aborted transactional records (the "
-            "embedded tansu does): the transactional sink is not correct there. Point "
-            "KAFKA_BOOTSTRAP at Apache Kafka to run this test"
+            "embedded tansu does): the transactional sink is not correct there. Run on "
+            "Apache Kafka (RECOVERY_BROKER_KIND=kafka, or KAFKA_BOOTSTRAP at a Kafka cluster)"
         )
     out = f"{source}-txn"
     admin.create(out, 4)

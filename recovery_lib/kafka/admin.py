@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from recovery_lib.kafka.clients import check_reachable, client_config
-from recovery_lib.kafka.exceptions import TopicMissing
+from recovery_lib.kafka.exceptions import KafkaLayerError, TopicMissing
 from recovery_lib.settings import get_settings
 
 
@@ -20,8 +20,9 @@ class TopicAdmin:
         check_reachable(self.config, self.timeout_s)
         self.admin = AdminClient(self.config)
 
-    def create(self, name: str, partitions: int = 1, replication: int = 1) -> bool:
-        """Create a topic; returns False when it already exists (idempotent)."""
+    def create(self, name: str, partitions: int = 1, replication: int = -1) -> bool:
+        """Create a topic; returns False when it already exists (idempotent). ``replication``
+        -1: the broker's default (3 in the project's Kafka cluster, 1 on a single node)."""
         futures = self.admin.create_topics(
             [NewTopic(name, partitions, replication)], request_timeout=self.timeout_s
         )
@@ -42,7 +43,24 @@ class TopicAdmin:
             if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 return False
             raise
+        self.wait_gone([name])
         return True
+
+    def wait_gone(self, names: Iterable[str], timeout_s: float | None = None) -> None:
+        """Return once no topic of ``names`` is in the metadata (Apache Kafka deletes in the
+        background: a topic created again too early would still hold the old records)."""
+        deadline = time.monotonic() + (timeout_s or get_settings().topic_wait_timeout_s)
+        left = set(names)
+        while left:
+            topics = self.admin.list_topics(timeout=self.timeout_s).topics
+            left = {n for n in left if n in topics}
+            if left and time.monotonic() >= deadline:
+                raise KafkaLayerError(
+                    f"topics {sorted(left)} still exist after a wait for their deletion; the "
+                    "broker may be overloaded (RECOVERY_TOPIC_WAIT_TIMEOUT_S waits longer)"
+                )
+            if left:
+                time.sleep(0.1)
 
     def list(self) -> list[str]:
         topics = self.admin.list_topics(timeout=self.timeout_s).topics

@@ -94,7 +94,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _is_broker(pid: int) -> bool:
+def is_broker(pid: int) -> bool:
     """Whether ``pid`` runs a broker we start (tansu, or a JVM running Kafka's main class)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -173,7 +173,7 @@ def running_state(settings: Settings | None = None) -> BrokerState | None:
     state = read_state(settings)
     if state is None:
         return None
-    if any(pid_alive(pid) and _is_broker(pid) for pid in state.pids):
+    if any(pid_alive(pid) and is_broker(pid) for pid in state.pids):
         return state
     settings.broker_state_file.unlink(missing_ok=True)
     return None

@@ -7,8 +7,8 @@ such as a shared Spark session, counts only what it spends during the run), summ
 every process seen (a process that ends between two samples loses at most one period of
 CPU). The processes are the descendants of ``root`` (by default this process). Resident
 memory is summed per process, so pages that forked Python workers share with their parent
-count more than once: an upper bound, the same way for every mode compared. Processes named
-in ``skip`` (the broker, shared by every run) are left out.
+count more than once: an upper bound, the same way for every mode compared. The broker (shared
+by every run: tansu, or Kafka's JVMs) and processes named in ``skip`` are left out.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from typing import Any
 
 import psutil
 
+from recovery_lib.kafka.broker import is_broker
+
 
 class ResourceSampler:
     def __init__(
-        self, period_s: float = 1.0, skip: tuple[str, ...] = ("tansu",), root: int | None = None
+        self, period_s: float = 1.0, skip: tuple[str, ...] = (), root: int | None = None
     ) -> None:
         self.period_s = period_s
         self.skip = skip
@@ -40,7 +42,7 @@ class ResourceSampler:
         count, rss = 0, 0
         for proc in self.root.children(recursive=True):
             try:
-                if any(s in proc.name() for s in self.skip):
+                if any(s in proc.name() for s in self.skip) or is_broker(proc.pid):
                     continue
                 with proc.oneshot():
                     rss += proc.memory_info().rss

@@ -307,12 +307,12 @@ class OpsStack:
                 already.append("broker")
             return running.bootstrap
         report("broker", "starting the embedded broker ...", False)
-        broker = broker_mod.EmbeddedBroker(self.settings, log_dir=self.dir)
+        broker = broker_mod.EmbeddedBroker(self.settings)  # Kafka: the durable <home>/kafka
         state = broker.start(detached=True)
-        # tansu names its log by port; a stable name next to the other components' logs.
+        # The broker's log, under a stable name next to the other components' logs.
         log = self.log_file("broker")
         log.unlink(missing_ok=True)
-        log.symlink_to(Path(state.log_file).name)
+        log.symlink_to(os.path.relpath(state.log_file, log.parent))
         self._record("broker", state.pid)
         started.append("broker")
         report("broker", f"embedded broker on {state.bootstrap} (pid {state.pid})", True)

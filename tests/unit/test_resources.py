@@ -13,11 +13,13 @@ import time
 from recovery_lib.metrics.resources import ResourceSampler
 
 # Each child says when it runs ("idle", "busy") and the busy one when it burned its second
-# of CPU ("burned"), so a test waits for that rather than for a guessed time.
-IDLE = "import time\nprint('idle', flush=True)\ntime.sleep(120)\n"
+# of CPU ("burned"), so a test waits for that rather than for a guessed time. One os.write per
+# line: the children share a pipe, and print() may write a word and its newline apart (seen:
+# "idlebusy\n\n").
+IDLE = "import os, time\nos.write(1, b'idle\\n')\ntime.sleep(120)\n"
 BUSY = (
-    "import time\nprint('busy', flush=True)\nend = time.process_time() + 1.0\n"
-    "while time.process_time() < end: pass\nprint('burned', flush=True)\ntime.sleep(120)\n"
+    "import os, time\nos.write(1, b'busy\\n')\nend = time.process_time() + 1.0\n"
+    "while time.process_time() < end: pass\nos.write(1, b'burned\\n')\ntime.sleep(120)\n"
 )
 
 # A parent that starts an idle and a busy child once told to (a line on its stdin), so the

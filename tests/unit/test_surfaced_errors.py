@@ -104,7 +104,7 @@ def test_a_failed_start_raises_its_own_error_when_the_clean_up_fails_too(
         raise OSError("cannot signal")
 
     monkeypatch.setattr(EmbeddedBroker, "stop", stop_fails)
-    broker = EmbeddedBroker(Settings(home=tmp_path / "home"))
+    broker = EmbeddedBroker(Settings(home=tmp_path / "home"), kind="tansu")
     try:
         with pytest.raises(BrokerStartError, match="exited with code 0") as info:
             broker.start()
