@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml requirements.lock recovery_lib/kafka/_block_consumer.c 
 	@# Apache Kafka's jars from Maven Central, checksums verified (-C).
 	rm -rf $(KAFKA_LIBS)
 	@if command -v mvn >/dev/null 2>&1; then \
-		mvn -q -B -C -f recovery_lib/kafka/pom.xml dependency:copy-dependencies \
+		mvn -q -B -C -Dstyle.color=never -f recovery_lib/kafka/pom.xml dependency:copy-dependencies \
 			-DincludeScope=runtime -DoutputDirectory="$(abspath $(KAFKA_LIBS))"; \
 	else echo "warning: no mvn: Apache Kafka is not installed (RECOVERY_BROKER_KIND=tansu works)"; fi
 	@touch $(STAMP)

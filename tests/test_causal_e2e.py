@@ -177,6 +177,7 @@ def test_q12_with_the_causal_clock_survives_repeated_driver_kills(kafka_bootstra
         every_s=14,
         rate=400.0,
         duration_s=48.0,  # room for the second kill after a slow first restart (~25 s in CI)
+        inject_grace_s=120.0,  # and more input if the restart was slower still
     )
     report = Experiment(cfg).run()
     assert report["not_injected"] == []

@@ -78,6 +78,7 @@ def test_cec_time_windows_exactly_once_through_driver_and_mid_write_kills(kafka_
         fail_at_s=12.0,
         rate=800.0,
         duration_s=40.0,
+        inject_grace_s=120.0,  # a slow restart must not leave the second kill out
     )
     report = Experiment(cfg).run()
     c = report["consistency"]

@@ -98,6 +98,36 @@ def test_a_paused_broker_stalls_a_producer_that_carries_on_when_it_resumes(netwo
     assert read_all(bootstrap, topic, 2) == [b"before", b"during"]
 
 
+def test_a_killed_broker_started_again_on_its_log_dir_keeps_every_acknowledged_record(
+    network,
+) -> None:
+    from recovery_lib.settings import get_settings
+
+    if get_settings().broker_kind != "kafka":
+        pytest.skip("tansu keeps records in memory only: a restart loses them all")
+    bootstrap = network.bootstrap
+    topic = f"chaos-restart-{uuid.uuid4().hex[:6]}"
+    TopicAdmin({"bootstrap.servers": bootstrap}).create(topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": "0"})
+    for i in range(100):
+        producer.produce(topic, value=f"before-{i}".encode())
+    assert producer.flush(30) == 0
+    killed_pid, port = network.broker.state.pid, network.broker.state.port
+    restart = network.restart_broker(1.0)
+    assert network.restarting()
+    producer.produce(topic, value=b"during")  # held by the producer until the broker is back
+    deadline = time.monotonic() + 60
+    while network.restarting() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert restart.restarted_ms is not None and restart.error is None, restart
+    assert restart.restarted_ms - restart.killed_ms >= 1000
+    assert network.broker.state.pid != killed_pid
+    assert network.broker.state.port == port  # the same address behind the proxy
+    assert producer.flush(60) == 0
+    expected = [f"before-{i}".encode() for i in range(100)] + [b"during"]
+    assert read_all(bootstrap, topic, 101) == expected
+
+
 def test_the_experiments_network_faults_say_whether_and_when_they_fired(tmp_path) -> None:
     from recovery_lib.experiment.failures import FailureStatus, InjectedFailure
     from recovery_lib.experiment.network_faults import NetworkFaultOptions, NetworkFaults

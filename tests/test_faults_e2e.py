@@ -47,6 +47,20 @@ def test_a_broker_paused_for_15_s_is_ridden_out_without_a_restart(kafka_bootstra
 
 
 @pytest.mark.long
+def test_a_broker_killed_and_started_again_on_its_log_dir_is_ridden_out_exactly_once(
+    kafka_bootstrap,
+):
+    from recovery_lib.settings import get_settings
+
+    if get_settings().broker_kind != "kafka":
+        pytest.skip("tansu loses every record in a restart: the job refuses to go on")
+    report = run(sink="release", fail="broker-restart", pause_s=5.0, duration_s=36.0)
+    assert_exactly_once_without_a_restart(report, ["broker-restart"])
+    failure = report["failures"][0]
+    assert failure["restarted_ms"] and failure["restart_error"] is None, failure
+
+
+@pytest.mark.long
 def test_a_blackhole_and_added_latency_are_ridden_out_with_dedup_output(kafka_bootstrap):
     report = run(
         sink="dedup", fail="net-blackhole,net-latency", repeat=2, every_s=12.0, pause_s=8.0,

@@ -23,6 +23,9 @@ def run(**overrides) -> dict:
             "repeat": 2,
             "fail_at_s": 6.0,
             "every_s": 12.0,
+            # A slow restart on a busy machine must not leave the second kill out (the run
+            # would be inconclusive): the input goes on until it is in.
+            "inject_grace_s": 120.0,
             **overrides,
         }
     )

@@ -192,6 +192,8 @@ def test_user_job_in_causal_mode_is_exactly_once_through_a_driver_kill_and_a_mid
         "6",
         "--every",
         "8",
+        "--inject-grace",
+        "120",  # a slow restart must not leave the mid-write kill out
     )
     c = report["consistency"]
     assert report["job"] == "teamjobs.clickscore:JOB"

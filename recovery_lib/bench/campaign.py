@@ -101,11 +101,12 @@ RELEASE_CASES = (
     ),
 )
 # Faults beyond a killed process (experiment/network_faults.py, chaos/): every network kind,
-# the broker pause and the unwritable checkpoint twice per run, on q3 in every variant and on
-# prices (nondeterministic) in the modes that replay it causally; a poison record per run on
-# q3 where the supervisor parks it (native). At least 20 of each kind over the suite.
+# the broker pause and restart and the unwritable checkpoint twice per run, on q3 in every
+# variant and on prices (nondeterministic) in the modes that replay it causally; a poison record
+# per run on q3 where the supervisor parks it (native). At least 20 of each kind over the suite.
 FAULT_KINDS = (
-    "net-reset", "net-blackhole", "net-latency", "broker-pause", "checkpoint-unwritable", "poison",
+    "net-reset", "net-blackhole", "net-latency", "broker-pause", "broker-restart",
+    "checkpoint-unwritable", "poison",
 )  # fmt: skip
 _ENVIRONMENT_KINDS = ",".join(FAULT_KINDS[:-1] * 2)
 FAULT_CASES = (

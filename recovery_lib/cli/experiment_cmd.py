@@ -63,15 +63,16 @@ def experiment_run(
         "driver-kill",
         help="driver-kill | mid-write | executor-kill | task-retry | write-retry | pause | "
         "pause-mid-write | torn-write | net-reset | net-blackhole | net-latency | broker-pause "
-        "| checkpoint-unwritable | poison | none; several, comma-separated, take turns when "
-        "--repeat > 1. The net-* kinds and broker-pause run the experiment on its own broker "
-        "behind a fault proxy.",
+        "| broker-restart | checkpoint-unwritable | poison | none; several, comma-separated, "
+        "take turns when --repeat > 1. The net-* and broker-* kinds run the experiment on its "
+        "own broker behind a fault proxy.",
     ),
     fail_at: float = typer.Option(20.0, help="Seconds into the faulty run."),
     pause: float = typer.Option(
         5.0,
         help="pause, pause-mid-write: seconds the job (a replica) stays stopped; net-blackhole, "
-        "net-latency, broker-pause, checkpoint-unwritable: seconds the fault lasts.",
+        "net-latency, broker-pause, checkpoint-unwritable: seconds the fault lasts; "
+        "broker-restart: seconds the killed broker stays down.",
     ),
     net_latency_ms: float = typer.Option(200.0, help="net-latency: added latency (ms)."),
     net_jitter_ms: float = typer.Option(50.0, help="net-latency: up to this much more (ms)."),

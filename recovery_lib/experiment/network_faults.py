@@ -2,7 +2,9 @@
 (chaos/network.py: a private broker behind the fault proxy, which every client of the run goes
 through): ``net-reset`` (a connection reset after the broker got a produce or a fetch, before
 its answer), ``net-blackhole`` (every byte dropped for N s), ``net-latency`` (added latency and
-jitter for N s) and ``broker-pause`` (the broker SIGSTOPped for N s, then SIGCONTed).
+jitter for N s), ``broker-pause`` (the broker SIGSTOPped for N s, then SIGCONTed) and
+``broker-restart`` (the broker SIGKILLed, started again on its log dir N s later: on Apache
+Kafka nothing acknowledged is lost; on tansu everything is, and the job refuses to go on).
 
 A reset is armed like a hook: it fires when the next request of its api comes, or never (then
 the verdict is inconclusive). The others fire when injected; what they did (frames dropped,
@@ -18,17 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recovery_lib.chaos.network import FaultyNetwork
+from recovery_lib.chaos.network import BrokerRestart, FaultyNetwork
 from recovery_lib.chaos.proxy import Api, BlackholeFired, FaultProxy
 from recovery_lib.experiment.failures import FailureStatus, InjectedFailure
 
-NETWORK_KINDS = ("net-reset", "net-blackhole", "net-latency", "broker-pause")
+NETWORK_KINDS = ("net-reset", "net-blackhole", "net-latency", "broker-pause", "broker-restart")
 RESET_APIS = {"produce": Api.PRODUCE, "fetch": Api.FETCH, "any": None}
 
 
 @dataclass(frozen=True)
 class NetworkFaultOptions:
-    seconds: float  # how long a blackhole, added latency or broker pause lasts
+    seconds: float  # how long a blackhole, added latency, broker pause or restart lasts
     latency_ms: float = 200.0
     jitter_ms: float = 50.0
     reset_api: str = "produce"  # the request whose answer a reset cuts off
@@ -46,6 +48,7 @@ class NetworkFaults:
         self.network = FaultyNetwork(workdir / "broker", seed=seed)
         self._until = 0.0  # monotonic: a blackhole, latency or pause lasts until then
         self._blackholes: list[tuple[InjectedFailure, BlackholeFired]] = []
+        self._restarts: list[tuple[InjectedFailure, BrokerRestart]] = []
         self._latency_off: threading.Timer | None = None
 
     def start(self) -> str:
@@ -75,6 +78,7 @@ class NetworkFaults:
         return (
             time.monotonic() >= self._until
             and not self.network.paused()
+            and not self.network.restarting()
             and self.proxy.pending_resets == 0
         )
 
@@ -105,6 +109,10 @@ class NetworkFaults:
             }
         elif kind == "broker-pause":
             self.network.pause_broker(seconds)
+        elif kind == "broker-restart":
+            restart = self.network.restart_broker(seconds)
+            failure.detail = {"down_s": seconds, "restarted_ms": None, "restart_error": None}
+            self._restarts.append((failure, restart))
         else:
             raise ValueError(f"{kind!r} is not a network fault ({', '.join(NETWORK_KINDS)})")
 
@@ -123,12 +131,19 @@ class NetworkFaults:
             "resets": len(stats.resets),
             "blackholes": len(stats.blackholes),
             "broker_pauses": len(self.network.pauses),
+            "broker_restarts": len(self.network.restarts),
             "note": "the output topics lived on the experiment's own broker and are gone with "
             "it; the verdict was reached before it stopped",
         }
 
     def refresh(self) -> None:
-        """Copy what each blackhole did into its failure's entry."""
+        """Copy what each blackhole and broker restart did into its failure's entry."""
+        for failure, restart in self._restarts:
+            failure.detail = {
+                "down_s": restart.down_s,
+                "restarted_ms": restart.restarted_ms,
+                "restart_error": restart.error,
+            }
         for failure, fired in self._blackholes:
             failure.detail = {
                 "dropped_frames": fired.dropped_frames,

@@ -48,6 +48,8 @@ logger.state.level = WARN
 
 @dataclass(frozen=True)
 class KafkaNodeLayout:
+    """One node of a Kafka log dir: its KRaft id, client port and controller port."""
+
     node_id: int
     port: int
     controller_port: int

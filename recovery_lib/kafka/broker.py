@@ -17,13 +17,11 @@ import contextlib
 import ctypes
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -196,8 +194,7 @@ class EmbeddedBroker:
         front of the broker, chaos/network.py). ``private``: not recorded in the state file,
         so it runs beside the recorded broker and only its owner knows it. ``kind``: kafka or
         tansu (default: ``settings.broker_kind``). ``nodes``: 1, or 3 for a Kafka cluster.
-        ``log_dir``: tansu's log file, or Kafka's durable log dir (default ``<home>/kafka``;
-        a private Kafka broker gets a fresh one inside it, removed when it stops)."""
+        ``log_dir``: tansu's log file, or Kafka's durable log dir (default ``<home>/kafka``)."""
         self.settings = settings or get_settings()
         self.kind = kind or self.settings.broker_kind
         if self.kind not in ("kafka", "tansu"):
@@ -214,7 +211,6 @@ class EmbeddedBroker:
         self.log_dir = log_dir or default_dir
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
         self.state: BrokerState | None = None
-        self._private_dir: Path | None = None
         self._previous_handlers: dict[int, object] = {}
 
     @property
@@ -299,9 +295,6 @@ class EmbeddedBroker:
     def _kafka_launches(self) -> list[tuple[int, int, list[str], Path, dict[str, str]]]:
         host = self.settings.broker_host
         root = self.log_dir
-        if self.private:  # its own empty cluster: nothing of it outlives its owner
-            self._private_dir = root / f"private-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-            root = self._private_dir
         layout = apache.prepare(
             root, self.nodes, host, self.settings, free_port, self.port, self.advertised_port
         )
@@ -395,9 +388,6 @@ class EmbeddedBroker:
             recorded = read_state(self.settings)
             if recorded is not None and recorded.pid == self.state.pid:
                 self.settings.broker_state_file.unlink(missing_ok=True)
-        if self._private_dir is not None:
-            shutil.rmtree(self._private_dir, ignore_errors=True)
-            self._private_dir = None
         for signum, previous in self._previous_handlers.items():
             # ValueError: not the main thread (only it may set handlers); TypeError: the
             # previous handler was not installed from Python (None): nothing to restore.
