@@ -58,6 +58,19 @@ def read_all(bootstrap: str, topic: str, partitions: int = 1, expect: int = 0) -
     return got
 
 
+def wait_for_leaders(admin: AdminClient, topic: str, partitions: int, timeout_s: float = 30):
+    """The topic's metadata once every partition has a leader (a created topic reaches the
+    other nodes' metadata a moment later)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        meta = admin.list_topics(topic, timeout=10).topics[topic]
+        ready = [p for p in meta.partitions.values() if p.leader >= 0 and p.error is None]
+        if len(ready) == partitions:
+            return meta
+        assert time.monotonic() < deadline, f"{topic}: {len(ready)} of {partitions} have leaders"
+        time.sleep(0.2)
+
+
 def test_committed_records_survive_a_sigkill_and_restart_on_the_same_log_dir(settings):
     broker = EmbeddedBroker(settings)
     state = broker.start()
@@ -94,7 +107,7 @@ def test_a_three_node_cluster_keeps_every_acknowledged_record_when_a_leader_is_k
         assert len(state.nodes) == 3 and len(set(state.pids)) == 3
         admin = AdminClient({"bootstrap.servers": state.bootstrap})
         admin.create_topics([NewTopic("replicated", 3)])["replicated"].result(30)
-        meta = admin.list_topics("replicated", timeout=10).topics["replicated"]
+        meta = wait_for_leaders(admin, "replicated", 3)
         assert all(len(p.replicas) == 3 for p in meta.partitions.values())
         configs = admin.describe_configs([ConfigResource("topic", "replicated")])
         described = next(iter(configs.values())).result(10)
