@@ -19,7 +19,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +64,7 @@ class FaultyNetwork:
         self._stopping = threading.Event()
         self._data_dir: Path | None = None  # this network's own broker data, gone at stop
         self._proxy_port: int | None = None
-        self._lock = threading.Lock()  # a restart's timer thread and stop() swap the broker
+        self._lock = threading.Lock()  # the keeper's restart and stop() swap the broker
 
     @property
     def bootstrap(self) -> str:
@@ -138,24 +138,16 @@ class FaultyNetwork:
 
     def pause_broker(self, seconds: float) -> BrokerPause:
         """SIGSTOP the broker now and SIGCONT it ``seconds`` later (from a timer thread)."""
-        pause = BrokerPause(now_ms(), seconds)
-        self.pauses.append(pause)
-        self._resume = self._signal_then(signal.SIGSTOP, seconds, self._cont)
-        log.info("broker paused (SIGSTOP) for %.1f s", seconds)
-        return pause
-
-    def _signal_then(
-        self, signum: int, seconds: float, then: Callable[..., None], *args: object
-    ) -> threading.Timer:
-        """Send the broker ``signum`` now and call ``then(*args)`` ``seconds`` later, from a
-        timer thread (the fault's record is kept before: the timer may fire at once)."""
         if self.broker is None or self.broker.state is None:
             raise RuntimeError("the faulty network is not started")
-        os.kill(self.broker.state.pid, signum)
-        timer = threading.Timer(seconds, then, args)
-        timer.daemon = True
-        timer.start()
-        return timer
+        os.kill(self.broker.state.pid, signal.SIGSTOP)
+        pause = BrokerPause(now_ms(), seconds)
+        self.pauses.append(pause)
+        log.info("broker paused (SIGSTOP) for %.1f s", seconds)
+        self._resume = threading.Timer(seconds, self._cont)
+        self._resume.daemon = True
+        self._resume.start()
+        return pause
 
     def _cont(self) -> None:
         broker = self.broker

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient
+
 from recovery_lib.kafka import apache
 from recovery_lib.kafka.exceptions import (
     BrokerAlreadyRunning,
@@ -326,6 +328,8 @@ class EmbeddedBroker:
             else self.settings.broker_start_timeout_s
         )
         deadline = time.monotonic() + timeout
+        # Kafka: one admin client asks, poll after poll, whether every node has registered.
+        admin = AdminClient({"bootstrap.servers": self.state.bootstrap})
         while time.monotonic() < deadline:
             for node in self.state.nodes:
                 process = self.processes[node.node_id]
@@ -335,7 +339,7 @@ class EmbeddedBroker:
                         f"{process.returncode} during start-up; see {node.log_file}"
                     )
             if all(port_answers(self.state.host, n.port) for n in self.state.nodes) and (
-                self.kind == "tansu" or self._cluster_answers(deadline)
+                self.kind == "tansu" or self._cluster_answers(admin, deadline)
             ):
                 return
             time.sleep(0.05)
@@ -344,12 +348,9 @@ class EmbeddedBroker:
             f"{timeout:.0f} s; see {self.state.log_file}"
         )
 
-    def _cluster_answers(self, deadline: float) -> bool:
+    def _cluster_answers(self, admin: AdminClient, deadline: float) -> bool:
         """Every Kafka node registered with the controller (a listening port comes first)."""
-        from confluent_kafka.admin import AdminClient
-
         assert self.state is not None
-        admin = AdminClient({"bootstrap.servers": self.state.bootstrap})
         try:
             seen = admin.list_topics(timeout=max(0.5, min(5.0, deadline - time.monotonic())))
         except Exception:  # noqa: BLE001 - not ready yet: the caller polls until its deadline
