@@ -10,10 +10,12 @@ import pytest
 
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig
 from recovery_lib.io.sinks.dedup_reader import read_topic
+from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.store import read_frame
 from recovery_lib.settings import get_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
+READ_COMMITTED = {"isolation.level": "read_committed"}
 
 
 def run(**overrides) -> dict:
@@ -58,3 +60,28 @@ def test_two_phase_sink_read_committed_exactly_once_through_mid_write_kill(kafka
     # The killed batch's records are in the log twice; the committed reader showed one copy.
     ids = Counter(r.id for r in read_topic(report["out_topics"]["faulty"]) if r.id)
     assert max(ids.values()) == 2
+
+
+@pytest.mark.long
+def test_transactional_sink_read_committed_exactly_once_through_mid_write_kill_and_task_retry(
+    kafka_bootstrap,
+):
+    # One Kafka transaction per task (Apache Kafka): a write-retry's and a mid-write kill's
+    # first attempts are aborted, and a read_committed consumer (the oracle's) sees each
+    # output once. The log itself holds the aborted copies: read uncommitted, they show.
+    report = run(
+        sink="transactional", fail="write-retry,mid-write", repeat=2, every_s=8.0, fail_at_s=5.0
+    )
+    c = report["consistency"]
+    assert [f["fired"] for f in report["failures"]] == [True, True], report["failures"]
+    assert report["restarts"], "the mid-write kill did not restart the job"
+    assert c["verdict"] == "consistent" and c["guarantee"] == "exactly-once", c
+    assert c["duplicated"] == 0 and c["lost"] == 0
+    out = report["out_topics"]["faulty"]
+    committed = Counter(r.id for r in read_topic(out, {**client_config(), **READ_COMMITTED}))
+    assert max(committed.values()) == 1
+    uncommitted = Counter(
+        r.id for r in read_topic(out, {**client_config(), "isolation.level": "read_uncommitted"})
+    )
+    assert max(uncommitted.values()) >= 2, "no aborted copy in the log: did a failure hit a write?"
+    assert set(uncommitted) == set(committed)

@@ -95,7 +95,7 @@ def experiment_run(
         None,
         help="How outputs reach consumers: at-least-once | dedup (readers dedup by id) | "
         "release (a plain consumer sees each once) | two-phase (visible at batch commit) | "
-        "delta | iceberg (a lakehouse table, one commit per batch, never twice). "
+        "transactional (a Kafka transaction per task; Apache Kafka only) | delta | iceberg (a lakehouse table, one commit per batch, never twice). "
         "Default: dedup, release for kazoo and liverobin.",
     ),
     table: str = typer.Option(

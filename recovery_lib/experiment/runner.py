@@ -59,6 +59,7 @@ from recovery_lib.io.sinks.modes import (
 from recovery_lib.io.sinks.table_target import PLAIN_APPEND, TableTarget
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.capabilities import hides_aborted_records
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.latency import LatencyCollector, OutputFollower
@@ -128,8 +129,8 @@ HOOK_FAULTS = {
 }
 # The sink modes an experiment's faulty run can use (io/sinks/modes.py), by their command-line
 # spelling; the oracle reads the output as each mode's consumer does. (transactional needs a
-# broker that hides aborted records.)
-SINKS = {sink_flag(m): m for m in SINK_MODES if m not in NEEDS_BROKER_TRANSACTIONS}
+# broker that hides aborted records: the experiment tries its broker first.)
+SINKS = {sink_flag(m): m for m in SINK_MODES}
 # Or a lakehouse table (io/sinks/table_target.py): the oracle reads the table's rows. The
 # "-append" ones append every attempt of a batch (no guard): a campaign's contrast.
 TABLE_SINKS = (*(k.value for k in TableKind), *(k.value + PLAIN_APPEND for k in TableKind))
@@ -397,6 +398,8 @@ class Experiment:
             self._exits.callback(self.network.stop)
             self._exits.enter_context(self.network.use())
             self.progress(f"network faults: a private broker behind {self.network.bootstrap}")
+        if cfg.sink_mode in NEEDS_BROKER_TRANSACTIONS:
+            self._check_transactions()
         self.gen = GeneratorConfig(
             topic_prefix=f"exp.{self.id}", seed=cfg.seed, event_time_rate=cfg.rate, partitions=2
         )
@@ -420,6 +423,20 @@ class Experiment:
         self._probe = TailProbe(
             client_config(), settings_.kafka_request_timeout_s, settings_.source_end_probe_cap_s
         )
+
+    def _check_transactions(self) -> None:
+        """Refuse before any run when the broker cannot hold the transactional sink's
+        outputs back (the job's runtime would refuse later, after the input started)."""
+        if not hides_aborted_records():
+            self._exits.close()
+            self.store.close()
+            raise ValueError(
+                f"--sink transactional: the broker at {client_config()['bootstrap.servers']} "
+                "shows aborted transactional records to read_committed consumers (the embedded "
+                "tansu does), so the oracle would read outputs twice. Run on Apache Kafka (the "
+                "default broker; unset RECOVERY_BROKER_KIND=tansu), or choose --sink dedup, "
+                "release or two-phase"
+            )
 
     # -- the whole experiment --------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from recovery_lib.io.client_cache import cached
 from recovery_lib.io.parked import PARKED_OPTION
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, DET_COLUMN, ID_HEADER
 from recovery_lib.io.sinks.kafka_sink import BATCH_SHIFT_FILE
+from recovery_lib.io.sinks.modes import NEEDS_BROKER_TRANSACTIONS, REPLAY_BY_ID
 from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.io.task import task_info
@@ -272,12 +273,14 @@ def sink_options(opts: JobOptions) -> dict[str, str]:
         sink["epochFile"] = opts.epoch_file
     if opts.causal is not None and opts.causal.storage == "output":
         sink["causalCarrier"] = "required"
-    if opts.causal is not None or opts.sink_mode == "release":
+    if opts.causal is not None or opts.sink_mode in REPLAY_BY_ID:
         # Causal mode covers Spark's own nondeterminism too: a stateful operator emits its rows
         # in state-store order, which changes when a re-executed batch reloads the store. The
         # release barrier needs the same numbering in a re-run. (The sink keeps the order of
         # rows that carry determinants.)
         sink["stableOrder"] = "true"
+    if opts.sink_mode in NEEDS_BROKER_TRANSACTIONS:  # the job runtime tried the broker
+        sink["brokerSupportsTransactions"] = "true"
     return sink
 
 

@@ -14,7 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from recovery_lib.io.parked import POISON_BATCH_ENV, ParkedRecord
-from recovery_lib.io.sinks.modes import output_partitions
+from recovery_lib.io.sinks.modes import (
+    NEEDS_BROKER_TRANSACTIONS,
+    REPLAY_BY_ID,
+    output_partitions,
+)
 from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job.frames import OUTPUT, write_output
 from recovery_lib.job.options import JobOptions
@@ -120,21 +124,40 @@ def check_sink_mode(
     fix: str = "Run it with --mode causal (its nondeterminism is then logged and replayed), "
     "or choose sink mode two_phase or dedup",
 ) -> None:
-    """The release barrier drops re-computed outputs by id: a re-run must recompute what the
-    first run released, which a nondeterministic or order-sensitive job does only under
-    causal logging. ``fix`` says what to change where the check runs."""
-    if sink_mode == "release" and spec.contract.replay_needs_causal and not causal:
+    """The release barrier (sink modes release and transactional) drops re-computed outputs
+    by id: a re-run must recompute what the first run wrote, which a nondeterministic or
+    order-sensitive job does only under causal logging. ``fix`` says what to change where the
+    check runs."""
+    if sink_mode in REPLAY_BY_ID and spec.contract.replay_needs_causal and not causal:
         why = "nondeterministic" if not spec.contract.deterministic else "order-sensitive"
         raise ValueError(
-            f"sink mode release needs a replay that recomputes what was released, and job "
-            f"{spec.name} is {why} (its consistency contract says so): a re-run would release "
-            f"different outputs under ids already released. {fix}"
+            f"sink mode {sink_mode} needs a replay that recomputes what was written, and job "
+            f"{spec.name} is {why} (its consistency contract says so): a re-run would write "
+            f"different outputs under ids already written. {fix}"
+        )
+
+
+def check_broker_transactions(opts: JobOptions) -> None:
+    """Sink mode transactional is correct only where read_committed consumers hide aborted
+    records: tried on the job's broker (kafka/capabilities.py) before the query starts."""
+    if opts.sink_mode not in NEEDS_BROKER_TRANSACTIONS:
+        return
+    from recovery_lib.kafka.capabilities import hides_aborted_records
+
+    if not hides_aborted_records(opts.kafka):
+        raise ValueError(
+            f"sink mode transactional: the broker at {opts.kafka.get('bootstrap.servers')} "
+            "shows aborted transactional records to read_committed consumers (the embedded "
+            "tansu does), so a consumer would read outputs twice. Run on Apache Kafka (the "
+            "default broker; unset RECOVERY_BROKER_KIND=tansu), or choose sink mode dedup, "
+            "release or two_phase"
         )
 
 
 def create_topics(opts: JobOptions) -> None:
     """The job's output topic (a table sink creates its table with the first batch) and its
-    dead-letter topic."""
+    dead-letter topic; a transactional sink's broker tried first."""
+    check_broker_transactions(opts)
     admin = TopicAdmin(opts.kafka)
     if not opts.table_sink:
         admin.create(opts.out_topic, output_partitions(opts.sink_mode, opts.partitions))

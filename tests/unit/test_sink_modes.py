@@ -176,6 +176,36 @@ def test_release_refuses_a_nondeterministic_job_unless_causal(settings_env):
         parse_options(prices, ["--sink-mode", "release", "--param", "price_url=http://x"])
 
 
+def test_transactional_refuses_a_nondeterministic_job_unless_causal(settings_env):
+    # It skips what a partition committed before by id, as the release barrier does.
+    settings_env(KAFKA_BOOTSTRAP="127.0.0.1:1")
+    prices = resolve_job("prices")
+    with pytest.raises(ValueError, match="sink mode transactional needs a replay"):
+        check_sink_mode(prices, "transactional", causal=False)
+    check_sink_mode(prices, "transactional", causal=True)
+    check_sink_mode(resolve_job("q3"), "transactional", causal=False)
+
+
+def test_a_transactional_job_is_refused_on_a_broker_that_shows_aborted_records(
+    settings_env, monkeypatch
+):
+    from recovery_lib.job import runner
+    from recovery_lib.job.frames import sink_options
+    from recovery_lib.kafka import capabilities
+
+    settings_env(KAFKA_BOOTSTRAP="127.0.0.1:1")
+    opts, _ = parse_options(resolve_job("q3"), ["--sink-mode", "transactional"])
+    monkeypatch.setattr(capabilities, "hides_aborted_records", lambda config: False)
+    with pytest.raises(ValueError, match="shows aborted transactional records.*Apache Kafka"):
+        runner.check_broker_transactions(opts)
+    monkeypatch.setattr(capabilities, "hides_aborted_records", lambda config: True)
+    runner.check_broker_transactions(opts)  # the runtime tried it: the sink may trust it
+    sink = sink_options(opts)
+    assert sink["brokerSupportsTransactions"] == "true" and sink["stableOrder"] == "true"
+    dedup, _ = parse_options(resolve_job("q3"), ["--sink-mode", "dedup"])
+    assert "brokerSupportsTransactions" not in sink_options(dedup)
+
+
 def test_experiments_refuse_release_for_a_nondeterministic_native_run(settings_env):
     settings_env(KAFKA_BOOTSTRAP="127.0.0.1:1")
     from recovery_lib.experiment.runner import ExperimentConfig

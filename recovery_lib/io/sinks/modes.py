@@ -24,6 +24,9 @@ from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
 SINK_MODES = ("at_least_once", "dedup", "release", "two_phase", "transactional")
 # Modes whose consumer relies on the broker hiding aborted transactions (tansu does not).
 NEEDS_BROKER_TRANSACTIONS = frozenset({"transactional"})
+# Modes that drop a re-run's outputs by id (the release barrier): a re-run must recompute
+# what the first attempt wrote, in the same order.
+REPLAY_BY_ID = frozenset({"release", "transactional"})
 
 
 def sink_flag(mode: str) -> str:
@@ -46,7 +49,7 @@ def output_partitions(mode: str, partitions: int) -> int:
     """Partitions to create an output topic with. release and transactional write task p to
     Kafka partition p, and a stateful job's output tasks are its shuffle partitions. (An
     existing topic keeps its count; the sink names the fix if too few.)"""
-    if sink_mode(mode) in ("release", "transactional"):
+    if sink_mode(mode) in REPLAY_BY_ID:
         from recovery_lib.settings import get_settings
 
         return max(partitions, get_settings().spark_shuffle_partitions)
