@@ -1,9 +1,14 @@
 """The one home of configuration: typed settings, each overridable by an environment variable.
 
 ``KAFKA_BOOTSTRAP`` points everything at an external Kafka cluster instead of the embedded
-broker; ``KAFKA_CLIENT_CONFIG`` (a JSON object) or ``KAFKA_CLIENT_<PROPERTY>`` variables
-(``KAFKA_CLIENT_SECURITY_PROTOCOL=SASL_SSL`` -> ``security.protocol``) pass client settings
-such as SASL/TLS through to every producer, consumer and admin client.
+broker. A secured cluster (SASL, TLS) is named by the typed ``kafka_security_protocol``,
+``kafka_sasl_mechanism``, ``kafka_sasl_username``, ``kafka_sasl_password`` (a secret: never
+shown) and ``kafka_ssl_ca_location`` (``RECOVERY_KAFKA_SECURITY_PROTOCOL=SASL_SSL`` ...); any
+other librdkafka property passes through ``KAFKA_CLIENT_CONFIG`` (a JSON object) or
+``KAFKA_CLIENT_<PROPERTY>`` variables (``KAFKA_CLIENT_SSL_KEY_LOCATION`` ->
+``ssl.key.location``). ``kafka_client_config()`` merges them for every producer, consumer and
+admin client (through kafka/clients.py ``client_config``); a child process gets them through
+its inherited environment.
 """
 
 from __future__ import annotations
@@ -16,10 +21,21 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 CLIENT_ENV_PREFIX = "KAFKA_CLIENT_"
+CLIENT_CONFIG_ENV = "KAFKA_CLIENT_CONFIG"
+# The typed client security settings: field -> (librdkafka property, environment variable).
+SECURITY_SETTINGS = {
+    "kafka_security_protocol": ("security.protocol", "RECOVERY_KAFKA_SECURITY_PROTOCOL"),
+    "kafka_sasl_mechanism": ("sasl.mechanism", "RECOVERY_KAFKA_SASL_MECHANISM"),
+    "kafka_sasl_username": ("sasl.username", "RECOVERY_KAFKA_SASL_USERNAME"),
+    "kafka_sasl_password": ("sasl.password", "RECOVERY_KAFKA_SASL_PASSWORD"),
+    "kafka_ssl_ca_location": ("ssl.ca.location", "RECOVERY_KAFKA_SSL_CA_LOCATION"),
+}
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 _STATE_PKG = "org.apache.spark.sql.execution.streaming.state"
 STATE_STORES = {
     "rocksdb": {
@@ -33,7 +49,10 @@ STATE_STORES = {
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RECOVERY_", extra="ignore")
+    # Errors name the setting, never the input: it may hold a password.
+    model_config = SettingsConfigDict(
+        env_prefix="RECOVERY_", extra="ignore", hide_input_in_errors=True
+    )
 
     home: Path = Field(
         default=Path(".recovery"),
@@ -50,8 +69,28 @@ class Settings(BaseSettings):
         description="External Kafka bootstrap servers; unset means the broker the project "
         "starts (broker_kind).",
     )
-    kafka_client_config_json: str | None = Field(
-        default=None, validation_alias="KAFKA_CLIENT_CONFIG"
+    kafka_client_config_json: SecretStr | None = Field(
+        default=None,
+        validation_alias=CLIENT_CONFIG_ENV,
+        description="Further librdkafka properties as a JSON object (a secret: it may hold "
+        "passwords).",
+    )
+    # A secured cluster; every client gets them (kafka_client_config, kafka/clients.py).
+    kafka_security_protocol: SecurityProtocol | None = Field(
+        default=None,
+        description="librdkafka's security.protocol (unset: librdkafka's PLAINTEXT).",
+    )
+    kafka_sasl_mechanism: SaslMechanism | None = Field(
+        default=None, description="sasl.mechanism of a SASL_* protocol's user and password."
+    )
+    kafka_sasl_username: str | None = Field(default=None, description="sasl.username.")
+    kafka_sasl_password: SecretStr | None = Field(
+        default=None, description="sasl.password; never logged, shown or written to reports."
+    )
+    kafka_ssl_ca_location: Path | None = Field(
+        default=None,
+        description="ssl.ca.location: the PEM file of the CA that signed the brokers' "
+        "certificates (unset: the system's CAs).",
     )
 
     # Embedded broker.
@@ -325,24 +364,109 @@ class Settings(BaseSettings):
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().resolve()
 
-    def kafka_client_config(self) -> dict[str, str]:
-        """Pass-through librdkafka properties (SASL/TLS etc.) from the environment."""
+    @field_validator(*SECURITY_SETTINGS, "kafka_client_config_json", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # An empty variable unsets a client setting (a child told to talk to a plain broker).
+        return None if value == "" else value
+
+    @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("kafka_ssl_ca_location")
+    @classmethod
+    def _ca_file_exists(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        value = value.expanduser().resolve()
+        if not value.is_file():
+            raise ValueError(
+                f"RECOVERY_KAFKA_SSL_CA_LOCATION names {value}, which is not a file: point it "
+                "at the PEM file of the CA that signed the brokers' certificates"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> Settings:
+        """A SASL login needs its mechanism, user and password together, on a SASL_* protocol;
+        a half-set login would reach the broker as something else and fail later, unnamed."""
+        login = {
+            "RECOVERY_KAFKA_SASL_MECHANISM": self.kafka_sasl_mechanism,
+            "RECOVERY_KAFKA_SASL_USERNAME": self.kafka_sasl_username,
+            "RECOVERY_KAFKA_SASL_PASSWORD": self.kafka_sasl_password,
+        }
+        given = [name for name, value in login.items() if value is not None]
+        if not given:
+            return self
+        missing = [name for name, value in login.items() if value is None]
+        if missing:
+            raise ValueError(
+                f"{', '.join(given)} set without {', '.join(missing)}: a SASL login needs "
+                "mechanism, user name and password"
+            )
+        protocol = self.kafka_security_protocol or self.kafka_pass_through_config().get(
+            "security.protocol"
+        )
+        if protocol is None or not protocol.upper().startswith("SASL_"):
+            raise ValueError(
+                f"a SASL user is set but RECOVERY_KAFKA_SECURITY_PROTOCOL is {protocol}: set it "
+                "to SASL_SSL (or SASL_PLAINTEXT for a cluster without TLS)"
+            )
+        return self
+
+    def kafka_security_config(self) -> dict[str, str]:
+        """The librdkafka properties of the typed security settings (the password in clear:
+        for a client's config only; kafka/clients.py ``redacted`` before showing one)."""
         config: dict[str, str] = {}
-        if self.kafka_client_config_json:
+        for name, (prop, _env) in SECURITY_SETTINGS.items():
+            value = getattr(self, name)
+            if value is not None:
+                config[prop] = (
+                    value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+                )
+        return config
+
+    def kafka_pass_through_config(self) -> dict[str, str]:
+        """librdkafka properties from ``KAFKA_CLIENT_CONFIG`` and ``KAFKA_CLIENT_<PROPERTY>``
+        variables (an empty variable is no property)."""
+        config: dict[str, str] = {}
+        raw = self.kafka_client_config_json
+        if raw is not None:
             try:
-                loaded = json.loads(self.kafka_client_config_json)
+                loaded = json.loads(raw.get_secret_value())
             except json.JSONDecodeError as exc:
+                # Not the text or the decoder's excerpt of it: it may hold a password.
                 raise ValueError(
-                    f"KAFKA_CLIENT_CONFIG is not valid JSON ({exc}); set it to an object such as "
+                    f"{CLIENT_CONFIG_ENV} is not valid JSON (line {exc.lineno}, column "
+                    f"{exc.colno}: {exc.msg}); set it to an object such as "
                     '{"security.protocol": "SASL_SSL"}'
-                ) from exc
+                ) from None
             if not isinstance(loaded, dict):
-                raise ValueError("KAFKA_CLIENT_CONFIG must be a JSON object of client properties")
+                raise ValueError(f"{CLIENT_CONFIG_ENV} must be a JSON object of client properties")
             config.update({str(k): str(v) for k, v in loaded.items()})
         for name, value in os.environ.items():
-            if name.startswith(CLIENT_ENV_PREFIX) and name != "KAFKA_CLIENT_CONFIG":
+            if name.startswith(CLIENT_ENV_PREFIX) and name != CLIENT_CONFIG_ENV and value:
                 config[name[len(CLIENT_ENV_PREFIX) :].lower().replace("_", ".")] = value
         return config
+
+    def kafka_client_config(self) -> dict[str, str]:
+        """Every client's librdkafka properties besides its bootstrap servers: the typed
+        security settings and the pass-through ones. A property set differently by both is
+        refused, naming it (not its values: either may be a password)."""
+        typed = self.kafka_security_config()
+        passed = self.kafka_pass_through_config()
+        clashes = sorted(k for k in typed.keys() & passed.keys() if typed[k] != passed[k])
+        if clashes:
+            envs = {prop: env for prop, env in SECURITY_SETTINGS.values()}
+            names = "; ".join(
+                f"{k} by {envs[k]} and by {CLIENT_CONFIG_ENV} or "
+                f"{CLIENT_ENV_PREFIX}{k.upper().replace('.', '_')}"
+                for k in clashes
+            )
+            raise ValueError(f"Kafka client property set twice, differently: {names}. Keep one")
+        return {**passed, **typed}
 
     @property
     def broker_state_file(self) -> Path:
@@ -352,6 +476,15 @@ class Settings(BaseSettings):
     def ops_dir(self) -> Path:
         """Pid files, logs and Airflow's home of the operations stack."""
         return self.home / "ops"
+
+
+def plaintext_client_environment() -> dict[str, str]:
+    """Environment values under which this process's clients and its children's talk
+    PLAINTEXT (to a broker the project started for itself, e.g. behind the fault proxy):
+    every security setting and pass-through variable set now, emptied (``environment``)."""
+    names = [env for _prop, env in SECURITY_SETTINGS.values()] + [CLIENT_CONFIG_ENV]
+    names += [n for n in os.environ if n.startswith(CLIENT_ENV_PREFIX)]
+    return {name: "" for name in names}
 
 
 @lru_cache(maxsize=1)

@@ -61,7 +61,7 @@ class CausalConfig:
     job: str
     state_dir: str  # <checkpoint>/causal: truncation mark (shared storage on a cluster)
     topic: str = ""  # storage "kafka": the determinant topic (default <job>.determinants)
-    kafka: dict[str, str] = field(default_factory=dict)
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # SASL passwords
     storage: str = "kafka"
     output_topic: str = ""  # storage "output": the sink topic the determinants ride in
     on_missing: str = "fail"  # replayed stream unreadable: fail the task, or run live

@@ -28,7 +28,7 @@ class ScanCost:
 @dataclass
 class OutputLog:
     topic: str
-    config: Mapping[str, str]
+    config: Mapping[str, str] = field(repr=False)  # holds SASL passwords: not shown
     chunk: int = field(default_factory=lambda: get_settings().cec_scan_chunk)
     cost: ScanCost = field(default_factory=ScanCost)
     _producer: Any = None

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from recovery_lib.chaos.proxy import FaultProxy, now_ms
 from recovery_lib.kafka.broker import EmbeddedBroker, free_port, pid_alive
-from recovery_lib.settings import environment, get_settings
+from recovery_lib.settings import environment, get_settings, plaintext_client_environment
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,8 @@ class FaultyNetwork:
     def use(self) -> Iterator[str]:
         """This process's settings and its children's environment on this broker (through the
         proxy) while inside; what was there before afterwards."""
-        with environment({"KAFKA_BOOTSTRAP": self.bootstrap}):
+        # The project's own broker listens PLAINTEXT: a secured cluster's settings stay out.
+        with environment({**plaintext_client_environment(), "KAFKA_BOOTSTRAP": self.bootstrap}):
             yield self.bootstrap
 
     # -- broker stalls ---------------------------------------------------------------------

@@ -27,7 +27,7 @@ def source_schema(value_format: str = "binary") -> str:
 @dataclass(frozen=True)
 class SourceOptions:
     topics: list[str]
-    kafka: dict[str, str]
+    kafka: dict[str, str] = field(repr=False)  # holds SASL passwords: not shown
     starting: str | Offsets = "earliest"
     max_records: int | None = None
     cut_policy: str = "free"
@@ -37,7 +37,7 @@ class SourceOptions:
     audit_path: str | None = None
     parked: str | None = None  # the file of parked records (io/parked.py): never delivered
     ending: Offsets | None = None
-    raw: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict, repr=False)  # kafka.* options too
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:

@@ -47,7 +47,7 @@ class JobOptions:
     window_s: int = 10
     slide_s: int = 2
     q12_window_s: int = 10
-    kafka: dict[str, str] = field(default_factory=dict)
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
     inputs: dict[str, str] = field(default_factory=dict)  # input name -> topic (overrides)
     params: dict[str, str] = field(default_factory=dict)  # the job's own --param name=value
     causal: CausalConfig | None = None  # set in mode "causal": nondeterminism is logged

@@ -5,6 +5,10 @@ durable log dir. This module knows Kafka's files and commands; kafka/broker.py r
 A log dir (``<home>/kafka`` by default) holds ``layout.json`` (the cluster id and each node's
 ports, fixed when the dir is first formatted so a restarted node keeps its address),
 ``log4j2.properties`` and ``node-<id>/`` (``server.properties``, ``data/``).
+
+A node can also take clients on a secured listener (``SecuredListener``: SASL_SSL, SCRAM-SHA-512,
+a PEM certificate), beside its PLAINTEXT one; the controller and the nodes among themselves
+stay PLAINTEXT.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from recovery_lib.kafka.exceptions import BrokerBinaryNotFound, BrokerStartError
@@ -46,13 +50,52 @@ logger.state.level = WARN
 """
 
 
+# The secured listener's name (its security protocol too) and its one SASL mechanism.
+SECURED_LISTENER = "SASL_SSL"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+
+
+@dataclass(frozen=True)
+class SecuredListener:
+    """A client listener with TLS and SCRAM logins beside a node's PLAINTEXT one.
+
+    ``user`` / ``password``: the SCRAM-SHA-512 credential made when the log dir is first
+    formatted (a dir formatted without one is refused: its cluster has no such user).
+    ``cert_chain_pem_path``: the node's certificate, then its CA's (PEM); ``key_pem_path``: its
+    private key (PEM, PKCS#8, not encrypted). Both are copied into each node's
+    ``server.properties``. ``port``: the first node's port (None: a free one); every node's is
+    recorded in layout.json at the first start and kept by later ones.
+    """
+
+    user: str
+    password: str = field(repr=False)
+    cert_chain_pem_path: Path
+    key_pem_path: Path
+    port: int | None = None
+
+    def __post_init__(self) -> None:
+        # The format tool's --add-scram syntax quotes them: a quote or backslash would end it.
+        for name, value in (("user", self.user), ("password", self.password)):
+            if not value or any(c in value for c in '"\\'):
+                raise BrokerStartError(
+                    f"the secured listener's {name} must be non-empty, without \" or \\"
+                )
+
+    @property
+    def scram_credential(self) -> str:
+        """The ``--add-scram`` argument of Kafka's format tool."""
+        return f'{SCRAM_MECHANISM}=[name="{self.user}",password="{self.password}"]'
+
+
 @dataclass(frozen=True)
 class KafkaNodeLayout:
-    """One node of a Kafka log dir: its KRaft id, client port and controller port."""
+    """One node of a Kafka log dir: its KRaft id, client port, controller port and the port
+    of its secured listener (None: the dir was formatted without one)."""
 
     node_id: int
     port: int
     controller_port: int
+    secured_port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -127,20 +170,54 @@ def node_dir(root: Path, node_id: int) -> Path:
     return root / f"node-{node_id}"
 
 
+def _properties_value(text: str) -> str:
+    """``text`` as one line of a .properties file (Java's loader turns ``\\n`` back)."""
+    return text.strip().replace("\\", "\\\\").replace("\r", "").replace("\n", "\\n")
+
+
+def secured_properties(secured: SecuredListener) -> dict[str, object]:
+    """The secured listener's part of server.properties (its address is in ``listeners``)."""
+    prefix = f"listener.name.{SECURED_LISTENER.lower()}"
+    return {
+        "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+        f"{prefix}.sasl.enabled.mechanisms": SCRAM_MECHANISM,
+        f"{prefix}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        f"{prefix}.ssl.keystore.type": "PEM",
+        f"{prefix}.ssl.keystore.certificate.chain": _properties_value(
+            Path(secured.cert_chain_pem_path).read_text()
+        ),
+        f"{prefix}.ssl.keystore.key": _properties_value(Path(secured.key_pem_path).read_text()),
+    }
+
+
 def server_properties(
-    layout: KafkaLayout, node: KafkaNodeLayout, root: Path, host: str, advertised_port: int | None
+    layout: KafkaLayout,
+    node: KafkaNodeLayout,
+    root: Path,
+    host: str,
+    advertised_port: int | None,
+    secured: SecuredListener | None = None,
 ) -> str:
     voters = ",".join(f"{n.node_id}@{host}:{n.controller_port}" for n in layout.nodes)
     rf, isr = layout.replication_factor, layout.min_insync
-    props = {
+    listeners = [f"PLAINTEXT://{host}:{node.port}", f"CONTROLLER://{host}:{node.controller_port}"]
+    advertised = [f"PLAINTEXT://{host}:{advertised_port or node.port}"]
+    protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+    if secured is not None and node.secured_port is not None:
+        listeners.append(f"{SECURED_LISTENER}://{host}:{node.secured_port}")
+        advertised.append(f"{SECURED_LISTENER}://{host}:{node.secured_port}")
+        protocols.append(f"{SECURED_LISTENER}:{SECURED_LISTENER}")
+    props: dict[str, object] = {
         "process.roles": "broker,controller",
         "node.id": node.node_id,
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{host}:{node.port},CONTROLLER://{host}:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{advertised_port or node.port}",
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(protocols),
         "log.dirs": node_dir(root, node.node_id) / "data",
         "num.partitions": 1,
         "default.replication.factor": rf,
@@ -156,6 +233,8 @@ def server_properties(
         "group.initial.rebalance.delay.ms": 0,
         "auto.create.topics.enable": "true",
     }
+    if secured is not None and node.secured_port is not None:
+        props.update(secured_properties(secured))
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
@@ -174,10 +253,12 @@ def prepare(
     free_port: Callable[[str], int],
     first_port: int | None = None,
     advertised_port: int | None = None,
+    secured: SecuredListener | None = None,
 ) -> KafkaLayout:
     """The log dir ready to start: its layout (made on the first start) and every node's
-    storage formatted. A dir that a format left half done, or that holds another number of
-    nodes, is refused with what to do."""
+    storage formatted. A dir that a format left half done, that holds another number of nodes,
+    or that was formatted without the ``secured`` listener asked for, is refused with what to
+    do."""
     root.mkdir(parents=True, exist_ok=True)
     layout_file = root / "layout.json"
     if layout_file.exists():
@@ -187,6 +268,8 @@ def prepare(
                 f"{root} holds a {len(layout.nodes)}-node Kafka cluster, not {nodes}: start it "
                 f"with --nodes {len(layout.nodes)}, or remove {root} for an empty one"
             )
+        if secured is not None:
+            _check_secured(layout, secured, root)
     else:
         strays = [p.name for p in root.glob("node-*")]
         if strays:
@@ -194,13 +277,7 @@ def prepare(
                 f"{root} has node dirs ({', '.join(sorted(strays))}) but no layout.json: a "
                 f"start was interrupted before the cluster was recorded. Remove {root}"
             )
-        ports = _free_ports(2 * nodes, host, free_port)
-        if first_port is not None:
-            ports = [first_port] + [p for p in ports if p != first_port][: 2 * nodes - 1]
-        layout = KafkaLayout(
-            new_cluster_id(),
-            tuple(KafkaNodeLayout(i + 1, ports[i], ports[nodes + i]) for i in range(nodes)),
-        )
+        layout = _new_layout(nodes, host, free_port, first_port, secured)
         layout.save(layout_file)
     (root / "log4j2.properties").write_text(LOG4J2)
     for node in layout.nodes:
@@ -208,21 +285,76 @@ def prepare(
         directory.mkdir(exist_ok=True)
         (directory / "server.properties").write_text(
             server_properties(
-                layout, node, root, host, advertised_port if node.node_id == 1 else None
+                layout, node, root, host, advertised_port if node.node_id == 1 else None, secured
             )
         )
     # Each format is a JVM start (~2.5 s): the nodes' run side by side.
     with ThreadPoolExecutor(len(layout.nodes)) as pool:
         for done in [
-            pool.submit(_format, layout, node, node_dir(root, node.node_id), settings)
+            pool.submit(_format, layout, node, node_dir(root, node.node_id), settings, secured)
             for node in layout.nodes
         ]:
             done.result()
     return layout
 
 
+def _new_layout(
+    nodes: int,
+    host: str,
+    free_port: Callable[[str], int],
+    first_port: int | None,
+    secured: SecuredListener | None,
+) -> KafkaLayout:
+    """A new cluster's id and ports; ``first_port`` and ``secured.port`` are the first
+    node's client and secured ports (the others free ones)."""
+    fixed = [p for p in (first_port, secured.port if secured else None) if p is not None]
+    if len(set(fixed)) < len(fixed):
+        raise BrokerStartError(f"port {fixed[0]} given for both the PLAINTEXT and the secured one")
+    per_node = 3 if secured is not None else 2
+    pool = iter(
+        p for p in _free_ports(per_node * nodes + len(fixed), host, free_port) if p not in fixed
+    )
+
+    def port(given: int | None, first: bool) -> int:
+        return given if first and given is not None else next(pool)
+
+    clients = [port(first_port, i == 0) for i in range(nodes)]
+    controllers = [next(pool) for _ in range(nodes)]
+    secured_ports = [
+        port(secured.port, i == 0) if secured is not None else None for i in range(nodes)
+    ]
+    return KafkaLayout(
+        new_cluster_id(),
+        tuple(
+            KafkaNodeLayout(i + 1, clients[i], controllers[i], secured_ports[i])
+            for i in range(nodes)
+        ),
+    )
+
+
+def _check_secured(layout: KafkaLayout, secured: SecuredListener, root: Path) -> None:
+    """A restart with a secured listener: the dir was formatted with one (its SCRAM user made
+    then), on the port asked for."""
+    first = layout.nodes[0]
+    if any(n.secured_port is None for n in layout.nodes):
+        raise BrokerStartError(
+            f"{root} was formatted without a secured listener, so its cluster has no SCRAM "
+            f"user: start it without one, or remove {root} for a new cluster with it"
+        )
+    if secured.port is not None and secured.port != first.secured_port:
+        raise BrokerStartError(
+            f"{root} recorded its secured listener on port {first.secured_port}, not "
+            f"{secured.port}: start it on {first.secured_port} (or without a port), or remove "
+            f"{root} for a new cluster"
+        )
+
+
 def _format(
-    layout: KafkaLayout, node: KafkaNodeLayout, directory: Path, settings: Settings
+    layout: KafkaLayout,
+    node: KafkaNodeLayout,
+    directory: Path,
+    settings: Settings,
+    secured: SecuredListener | None = None,
 ) -> None:
     data = directory / "data"
     meta = data / "meta.properties"
@@ -253,6 +385,8 @@ def _format(
             layout.cluster_id,
             "-c",
             str(directory / "server.properties"),
+            # The listener's SCRAM user, in the cluster's metadata from its first record on.
+            *(["--add-scram", secured.scram_credential] if secured is not None else []),
         ],
         capture_output=True,
         text=True,
@@ -260,9 +394,12 @@ def _format(
         check=False,
     )
     if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip()[-500:]
+        if secured is not None:
+            said = said.replace(secured.password, "***")
         raise BrokerStartError(
             f"formatting node {node.node_id}'s log dir {data} failed (exit {done.returncode}): "
-            f"{(done.stderr or done.stdout).strip()[-500:]}"
+            f"{said}"
         )
 
 

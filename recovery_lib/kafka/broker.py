@@ -105,6 +105,34 @@ def is_broker(pid: int) -> bool:
     return b"tansu" in os.path.basename(cmdline[0]) or apache.MAIN_CLASS.encode() in cmdline
 
 
+@dataclass(frozen=True)
+class NodeLaunch:
+    """How to start one node of a broker: its command, log file and environment, and the ports
+    it will listen on for clients (``secured_port``: its SASL_SSL listener's, if any)."""
+
+    node_id: int
+    port: int
+    secured_port: int | None
+    command: list[str]
+    log_file: Path
+    env: dict[str, str]
+
+
+def _spawn(launch: NodeLaunch, detached: bool) -> subprocess.Popen[bytes]:
+    """One node's process, its output appended to its log file. Not detached, it dies with
+    the thread that started it (PDEATHSIG): a restart must come from a thread that lives on."""
+    with open(launch.log_file, "ab") as log:
+        return subprocess.Popen(
+            launch.command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=launch.env,
+            start_new_session=detached,
+            preexec_fn=None if detached else _die_with_parent,
+        )
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     # Best effort: without prctl (no glibc) a broker outliving a SIGKILLed parent stays in the
     # state file (next start refuses, `recovery broker stop` ends it); raising would fail Popen.
@@ -114,12 +142,14 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 @dataclass
 class BrokerNode:
-    """One process of a broker: a Kafka node (its KRaft node id) or the tansu process (1)."""
+    """One process of a broker: a Kafka node (its KRaft node id) or the tansu process (1);
+    ``secured_port``: its SASL_SSL listener's (apache.SecuredListener), if it has one."""
 
     node_id: int
     pid: int
     port: int
     log_file: str
+    secured_port: int | None = None
 
 
 @dataclass
@@ -146,6 +176,13 @@ class BrokerState:
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{self.host}:{n.port}" for n in self.nodes)
+
+    @property
+    def secured_bootstrap(self) -> str | None:
+        """The bootstrap servers of the SASL_SSL listeners; None without them."""
+        if any(n.secured_port is None for n in self.nodes):
+            return None
+        return ",".join(f"{self.host}:{n.secured_port}" for n in self.nodes)
 
     @property
     def pids(self) -> list[int]:
@@ -191,16 +228,24 @@ class EmbeddedBroker:
         private: bool = False,
         kind: str | None = None,
         nodes: int = 1,
+        secured: apache.SecuredListener | None = None,
     ) -> None:
         """``advertised_port``: the port clients are told to connect to (a fault proxy in
         front of the broker, chaos/network.py). ``private``: not recorded in the state file,
         so it runs beside the recorded broker and only its owner knows it. ``kind``: kafka or
         tansu (default: ``settings.broker_kind``). ``nodes``: 1, or 3 for a Kafka cluster.
-        ``log_dir``: tansu's log file, or Kafka's durable log dir (default ``<home>/kafka``)."""
+        ``log_dir``: tansu's log file, or Kafka's durable log dir (default ``<home>/kafka``).
+        ``secured``: Kafka only, a SASL_SSL listener beside the PLAINTEXT one
+        (``BrokerState.secured_bootstrap``)."""
         self.settings = settings or get_settings()
         self.kind = kind or self.settings.broker_kind
         if self.kind not in ("kafka", "tansu"):
             raise BrokerStartError(f"unknown broker kind {self.kind!r}: use kafka or tansu")
+        if secured is not None and self.kind != "kafka":
+            raise BrokerStartError(
+                "a secured (SASL_SSL) listener needs broker kind kafka: tansu has no TLS or SASL"
+            )
+        self.secured = secured
         if nodes not in (1, apache.CLUSTER_NODES) or (nodes > 1 and self.kind != "kafka"):
             raise BrokerStartError(
                 f"{nodes} nodes: a broker has 1 node, or {apache.CLUSTER_NODES} with kind kafka"
@@ -239,19 +284,17 @@ class EmbeddedBroker:
         launches = self._kafka_launches() if self.kind == "kafka" else self._tansu_launches()
         nodes = []
         try:
-            for node_id, port, cmd, log_file, env in launches:
-                with open(log_file, "ab") as log:
-                    process = subprocess.Popen(
-                        cmd,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        env=env,
-                        start_new_session=detached,
-                        preexec_fn=None if detached else _die_with_parent,
+            for launch in launches:
+                process = self.processes[launch.node_id] = _spawn(launch, detached)
+                nodes.append(
+                    BrokerNode(
+                        launch.node_id,
+                        process.pid,
+                        launch.port,
+                        str(launch.log_file),
+                        launch.secured_port,
                     )
-                self.processes[node_id] = process
-                nodes.append(BrokerNode(node_id, process.pid, port, str(log_file)))
+                )
             first = nodes[0]
             self.state = BrokerState(
                 pid=first.pid,
@@ -278,7 +321,7 @@ class EmbeddedBroker:
             self._install_signal_handlers()
         return self.state
 
-    def _tansu_launches(self) -> list[tuple[int, int, list[str], Path, dict[str, str]]]:
+    def _tansu_launches(self) -> list[NodeLaunch]:
         host = self.settings.broker_host
         port = self.port or free_port(host)
         cmd = [
@@ -292,16 +335,26 @@ class EmbeddedBroker:
             "memory://tansu/",
         ]
         env = {k: v for k, v in os.environ.items() if k not in {"LISTENER_URL", "STORAGE_ENGINE"}}
-        return [(1, port, cmd, self.log_dir / f"tansu-{port}.log", env)]
+        return [NodeLaunch(1, port, None, cmd, self.log_dir / f"tansu-{port}.log", env)]
 
-    def _kafka_launches(self) -> list[tuple[int, int, list[str], Path, dict[str, str]]]:
+    def _kafka_launches(self) -> list[NodeLaunch]:
         host = self.settings.broker_host
         root = self.log_dir
         layout = apache.prepare(
-            root, self.nodes, host, self.settings, free_port, self.port, self.advertised_port
+            root,
+            self.nodes,
+            host,
+            self.settings,
+            free_port,
+            self.port,
+            self.advertised_port,
+            self.secured,
         )
         for node in layout.nodes:
-            for port in (node.port, node.controller_port):
+            secured_port = node.secured_port if self.secured is not None else None
+            for port in (node.port, node.controller_port, secured_port):
+                if port is None:
+                    continue
                 if port_answers(host, port):
                     raise BrokerStartError(
                         f"port {host}:{port} of Kafka node {node.node_id} is taken (the ports "
@@ -310,9 +363,10 @@ class EmbeddedBroker:
                     )
         env = {k: v for k, v in os.environ.items() if k != "KAFKA_OPTS"}
         return [
-            (
+            NodeLaunch(
                 node.node_id,
                 node.port,
+                node.secured_port if self.secured is not None else None,
                 apache.node_command(self.settings, root, node.node_id),
                 apache.node_dir(root, node.node_id) / "kafka.log",
                 env,
@@ -329,6 +383,8 @@ class EmbeddedBroker:
         )
         deadline = time.monotonic() + timeout
         # Kafka: one admin client asks, poll after poll, whether every node has registered.
+        # Its own PLAINTEXT listener, not client_config(): the settings' security is for
+        # the clusters clients use, which this broker's PLAINTEXT port is not.
         admin = AdminClient({"bootstrap.servers": self.state.bootstrap})
         while time.monotonic() < deadline:
             for node in self.state.nodes:
@@ -338,7 +394,9 @@ class EmbeddedBroker:
                         f"the {self.kind} broker (node {node.node_id}) exited with code "
                         f"{process.returncode} during start-up; see {node.log_file}"
                     )
-            if all(port_answers(self.state.host, n.port) for n in self.state.nodes) and (
+            ports = [n.port for n in self.state.nodes]
+            ports += [n.secured_port for n in self.state.nodes if n.secured_port is not None]
+            if all(port_answers(self.state.host, p) for p in ports) and (
                 self.kind == "tansu" or self._cluster_answers(admin, deadline)
             ):
                 return
@@ -356,6 +414,32 @@ class EmbeddedBroker:
         except Exception:  # noqa: BLE001 - not ready yet: the caller polls until its deadline
             return False
         return len(seen.brokers) >= len(self.state.nodes)
+
+    def start_node(self, node_id: int) -> BrokerNode:
+        """Start one Kafka node again on its log dir and ports while the others run (a node
+        SIGKILLed by chaos/cluster.py); returns it once the cluster sees every node."""
+        if self.kind != "kafka" or self.state is None:
+            raise BrokerStartError("only a node of a started Kafka broker can be started again")
+        node = self.state.node(node_id)
+        old = self.processes.pop(node_id, None)
+        if old is not None:  # the killed process: reaped, or stopped if it still runs
+            stop_pids([old.pid], 5.0, [old])
+        launch = NodeLaunch(
+            node_id,
+            node.port,
+            node.secured_port,
+            apache.node_command(self.settings, self.log_dir, node_id),
+            Path(node.log_file),
+            {k: v for k, v in os.environ.items() if k != "KAFKA_OPTS"},
+        )
+        process = self.processes[node_id] = _spawn(launch, self.state.detached)
+        node.pid = process.pid
+        if self.state.nodes[0] is node:
+            self.state.pid = process.pid
+        self._wait_ready()
+        if not self.private:
+            self.settings.broker_state_file.write_text(json.dumps(asdict(self.state)))
+        return node
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():

@@ -1,12 +1,27 @@
-"""Client configuration shared by every producer, consumer and admin client we create."""
+"""Client configuration shared by every producer, consumer and admin client we create.
+
+A config holds secrets (``sasl.password`` ...): show one only through ``redacted``, and an
+error text that may quote one through ``scrubbed``.
+"""
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from recovery_lib.kafka.broker import running_state
-from recovery_lib.kafka.exceptions import BrokerUnreachable, NoBrokerConfigured
+from recovery_lib.kafka.exceptions import (
+    BrokerAuthenticationFailed,
+    BrokerTlsFailed,
+    BrokerUnreachable,
+    NoBrokerConfigured,
+)
 from recovery_lib.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
 
 # Short group timeouts: tansu takes ~20 s per join with librdkafka defaults, ~3 s with these.
 GROUP_TIMEOUTS = {"session.timeout.ms": "6000", "max.poll.interval.ms": "10000"}
@@ -39,6 +54,15 @@ def resolve_bootstrap(settings: Settings | None = None) -> str:
     if settings.kafka_bootstrap:
         return settings.kafka_bootstrap
 
+    protocol = settings.kafka_client_config().get("security.protocol", "PLAINTEXT")
+    if protocol.upper() != "PLAINTEXT":
+        # The embedded broker's address is its PLAINTEXT listener: a TLS or SASL client there
+        # would only fail its handshake.
+        raise NoBrokerConfigured(
+            f"the client security protocol is {protocol} but KAFKA_BOOTSTRAP is unset: set it "
+            "to the secured cluster's listener (host:port,...), or unset "
+            "RECOVERY_KAFKA_SECURITY_PROTOCOL to use the embedded broker"
+        )
     state = running_state(settings)
     if state is None:
         raise NoBrokerConfigured(
@@ -62,16 +86,98 @@ def client_config(
     return config
 
 
+# librdkafka properties whose values are secrets, also as ``kafka.<property>`` source and
+# sink options: passwords (sasl, ssl key and stores), OAuth client secrets and configs, inline
+# private keys and JAAS configs.
+SECRET_PROPERTY = re.compile(
+    r"password|secret|(^|\.)ssl\.key\.pem$|(^|\.)ssl_key$|oauthbearer\.config$|jaas\.config$",
+    re.IGNORECASE,
+)
+REDACTED = "***"
+# How often check_reachable looks at librdkafka's errors while it waits for an answer.
+_REFUSAL_POLL_S = 0.25
+
+
+def is_secret(name: str) -> bool:
+    """Whether the client property (or ``kafka.<property>`` option) ``name`` holds a secret."""
+    return bool(SECRET_PROPERTY.search(name))
+
+
+def redacted(config: Mapping[str, object]) -> dict[str, object]:
+    """``config`` with every secret's value replaced by ``***``: what a log line, a report or
+    an error message may show of a client config or of source / sink options."""
+    return {k: REDACTED if is_secret(str(k)) and v else v for k, v in config.items()}
+
+
+def scrubbed(text: str, config: Mapping[str, object]) -> str:
+    """``text`` (e.g. a client error's message) with every secret value of ``config`` in it
+    replaced by ``***``."""
+    for name, value in config.items():
+        if is_secret(str(name)) and isinstance(value, str) and value:
+            text = text.replace(value, REDACTED)
+    return text
+
+
 def check_reachable(config: Mapping[str, str], timeout_s: float) -> None:
-    """Fail fast, with the fix in the message, when no broker answers."""
+    """Fail fast, with the fix in the message, when no broker answers or it refuses this
+    client. A refused SASL login (``BrokerAuthenticationFailed``) or TLS handshake
+    (``BrokerTlsFailed``) is raised as soon as librdkafka reports it to the error callback,
+    within a second or so, not after ``timeout_s``: no retry can mend either."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient(dict(config))
-    try:
-        admin.list_topics(timeout=timeout_s)
-    except Exception as exc:
-        raise BrokerUnreachable(
-            f"Kafka broker at {config.get('bootstrap.servers')} did not answer within "
-            f"{timeout_s:.0f} s ({exc}); start it with `recovery broker start` or fix "
-            "KAFKA_BOOTSTRAP / the kafka.bootstrap.servers option"
-        ) from exc
+    refusals: list[KafkaError] = []
+
+    def on_error(error: KafkaError) -> None:  # served by admin.poll below
+        # A handshake cut by a broker going down is a disconnect, not a refusal: waited out.
+        cut = error.code() == KafkaError._SSL and "disconnected" in error.str().lower()
+        if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL) and not cut:
+            refusals.append(error)
+
+    admin = AdminClient({**config, "error_cb": on_error})
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while True:
+        try:
+            admin.list_topics(timeout=max(0.05, min(_REFUSAL_POLL_S, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            last = exc
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError._AUTHENTICATION:
+                refusals.append(error)
+        admin.poll(0)
+        if refusals or time.monotonic() >= deadline:
+            break
+    # Not kept alive by the raised error's frames: a client retrying a refused login (or a
+    # dead port) would go on logging its failures.
+    del admin
+    if refusals:
+        raise _refused(config, refusals[0]) from None
+    raise BrokerUnreachable(
+        f"Kafka broker at {config.get('bootstrap.servers')} did not answer within "
+        f"{timeout_s:.0f} s ({scrubbed(str(last), config)}); start it with `recovery broker "
+        "start` or fix KAFKA_BOOTSTRAP / the kafka.bootstrap.servers option"
+    ) from None
+
+
+def _refused(config: Mapping[str, str], error: KafkaError) -> Exception:
+    """The error for a broker that refused this client, saying which setting to fix (and never
+    a secret of ``config``)."""
+    from confluent_kafka import KafkaError
+
+    bootstrap = config.get("bootstrap.servers")
+    said = scrubbed(error.str(), config)
+    if error.code() == KafkaError._SSL:
+        return BrokerTlsFailed(
+            f"the TLS handshake with the Kafka broker at {bootstrap} failed ({said}); check "
+            "RECOVERY_KAFKA_SSL_CA_LOCATION (the CA that signed the brokers' certificates), "
+            "RECOVERY_KAFKA_SECURITY_PROTOCOL and that KAFKA_BOOTSTRAP names the TLS listener"
+        )
+    user = config.get("sasl.username")
+    return BrokerAuthenticationFailed(
+        f"the Kafka broker at {bootstrap} refused the SASL login of user {user!r} "
+        f"({config.get('sasl.mechanism') or config.get('sasl.mechanisms')}): {said}. Fix "
+        "RECOVERY_KAFKA_SASL_USERNAME / RECOVERY_KAFKA_SASL_PASSWORD (or "
+        "RECOVERY_KAFKA_SASL_MECHANISM)"
+    )

@@ -31,3 +31,13 @@ class NoBrokerConfigured(KafkaLayerError):
 
 class TopicMissing(KafkaLayerError):
     pass
+
+
+class BrokerAuthenticationFailed(KafkaLayerError):
+    """The broker refused this client's SASL login (user, password or mechanism); retrying
+    cannot help, so it is raised at once instead of after a timeout."""
+
+
+class BrokerTlsFailed(KafkaLayerError):
+    """The TLS handshake with the broker failed (its certificate not trusted by the CA file,
+    or a TLS client on a plain port); raised at once, like a refused login."""

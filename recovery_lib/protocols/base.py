@@ -29,7 +29,7 @@ class PipelineView:
     stages: tuple[Stage, ...]
     checkpoints: Mapping[str, Path]
     protocol_dir: Path
-    kafka: Mapping[str, str]
+    kafka: Mapping[str, str] = field(repr=False)  # holds SASL passwords: not shown
     checkpoint_interval_ms: int = 0  # UNC / CIC: 0 = every batch is a checkpoint
     strict: bool = False  # UNC / CIC: roll back receivers of orphans even from replaying senders
     unaligned: frozenset[str] = frozenset()  # COOR: feedback topics not aligned on

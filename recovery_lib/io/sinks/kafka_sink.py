@@ -49,7 +49,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,7 @@ _CAST_HINTS = {
 @dataclass(frozen=True)
 class SinkOptions:
     topic: str
-    kafka: dict[str, str]
+    kafka: dict[str, str] = field(repr=False)  # may hold SASL credentials
     mode: str = "at_least_once"
     epoch: int = 0
     sink_id: str = ""
