@@ -178,3 +178,62 @@ def test_the_experiments_network_faults_say_whether_and_when_they_fired(tmp_path
             assert faults.proxy.latency_s == 0 and faults.over()
     finally:
         faults.stop()
+
+
+def test_a_killed_partition_leader_is_replaced_by_election_and_started_again(tmp_path) -> None:
+    from recovery_lib.chaos.cluster import FaultyCluster
+    from recovery_lib.kafka.broker import pid_alive
+
+    with FaultyCluster(tmp_path / "cluster") as cluster:
+        bootstrap = cluster.bootstrap
+        assert bootstrap.count(",") == 2  # every node: a client follows the leaders it names
+        topic = f"chaos-leader-{uuid.uuid4().hex[:6]}"
+        TopicAdmin({"bootstrap.servers": bootstrap}).create(topic, 3)
+        deadline = time.monotonic() + 30
+        while sorted(cluster.leaders([topic]).values())[0] < 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        before = cluster.leaders([topic])
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": "0"})
+        for i in range(300):
+            producer.produce(topic, value=f"before-{i}".encode(), partition=i % 3)
+        assert producer.flush(30) == 0
+        victim_pid = {n.node_id: n.pid for n in cluster.broker.state.nodes}
+        kill = cluster.kill_leader([topic], down_s=1.0)
+        assert kill.led == sorted(tp for tp, n in before.items() if n == kill.node_id)
+        assert kill.led
+        for i in range(300):  # while a node is down: min.insync.replicas 2 of 3 still holds
+            producer.produce(topic, value=f"during-{i}".encode(), partition=i % 3)
+        assert producer.flush(60) == 0
+        deadline = time.monotonic() + 90
+        while cluster.restarting() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert kill.error is None and kill.restarted_ms is not None, kill
+        assert kill.elected_ms is not None and kill.elected_ms < kill.restarted_ms, kill
+        assert set(kill.new_leaders) == set(kill.led)
+        assert kill.node_id not in kill.new_leaders.values()
+        assert kill.restarted_ms - kill.killed_ms >= 1000
+        deadline = time.monotonic() + 60
+        while not cluster.in_sync([topic]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert cluster.in_sync([topic])  # the node started again caught up
+        node = cluster.broker.state.node(kill.node_id)
+        assert node.pid != victim_pid[kill.node_id] and pid_alive(node.pid)
+        got = []
+        for part in range(3):
+            consumer = Consumer(
+                {"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}"}
+            )
+            consumer.assign([TopicPartition(topic, part, 0)])
+            try:
+                for _ in range(100):
+                    msgs = [m for m in consumer.consume(1000, timeout=0.2) if m.error() is None]
+                    got += [m.value() for m in msgs]
+                    if len(got) >= 200 * (part + 1) and not msgs:
+                        break
+            finally:
+                consumer.close()
+        expected = [f"{w}-{i}".encode() for w in ("before", "during") for i in range(300)]
+        assert sorted(got) == sorted(expected)
+        pids = [n.pid for n in cluster.broker.state.nodes]
+    assert not any(pid_alive(p) for p in pids)
+    assert not list((tmp_path / "cluster").iterdir())  # its data went with it

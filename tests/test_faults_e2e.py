@@ -61,6 +61,24 @@ def test_a_broker_killed_and_started_again_on_its_log_dir_is_ridden_out_exactly_
 
 
 @pytest.mark.long
+@pytest.mark.parametrize("sink", ["release", "dedup", "transactional"])
+def test_killed_partition_leaders_are_ridden_out_exactly_once(kafka_bootstrap, sink):
+    # A private three-node cluster: the node leading most of q3's input and output partitions
+    # is SIGKILLed twice (a different one the second time, once the first is back in sync).
+    report = run(
+        query="q3", rate=1_000.0, sink=sink, fail="broker-kill", repeat=2, every_s=16.0,
+        pause_s=3.0, duration_s=40.0, inject_grace_s=60.0,
+    )  # fmt: skip
+    assert_exactly_once_without_a_restart(report, ["broker-kill", "broker-kill"])
+    for failure in report["failures"]:
+        assert failure["led"], failure  # it led some of the job's partitions
+        assert failure["election_s"] is not None, failure  # and they got new leaders
+        assert failure["node"] not in failure["new_leaders"].values(), failure
+        assert failure["restarted_ms"] and failure["restart_error"] is None, failure
+    assert report["network"]["leader_kills"] == 2
+
+
+@pytest.mark.long
 def test_a_blackhole_and_added_latency_are_ridden_out_with_dedup_output(kafka_bootstrap):
     report = run(
         sink="dedup", fail="net-blackhole,net-latency", repeat=2, every_s=12.0, pause_s=8.0,

@@ -1,8 +1,10 @@
-"""``recovery bench campaign``: many injected failures, judged by the oracle. Four suites:
+"""``recovery bench campaign``: many injected failures, judged by the oracle. Five suites:
 ``causal`` (causal mode against native on the nondeterministic jobs, reading deduplicated),
-``release`` (the release sink against at-least-once, read by a plain consumer, no dedup),
-``faults`` (the network, the broker, the disk and poison input across the recovery modes) and
-``tables`` (the Delta and Iceberg table sinks against plain appends, every row read).
+``release`` (the release and transactional sinks against at-least-once, read by a plain
+consumer, no dedup),
+``faults`` (the network, the broker, the disk and poison input across the recovery modes),
+``brokers`` (partition leaders killed in a three-node Kafka cluster, per sink) and ``tables``
+(the Delta and Iceberg table sinks against plain appends, every row read).
 
 Each case is one experiment (``recovery experiment run``) whose faulty run takes ``repeat``
 failures of the listed kinds in turn, at jittered times (driver SIGKILL, SIGKILL in the middle
@@ -158,15 +160,41 @@ TABLE_CASES = (
 TABLE_VARIANTS = tuple(
     Variant("native", sink) for sink in (*_GUARDED_TABLES, "delta-append", "iceberg-append")
 )
+# A partition leader SIGKILLed in a private three-node Kafka cluster (chaos/cluster.py), 5 per
+# run, 4 runs per sink: 20 kills for each sink a plain or deduplicating consumer reads once.
+# The job rides out the election (no restart is expected); q3 (a stateful join) and q1.
+_LEADER_KILLS = ",".join(["broker-kill"] * 5)
+BROKER_CASES = (
+    *(Case("q3", _LEADER_KILLS, rate=2_000, tag=f"-leader-{i}", seed_offset=i) for i in (1, 2)),
+    *(Case("q1", _LEADER_KILLS, rate=2_000, tag=f"-leader-{i}", seed_offset=i) for i in (1, 2)),
+)
+BROKER_VARIANTS = (
+    Variant("native", "release"),
+    Variant("native"),  # dedup
+    Variant("native", "transactional"),
+)
 SUITES = {
     "causal": (CASES, (Variant("causal"), Variant("native"))),
-    "release": (RELEASE_CASES, (Variant("native", "release"), Variant("native", "at-least-once"))),
+    "release": (
+        RELEASE_CASES,
+        (
+            Variant("native", "release"),
+            Variant("native", "at-least-once"),
+            # One Kafka transaction per task (Apache Kafka only): the same failures.
+            Variant("native", "transactional"),
+        ),
+    ),
     "faults": (FAULT_CASES, FAULT_VARIANTS),
     "tables": (TABLE_CASES, TABLE_VARIANTS),
+    "brokers": (BROKER_CASES, BROKER_VARIANTS),
 }
 # When failures come (first, between, jitter); a suite not named takes run_campaign's. A table
-# sink's job restarts in ~9 s: its failures come closer than a Kafka sink's.
-SUITE_TIMING = {"tables": {"fail_at_s": 8.0, "every_s": 16.0, "jitter_s": 3.0}}
+# sink's job restarts in ~9 s: its failures come closer than a Kafka sink's. A leader kill
+# costs no restart: the next one comes as soon as the killed node is back (--pause 5 s).
+SUITE_TIMING = {
+    "tables": {"fail_at_s": 8.0, "every_s": 16.0, "jitter_s": 3.0},
+    "brokers": {"fail_at_s": 10.0, "every_s": 16.0, "jitter_s": 3.0},
+}
 
 
 # Up to this much more input for failures still due when a run's input ends (ExperimentConfig).

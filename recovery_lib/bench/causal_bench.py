@@ -29,6 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.machine import broker_description
 from recovery_lib.bench.nexmark_bench import NexmarkBench, input_share
 from recovery_lib.causal.driver import enable
 from recovery_lib.files import write_json_report
@@ -139,7 +140,7 @@ def run_causal_bench(
         "events": events,
         "rounds": rounds,
         "batch_events": batch_events,
-        "machine": "2 cores, local[2], embedded tansu broker",
+        "machine": f"2 cores, local[2], {broker_description()}",
         "pipelines": {},
     }
     try:

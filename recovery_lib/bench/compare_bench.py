@@ -35,6 +35,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.machine import broker_description
 from recovery_lib.bench.protocol_bench import Trial, run_trial
 from recovery_lib.cec.spark import CECPlan
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
@@ -164,7 +165,7 @@ class CompareBench:
         self.report: dict[str, Any] = {
             "job": cfg.job,
             "config": cfg.__dict__,
-            "machine": "2 cores, one host, embedded tansu broker",
+            "machine": f"2 cores, one host, {broker_description()}",
             "variants": [],
         }
 

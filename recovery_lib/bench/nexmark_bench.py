@@ -23,6 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.machine import broker_description
 from recovery_lib.files import write_json_report
 from recovery_lib.job import JobOptions, write_output
 from recovery_lib.kafka.admin import TopicAdmin
@@ -388,7 +389,10 @@ def run_nexmark_bench(
     store = MetricsStore(metrics_path or settings.home / "metrics.duckdb").start_background_flush()
     workdir = settings.home / "bench" / uuid.uuid4().hex[:6]
     spark = build_session("bench_nexmark")
-    report: dict[str, Any] = {"queries": {}, "machine": "2 cores, local[2], embedded tansu broker"}
+    report: dict[str, Any] = {
+        "queries": {},
+        "machine": f"2 cores, local[2], {broker_description()}",
+    }
     try:
         bench = NexmarkBench(spark, store, workdir, console, skew=skew)
         console.print("warm-up run (Python workers start on first use) ...")

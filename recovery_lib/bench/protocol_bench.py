@@ -40,6 +40,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.machine import broker_description
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.kafka.admin import TopicAdmin
@@ -612,7 +613,7 @@ def run_protocol_bench(
     out = Path(out_prefix)
     out.parent.mkdir(parents=True, exist_ok=True)
     workdir = get_settings().home / "bench" / f"protocols-{uuid.uuid4().hex[:6]}"
-    report: dict[str, Any] = {"machine": "2 cores, local stages, embedded tansu broker"}
+    report: dict[str, Any] = {"machine": f"2 cores, local stages, {broker_description()}"}
     selected = select_trials(suites, pipelines, loads, protocols, hot_ratios)
     previous = Path(f"{out}.json")
     if merge and previous.exists():

@@ -51,6 +51,7 @@ from recovery_lib.bench.compare_bench import (
     CompareBench,
     CompareConfig,
 )
+from recovery_lib.bench.machine import broker_description
 from recovery_lib.files import write_json_report
 from recovery_lib.metrics.resources import ResourceSampler
 from recovery_lib.metrics.store import read_frame
@@ -249,7 +250,7 @@ class StateBench:
         self.report: dict[str, Any] = {
             "job": JOB,
             "config": asdict(self.cfg),
-            "machine": "2 cores, one host, embedded tansu broker",
+            "machine": f"2 cores, one host, {broker_description()}",
             "points": [],
         }
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.machine import broker_description
 from recovery_lib.bench.sink_bench import feed_paced
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.table_sink import ParquetTableSink, TableSink, with_lineage
@@ -158,7 +159,7 @@ def run_table_bench(
     out.parent.mkdir(parents=True, exist_ok=True)
     workdir = get_settings().home / "bench" / f"tables-{uuid.uuid4().hex[:6]}"
     report: dict[str, Any] = {
-        "machine": "2 cores, local[2], embedded tansu broker",
+        "machine": f"2 cores, local[2], {broker_description()}",
         "job": "q1",
         "sinks": list(SINKS),
         "rate_eps": rate,

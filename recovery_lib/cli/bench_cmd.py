@@ -212,9 +212,10 @@ def bench_standby(
 def bench_campaign(
     suite: str = typer.Option(
         "causal",
-        help="causal (causal vs native) | release (release sink vs at-least-once) | faults "
-        "(network, broker, disk and poison faults across the recovery modes) | tables (Delta "
-        "and Iceberg table sinks vs plain appends).",
+        help="causal (causal vs native) | release (release and transactional sinks vs "
+        "at-least-once) | faults (network, broker, disk and poison faults across the recovery "
+        "modes) | brokers (partition leaders killed in a three-node Kafka cluster, per sink) | "
+        "tables (Delta and Iceberg table sinks vs plain appends).",
     ),
     mode: list[str] = typer.Option(
         [], help="Only the variants with this mode or sink (repeatable), e.g. causal, release."
@@ -270,20 +271,29 @@ def bench_causal(
 def bench_sinks(
     job: list[str] = typer.Option(["q1", "q3"], help="Deterministic jobs (repeatable)."),
     intervals: str = typer.Option("1,2,5,10", help="Trigger intervals (s), comma-separated."),
-    rate: float = typer.Option(3000, help="Input events per second (the same for every run)."),
+    rates: str = typer.Option(
+        "3000", help="Input events per second, comma-separated (every sink at each)."
+    ),
     duration: float = typer.Option(40, help="Seconds of input per point (at least 6 intervals)."),
     out: str = typer.Option("reports/bench_sinks", help="Report prefix (.json and .png)."),
 ) -> None:
-    """Latency to visibility of at-least-once, release and two-phase sinks by trigger interval,
-    one after another in one application per point (FlameStream Figs. 10-12)."""
+    """Latency to visibility of at-least-once, release, two-phase and transactional sinks by
+    trigger interval and rate, one after another in one application per point (FlameStream
+    Figs. 10-12; transactional only where the broker hides aborted records)."""
     from recovery_lib.bench.sink_bench import run_sink_bench
 
     try:
         values = [float(x) for x in intervals.split(",") if x.strip()]
+        per_s = [float(x) for x in rates.split(",") if x.strip()]
     except ValueError:
-        abort(ValueError(f"--intervals takes seconds separated by commas, got {intervals!r}"))
+        abort(
+            ValueError(
+                f"--intervals and --rates take numbers separated by commas, got {intervals!r} "
+                f"and {rates!r}"
+            )
+        )
     try:
-        run_sink_bench(job, values, rate, duration, out, console)
+        run_sink_bench(job, values, per_s, duration, out, console)
     except (ValueError, KafkaLayerError) as exc:
         abort(exc)
 

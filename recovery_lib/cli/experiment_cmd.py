@@ -63,16 +63,17 @@ def experiment_run(
         "driver-kill",
         help="driver-kill | mid-write | executor-kill | task-retry | write-retry | pause | "
         "pause-mid-write | torn-write | net-reset | net-blackhole | net-latency | broker-pause "
-        "| broker-restart | checkpoint-unwritable | poison | none; several, comma-separated, "
-        "take turns when --repeat > 1. The net-* and broker-* kinds run the experiment on its "
-        "own broker behind a fault proxy.",
+        "| broker-restart | broker-kill | checkpoint-unwritable | poison | none; several, "
+        "comma-separated, take turns when --repeat > 1. The net-* and broker-* kinds run the "
+        "experiment on its own broker behind a fault proxy; broker-kill on its own three-node "
+        "Kafka cluster (SIGKILL of the node leading most of the job's partitions).",
     ),
     fail_at: float = typer.Option(20.0, help="Seconds into the faulty run."),
     pause: float = typer.Option(
         5.0,
         help="pause, pause-mid-write: seconds the job (a replica) stays stopped; net-blackhole, "
         "net-latency, broker-pause, checkpoint-unwritable: seconds the fault lasts; "
-        "broker-restart: seconds the killed broker stays down.",
+        "broker-restart, broker-kill: seconds the killed broker (node) stays down.",
     ),
     net_latency_ms: float = typer.Option(200.0, help="net-latency: added latency (ms)."),
     net_jitter_ms: float = typer.Option(50.0, help="net-latency: up to this much more (ms)."),
@@ -95,7 +96,8 @@ def experiment_run(
         None,
         help="How outputs reach consumers: at-least-once | dedup (readers dedup by id) | "
         "release (a plain consumer sees each once) | two-phase (visible at batch commit) | "
-        "transactional (a Kafka transaction per task; Apache Kafka only) | delta | iceberg (a lakehouse table, one commit per batch, never twice). "
+        "transactional (a Kafka transaction per task; Apache Kafka only) | delta | iceberg "
+        "(a lakehouse table, one commit per batch, never twice). "
         "Default: dedup, release for kazoo and liverobin.",
     ),
     table: str = typer.Option(

@@ -38,9 +38,11 @@ from recovery_lib.experiment.inputs import (
 )
 from recovery_lib.experiment.network_faults import (
     NETWORK_KINDS,
+    PROXY_KINDS,
     RESET_APIS,
     NetworkFaultOptions,
     NetworkFaults,
+    needs_cluster,
     needs_network,
 )
 from recovery_lib.files import write_json_report
@@ -61,6 +63,7 @@ from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.capabilities import hides_aborted_records
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.outage import is_transient
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.latency import LatencyCollector, OutputFollower
 from recovery_lib.metrics.openmetrics import JobMetrics, LiveMetrics
@@ -277,6 +280,12 @@ class ExperimentConfig:
                 )
             if self.pause_s <= 0:
                 raise ValueError("--pause (how long a network fault lasts) must be positive")
+            mixed = sorted(set(self.kinds) & set(PROXY_KINDS))
+            if needs_cluster(self.kinds) and mixed:
+                raise ValueError(
+                    f"broker-kill runs on a private three-node Kafka cluster, {', '.join(mixed)} "
+                    "on one broker behind the fault proxy: run them in separate experiments"
+                )
         if self.sink not in SINKS and self.sink not in TABLE_SINKS:
             raise ValueError(
                 f"--sink must be one of {', '.join([*SINKS, *TABLE_SINKS])}, got {self.sink!r}"
@@ -380,9 +389,17 @@ class Experiment:
         self.id = f"{self.job.name}-{cfg.mode}-{uuid.uuid4().hex[:6]}"
         self.workdir = settings.home / "experiments" / self.id
         self.store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
+        self._exits = contextlib.ExitStack()
+        try:
+            self._set_up(cfg)
+        except BaseException:  # e.g. a broker that refused the login: nothing left running
+            self._exits.close()
+            self.store.close()
+            raise
+
+    def _set_up(self, cfg: ExperimentConfig) -> None:
         # Network faults: the whole experiment (this process and the job's) on a private
         # broker behind the fault proxy, from here until run() ends.
-        self._exits = contextlib.ExitStack()
         self._disk = UnwritableTree()  # checkpoint-unwritable
         self._exits.callback(self._disk.stop)  # never left frozen
         self.network: NetworkFaults | None = None
@@ -393,11 +410,17 @@ class Experiment:
                     cfg.pause_s, cfg.net_latency_ms, cfg.net_jitter_ms, cfg.net_reset_api
                 ),
                 cfg.seed,
+                cluster=needs_cluster(cfg.kinds),
             )
             self.network.start()
             self._exits.callback(self.network.stop)
             self._exits.enter_context(self.network.use())
-            self.progress(f"network faults: a private broker behind {self.network.bootstrap}")
+            where = (
+                "a private three-node Kafka cluster at"
+                if self.network.cluster
+                else ("a private broker behind")
+            )
+            self.progress(f"network faults: {where} {self.network.bootstrap}")
         if cfg.sink_mode in NEEDS_BROKER_TRANSACTIONS:
             self._check_transactions()
         self.gen = GeneratorConfig(
@@ -428,8 +451,6 @@ class Experiment:
         """Refuse before any run when the broker cannot hold the transactional sink's
         outputs back (the job's runtime would refuse later, after the input started)."""
         if not hides_aborted_records():
-            self._exits.close()
-            self.store.close()
             raise ValueError(
                 f"--sink transactional: the broker at {client_config()['bootstrap.servers']} "
                 "shows aborted transactional records to read_committed consumers (the embedded "
@@ -587,6 +608,8 @@ class Experiment:
             # Every injected failure may cost a restart; the default budget covers the rest.
             max_restarts=ProcessSpec.max_restarts + (cfg.repeat if inject is not None else 0),
         )
+        if self.network is not None and name == "faulty":  # broker-kill: the job's leaders
+            self.network.watch((*base.inputs.values(), out_topic))
         sup = mode.supervisor(spec, request, self.workdir / name, self.store, run_id)
         self._supervisors.append(sup)
         self.progress(
@@ -865,8 +888,10 @@ class Experiment:
             return None
         try:
             ends = self._probe.ends((t, int(p)) for t, parts in committed.items() for p in parts)
-        except TimeoutError:
-            return None
+        except Exception as exc:
+            if is_transient(exc):  # e.g. a killed leader's handle dropped: asked again later
+                return None
+            raise
         return sum(max(0, end - committed[t][str(p)]) for (t, p), end in ends.items())
 
     def _tick_and_drain(self, sup: JobSupervisor, collector: OutputFollower, name: str) -> int:

@@ -128,8 +128,10 @@ def _sinks(path: Path) -> list[Measured]:
     src = report_path(path)
     goal = report.get("release_goal", RELEASE_GOAL)
     rows: list[Measured] = []
+    rate = report.get("rate_eps")  # reports of several rates: the first one's points
     for job, entries in (report.get("jobs") or {}).items():
-        points = sorted(_points(job, entries), key=lambda p: p.interval_s)
+        at_rate = [e for e in entries if rate is None or e.get("rate_eps", rate) == rate]
+        points = sorted(_points(job, at_rate), key=lambda p: p.interval_s)
         rows += [_overhead(o, goal, src) for o in _overheads(points)]
         rows += _overhead_flat(job, points, goal, src)
         rows += _two_phase_trend(job, points, goal, src)

@@ -29,10 +29,34 @@ def test_release_suite_has_twenty_failures_of_every_sink_failure_kind():
     kinds = Counter(k for c in RELEASE_CASES for k in c.kinds.split(","))
     # torn-write: CEC only; the pauses are stalls (a zombie test), not failures that re-run
     stalls = {"pause", "pause-mid-write", "torn-write"}
-    assert set(kinds) == set(FAILURE_KINDS) - stalls - set(FAULT_KINDS)  # faults: their suite
+    faults = {*FAULT_KINDS, "broker-kill"}  # their own suites
+    assert set(kinds) == set(FAILURE_KINDS) - stalls - faults
     assert min(kinds.values()) >= 20, kinds
     assert all("executor-kill" not in c.kinds or c.cluster for c in RELEASE_CASES)
     assert len({c.name for c in RELEASE_CASES}) == len(RELEASE_CASES)
+    # The transactional sink takes the same failures as release and at-least-once.
+    sinks = {v.sink for _, v in planned(RELEASE_CASES, SUITES["release"][1])}
+    assert sinks == {"release", "at-least-once", "transactional"}
+
+
+def test_the_brokers_suite_kills_twenty_leaders_per_sink_in_runs_that_validate():
+    from recovery_lib.bench.campaign import SUITE_TIMING
+    from recovery_lib.experiment.runner import ExperimentConfig
+
+    cases, variants = SUITES["brokers"]
+    timing = SUITE_TIMING["brokers"]
+    per_sink: Counter = Counter()
+    for case, variant in planned(cases, variants):
+        kinds = case.kinds.split(",")
+        assert set(kinds) == {"broker-kill"}
+        per_sink[variant.sink] += len(kinds)
+        ExperimentConfig(
+            query=case.pipeline, mode=variant.mode, sink=variant.sink, fail=case.kinds,
+            repeat=len(kinds), duration_s=timing["fail_at_s"] + len(kinds) * timing["every_s"],
+            **timing,
+        ).validate()  # fmt: skip
+    assert set(per_sink) == {"release", "dedup", "transactional"}
+    assert min(per_sink.values()) >= 20, per_sink
 
 
 def test_the_faults_suite_has_twenty_of_every_new_kind_in_runs_their_modes_accept():

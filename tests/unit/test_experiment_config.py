@@ -72,3 +72,11 @@ def test_a_replication_experiment_hands_its_options_to_the_replica_set():
     cfg.validate()
     assert cfg.mode_options.victim == "follower"
     assert cfg.mode_options.replace_after_s == 5.0
+
+
+def test_leader_kills_run_on_their_own_cluster_and_do_not_mix_with_the_proxys_faults():
+    ExperimentConfig(query="q3", sink="transactional", fail="broker-kill").validate()
+    with pytest.raises(ValueError, match="broker-kill runs on a private three-node Kafka"):
+        ExperimentConfig(query="q3", fail="broker-kill,net-reset", repeat=2, every_s=10).validate()
+    with pytest.raises(ValueError, match="drop --cluster"):
+        ExperimentConfig(query="q3", fail="broker-kill", cluster=True).validate()
