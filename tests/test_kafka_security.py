@@ -263,6 +263,7 @@ def test_a_certificate_the_configured_ca_did_not_sign_fails_at_once(secured_sett
 
 
 @pytest.mark.slow
+@pytest.mark.long  # ~2 min: every client through SASL_SSL; the refusals above run by default
 def test_a_q1_experiment_on_the_secured_listener_is_exactly_once_and_writes_no_password(
     secured_settings, tmp_path
 ):
