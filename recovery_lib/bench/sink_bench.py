@@ -249,13 +249,15 @@ def run_sink_bench(
 
 
 def chart(report: dict[str, Any], path: Path) -> None:
-    """Per job, p50 and p99 by trigger interval: a colour per sink, a line style per rate."""
+    """Per job, p50 and p99: a group of bars (one per sink) for each (trigger interval, rate)
+    point, so that every mode of a point stands side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     jobs = list(report["jobs"])
+    sinks = report["sinks"]
     fig, axes = plt.subplots(1, 2 * len(jobs), figsize=(6 * len(jobs) * 2, 4.5), squeeze=False)
     colors = {
         "at_least_once": "#7f7f7f",
@@ -263,30 +265,28 @@ def chart(report: dict[str, Any], path: Path) -> None:
         "two_phase": "#d62728",
         "transactional": "#1f77b4",
     }
-    styles = ("-", "--", ":", "-.")
-    rates = report["rates_eps"]
+    width = 0.8 / len(sinks)
     for i, job in enumerate(jobs):
+        rows = report["jobs"][job]
+        labels = [f"{r['interval_s']:g} s @ {r['rate_eps']:,.0f} ev/s" for r in rows]
         for col, stat in enumerate(("p50_ms", "p99_ms")):
             ax = axes[0][2 * i + col]
-            for r, rate in enumerate(rates):
-                rows = [row for row in report["jobs"][job] if row["rate_eps"] == rate]
-                x = [row["interval_s"] for row in rows]
-                for sink in report["sinks"]:
-                    ax.plot(
-                        x,
-                        [row[sink][stat] for row in rows],
-                        marker="o",
-                        linestyle=styles[r % len(styles)],
-                        color=colors[sink],
-                        label=f"{sink} @ {rate:,.0f} ev/s",
-                    )
-                ax.set_xticks(x)
+            for k, sink in enumerate(sinks):
+                ax.bar(
+                    [x + (k - (len(sinks) - 1) / 2) * width for x in range(len(rows))],
+                    [r[sink][stat] or 0 for r in rows],
+                    width,
+                    color=colors[sink],
+                    label=sink,
+                )
+            ax.set_xticks(range(len(rows)), labels, fontsize=8)
             ax.set_title(f"{job}: {stat[:3]} latency to visibility")
-            ax.set_xlabel("trigger interval = checkpoint interval (s)")
+            ax.set_xlabel("trigger interval (= checkpoint interval) @ input rate")
             ax.set_ylabel("ms")
             ax.legend(fontsize=7)
-    fig.suptitle(f"Sink modes at {', '.join(f'{r:,.0f}' for r in rates)} ev/s (one application "
-                 "per point)")  # fmt: skip
+    fig.suptitle(
+        f"Sink modes, one after another in one application per point ({report['machine']})"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
