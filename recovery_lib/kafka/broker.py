@@ -385,7 +385,8 @@ class EmbeddedBroker:
         # Kafka: one admin client asks, poll after poll, whether every node has registered.
         # Its own PLAINTEXT listener, not client_config(): the settings' security is for
         # the clusters clients use, which this broker's PLAINTEXT port is not.
-        admin = AdminClient({"bootstrap.servers": self.state.bootstrap})
+        # log_level 0: its "connection refused" lines before the port opens are expected.
+        admin = AdminClient({"bootstrap.servers": self.state.bootstrap, "log_level": 0})
         while time.monotonic() < deadline:
             for node in self.state.nodes:
                 process = self.processes[node.node_id]
