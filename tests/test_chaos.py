@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from recovery_lib.chaos.network import FaultyNetwork
 from recovery_lib.chaos.proxy import Api
@@ -193,6 +194,13 @@ def test_a_killed_partition_leader_is_replaced_by_election_and_started_again(tmp
         while sorted(cluster.leaders([topic]).values())[0] < 0 and time.monotonic() < deadline:
             time.sleep(0.1)
         before = cluster.leaders([topic])
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        meta = admin.list_topics(topic, timeout=10).topics[topic]
+        assert all(len(p.replicas) == 3 for p in meta.partitions.values())
+        configs = admin.describe_configs([ConfigResource("topic", topic)])
+        described = next(iter(configs.values())).result(10)
+        assert described["min.insync.replicas"].value == "2"
+        assert described["unclean.leader.election.enable"].value == "false"
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": "0"})
         for i in range(300):
             producer.produce(topic, value=f"before-{i}".encode(), partition=i % 3)

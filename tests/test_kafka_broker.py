@@ -71,6 +71,7 @@ def wait_for_leaders(admin: AdminClient, topic: str, partitions: int, timeout_s:
         time.sleep(0.2)
 
 
+@pytest.mark.long  # the default tier's test_chaos restarts a killed Kafka on its log dir too
 def test_committed_records_survive_a_sigkill_and_restart_on_the_same_log_dir(settings):
     broker = EmbeddedBroker(settings)
     state = broker.start()
@@ -100,6 +101,7 @@ def test_read_committed_consumers_see_no_aborted_record(settings):
         assert hides_aborted_records({"bootstrap.servers": broker.bootstrap}) is True
 
 
+@pytest.mark.long  # the default tier's test_chaos kills a 3-node cluster's leader
 def test_a_three_node_cluster_keeps_every_acknowledged_record_when_a_leader_is_killed(settings):
     broker = EmbeddedBroker(settings, nodes=3)
     state = broker.start()

@@ -155,6 +155,7 @@ def test_the_secured_listener_is_recorded_and_refuses_a_plaintext_client(secured
         check_reachable({"bootstrap.servers": secured_broker.secured_bootstrap}, 3.0)
 
 
+@pytest.mark.long  # ~15 s: a second broker start
 def test_a_restart_on_the_same_log_dir_keeps_the_secured_port_and_its_user(tmp_path, tls):
     settings = Settings(home=tmp_path / "home", broker_kind="kafka")
     listener = SecuredListener(USER, PASSWORD, tls.chain, tls.key)

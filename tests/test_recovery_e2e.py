@@ -157,6 +157,7 @@ def test_replay_reads_same_offsets_after_driver_kill(admin, tmp_path, topic_name
     assert outputs == sent
 
 
+@pytest.mark.long  # mid-write kills: test_release_e2e; the dedup reader reads most e2e outputs
 def test_at_least_once_sink_duplicates_after_mid_write_kill_and_dedup_reader_does_not(
     admin, tmp_path, topic_name
 ):
