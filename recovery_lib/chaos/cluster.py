@@ -13,7 +13,6 @@ stopped by its owner only; ``use()`` points this process and its children at it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import queue
@@ -23,21 +22,17 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, PartitionMetadata
 
+from recovery_lib.chaos.private import PrivateKafka
 from recovery_lib.chaos.proxy import now_ms
 from recovery_lib.kafka.apache import CLUSTER_NODES
 from recovery_lib.kafka.broker import EmbeddedBroker
-from recovery_lib.settings import (
-    Settings,
-    environment,
-    get_settings,
-    plaintext_client_environment,
-)
+from recovery_lib.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +63,7 @@ class LeaderKill:
         return None if self.elected_ms is None else (self.elected_ms - self.killed_ms) / 1000
 
 
-class FaultyCluster:
+class FaultyCluster(PrivateKafka):
     def __init__(self, log_dir: Path, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
         self.log_dir = log_dir
@@ -114,54 +109,33 @@ class FaultyCluster:
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._data_dir = None
 
-    def __enter__(self) -> FaultyCluster:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @contextlib.contextmanager
-    def use(self) -> Iterator[str]:
-        """This process's settings and its children's environment on the cluster."""
-        # The project's own broker listens PLAINTEXT: a secured cluster's settings stay out.
-        with environment({**plaintext_client_environment(), "KAFKA_BOOTSTRAP": self.bootstrap}):
-            yield self.bootstrap
-
     # -- leaders -------------------------------------------------------------------------------
+
+    def _partitions(self, topics: Iterable[str]) -> dict[str, PartitionMetadata]:
+        """``topic/partition`` -> its metadata now, for the topics that exist."""
+        if self._admin is None:
+            raise ClusterNotStarted("the faulty cluster is not started")
+        metadata = self._admin.list_topics(timeout=self.settings.kafka_request_timeout_s)
+        found: dict[str, PartitionMetadata] = {}
+        for topic in topics:
+            meta = metadata.topics.get(topic)
+            if meta is not None and meta.error is None:
+                found.update({f"{topic}/{p.id}": p for p in meta.partitions.values()})
+        return found
 
     def leaders(self, topics: Iterable[str]) -> dict[str, int]:
         """``topic/partition`` -> the node id leading it (-1: none now), for the topics that
         exist."""
-        if self._admin is None:
-            raise ClusterNotStarted("the faulty cluster is not started")
-        metadata = self._admin.list_topics(timeout=self.settings.kafka_request_timeout_s)
-        found: dict[str, int] = {}
-        for topic in topics:
-            meta = metadata.topics.get(topic)
-            if meta is None or meta.error is not None:
-                continue
-            for part in meta.partitions.values():
-                found[f"{topic}/{part.id}"] = part.leader
-        return found
+        return {tp: part.leader for tp, part in self._partitions(topics).items()}
 
     def in_sync(self, topics: Iterable[str]) -> bool:
         """Every partition of ``topics`` has all its replicas in sync: a node started again
         has caught up (killing another before would leave fewer than min.insync.replicas)."""
-        if self._admin is None:
-            return False
         try:
-            metadata = self._admin.list_topics(timeout=self.settings.kafka_request_timeout_s)
-        except Exception:  # noqa: BLE001 - not known now: not in sync
+            parts = self._partitions(topics).values()
+        except Exception:  # noqa: BLE001 - not known now (or not started): not in sync
             return False
-        for topic in topics:
-            meta = metadata.topics.get(topic)
-            if meta is None or meta.error is not None:
-                continue
-            for part in meta.partitions.values():
-                if part.leader < 0 or set(part.isrs) != set(part.replicas):
-                    return False
-        return True
+        return all(p.leader >= 0 and set(p.isrs) == set(p.replicas) for p in parts)
 
     def kill_leader(self, topics: Iterable[str], down_s: float) -> LeaderKill:
         """SIGKILL the node that leads the most partitions of ``topics`` now; the keeper

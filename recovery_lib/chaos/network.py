@@ -10,7 +10,6 @@ only. ``use()`` points this process's settings and its children's environment at
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import queue
@@ -19,13 +18,13 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from recovery_lib.chaos.private import PrivateKafka
 from recovery_lib.chaos.proxy import FaultProxy, now_ms
 from recovery_lib.kafka.broker import EmbeddedBroker, free_port, pid_alive
-from recovery_lib.settings import environment, get_settings, plaintext_client_environment
+from recovery_lib.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +48,7 @@ class BrokerPause:
     resumed_ms: int | None = None
 
 
-class FaultyNetwork:
+class FaultyNetwork(PrivateKafka):
     def __init__(self, log_dir: Path | None = None, seed: int = 0) -> None:
         self.settings = get_settings()
         self.log_dir = log_dir or self.settings.home / "broker"
@@ -119,21 +118,6 @@ class FaultyNetwork:
         return EmbeddedBroker(
             self.settings, log_dir=self._data_dir, advertised_port=self._proxy_port, private=True
         )
-
-    def __enter__(self) -> FaultyNetwork:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @contextlib.contextmanager
-    def use(self) -> Iterator[str]:
-        """This process's settings and its children's environment on this broker (through the
-        proxy) while inside; what was there before afterwards."""
-        # The project's own broker listens PLAINTEXT: a secured cluster's settings stay out.
-        with environment({**plaintext_client_environment(), "KAFKA_BOOTSTRAP": self.bootstrap}):
-            yield self.bootstrap
 
     # -- broker stalls ---------------------------------------------------------------------
 

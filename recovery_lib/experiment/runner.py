@@ -61,7 +61,7 @@ from recovery_lib.io.sinks.modes import (
 from recovery_lib.io.sinks.table_target import PLAIN_APPEND, TableTarget
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.admin import TopicAdmin
-from recovery_lib.kafka.capabilities import hides_aborted_records
+from recovery_lib.kafka.capabilities import require_hidden_aborts
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.outage import is_transient
 from recovery_lib.kafka.tail_probe import TailProbe
@@ -421,8 +421,10 @@ class Experiment:
                 else ("a private broker behind")
             )
             self.progress(f"network faults: {where} {self.network.bootstrap}")
-        if cfg.sink_mode in NEEDS_BROKER_TRANSACTIONS:
-            self._check_transactions()
+        if cfg.sink_mode in NEEDS_BROKER_TRANSACTIONS:  # before any run, not in the job's
+            require_hidden_aborts(
+                client_config(), "--sink transactional", "--sink dedup, release or two-phase"
+            )
         self.gen = GeneratorConfig(
             topic_prefix=f"exp.{self.id}", seed=cfg.seed, event_time_rate=cfg.rate, partitions=2
         )
@@ -446,18 +448,6 @@ class Experiment:
         self._probe = TailProbe(
             client_config(), settings_.kafka_request_timeout_s, settings_.source_end_probe_cap_s
         )
-
-    def _check_transactions(self) -> None:
-        """Refuse before any run when the broker cannot hold the transactional sink's
-        outputs back (the job's runtime would refuse later, after the input started)."""
-        if not hides_aborted_records():
-            raise ValueError(
-                f"--sink transactional: the broker at {client_config()['bootstrap.servers']} "
-                "shows aborted transactional records to read_committed consumers (the embedded "
-                "tansu does), so the oracle would read outputs twice. Run on Apache Kafka (the "
-                "default broker; unset RECOVERY_BROKER_KIND=tansu), or choose --sink dedup, "
-                "release or two-phase"
-            )
 
     # -- the whole experiment --------------------------------------------------------------
 

@@ -140,17 +140,11 @@ def check_sink_mode(
 def check_broker_transactions(opts: JobOptions) -> None:
     """Sink mode transactional is correct only where read_committed consumers hide aborted
     records: tried on the job's broker (kafka/capabilities.py) before the query starts."""
-    if opts.sink_mode not in NEEDS_BROKER_TRANSACTIONS:
-        return
-    from recovery_lib.kafka.capabilities import hides_aborted_records
+    if opts.sink_mode in NEEDS_BROKER_TRANSACTIONS:
+        from recovery_lib.kafka.capabilities import require_hidden_aborts
 
-    if not hides_aborted_records(opts.kafka):
-        raise ValueError(
-            f"sink mode transactional: the broker at {opts.kafka.get('bootstrap.servers')} "
-            "shows aborted transactional records to read_committed consumers (the embedded "
-            "tansu does), so a consumer would read outputs twice. Run on Apache Kafka (the "
-            "default broker; unset RECOVERY_BROKER_KIND=tansu), or choose sink mode dedup, "
-            "release or two_phase"
+        require_hidden_aborts(
+            opts.kafka, "sink mode transactional", "sink mode dedup, release or two_phase"
         )
 
 

@@ -20,6 +20,18 @@ from recovery_lib.kafka.clients import client_config
 PROBE_TOPIC = "recovery.probe.transactions"
 
 
+def require_hidden_aborts(config: Mapping[str, str], who: str, instead: str) -> None:
+    """Refuse (``who``: what asked) unless the broker of ``config`` hides aborted records;
+    ``instead``: the sink modes to choose otherwise."""
+    if not hides_aborted_records(config):
+        raise ValueError(
+            f"{who}: the broker at {config.get('bootstrap.servers')} shows aborted "
+            "transactional records to read_committed consumers (the embedded tansu does), so a "
+            "consumer would read outputs twice. Run on Apache Kafka (the default broker; unset "
+            f"RECOVERY_BROKER_KIND=tansu), or choose {instead}"
+        )
+
+
 def hides_aborted_records(config: Mapping[str, str] | None = None, timeout_s: float = 20) -> bool:
     config = dict(config) if config is not None else client_config()
     TopicAdmin(config).create(PROBE_TOPIC, 1)

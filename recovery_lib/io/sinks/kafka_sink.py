@@ -73,7 +73,7 @@ from recovery_lib.io.exceptions import InvalidSinkOption, SinkDeliveryError, Wri
 from recovery_lib.io.hooks import CommitHook, WriteFault, WriteGuard, load_hook, writer_epoch
 from recovery_lib.io.sinks.commit_gate import COMMIT_HEADER, TXN_HEADER, commit_record
 from recovery_lib.io.sinks.ids import DET_COLUMN, DET_HEADER, EPOCH_HEADER, ID_HEADER, output_id
-from recovery_lib.io.sinks.modes import SINK_MODES
+from recovery_lib.io.sinks.modes import NEEDS_BROKER_TRANSACTIONS, REPLAY_BY_ID, SINK_MODES
 from recovery_lib.io.sinks.release import ReleaseBarrier
 from recovery_lib.io.task import task_info
 from recovery_lib.kafka.outage import ride_out
@@ -127,7 +127,7 @@ class SinkOptions:
         mode = opts.get("mode", "at_least_once").lower().replace("-", "_")
         if mode not in SINK_MODES:
             raise InvalidSinkOption(f"mode {mode!r} is unknown; choose one of {list(SINK_MODES)}")
-        if mode == "transactional" and opts.get("brokersupportstransactions", "false") != "true":
+        if mode in NEEDS_BROKER_TRANSACTIONS and opts.get("brokersupportstransactions") != "true":
             raise InvalidSinkOption(
                 "mode=transactional needs a broker whose read_committed consumers hide aborted "
                 "records (Apache Kafka); the embedded tansu broker does not. Use mode=dedup, or "
@@ -211,7 +211,7 @@ def validate_sink_schema(
     schema: StructType, carrier_required: bool = False, mode: str = "at_least_once"
 ) -> None:
     names = {f.name: f.dataType for f in schema.fields}
-    if mode in ("release", "transactional") and "partition" in names:
+    if mode in REPLAY_BY_ID and "partition" in names:
         raise InvalidSinkOption(
             f"mode={mode} writes task partition p to Kafka partition p, so that output ids "
             "increase along every partition (the release barrier reads the last one back); "
@@ -309,7 +309,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         if self.options.stable_order and DET_COLUMN not in self.columns:
             iterator = stable_order(iterator)
         mode = self.options.mode
-        if mode in ("release", "transactional"):
+        if mode in REPLAY_BY_ID:
             write = self._write_release if mode == "release" else self._write_transactional
             rows, dropped = write(iterator, batch_id, partition)
             return SinkCommit(batch_id, partition, attempt, rows, dropped=dropped)
