@@ -11,9 +11,11 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from recovery_lib.cec import AggregateSpec, CECPlan, CountWindows, cec_aggregate
+from recovery_lib.cec.operator import result_schema
 from recovery_lib.job import JobOptions, JobSpec
 from recovery_lib.job.runner import run
 from recovery_lib.nexmark.streams import BID_SCHEMA, NEXMARK_PREFIX
+from recovery_lib.verify.contract import ConsistencyContract
 
 WINDOW_BIDS = 10
 
@@ -28,6 +30,8 @@ JOB = JobSpec(
     name="avgprice",
     build=build,
     inputs=("bids",),
+    # Deterministic (compared exactly); CEC writes its results itself: their type declared.
+    contract=ConsistencyContract(output_schema=result_schema("avg", timed=False)),
     default_prefix=NEXMARK_PREFIX,
     description="average bid price per auction over count windows (CEC's workload)",
 )

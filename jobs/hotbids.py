@@ -42,7 +42,7 @@ JOB = JobSpec(
     name="hotbids",
     build=build,
     inputs=("bids",),
-    contract=windowed_contract("bids", "dateTime", KIND, DELAY_MS),
+    contract=windowed_contract("bids", "dateTime", KIND, DELAY_MS, aggregate="max"),
     default_prefix=NEXMARK_PREFIX,
     description="bids and highest price per auction over sliding event-time windows",
 )

@@ -187,3 +187,5 @@ def test_q12_with_the_causal_clock_survives_repeated_driver_kills(kafka_bootstra
     assert c["invariants"] and all(i["checked"] and i["ok"] for i in c["invariants"]), c
     assert c["divergent"] == 0 and c["verdict"] == "consistent", c
     assert c["guarantee"] == "exactly-once", c
+    # Every window within the run's wall clock, every output of the recorded Spark type.
+    assert c["window_span"] and c["output_schema"] == ["bidder", "num", "window_start"], c

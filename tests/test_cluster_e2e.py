@@ -69,6 +69,8 @@ def test_executor_kill_is_recovered_by_spark_without_a_driver_restart(cluster):
     assert c["outputs"] > 0 and c["outputs"] == c["reference_outputs"]
     assert c["verdict"] == "consistent", c
     assert c["invariants"] and all(i["checked"] and i["ok"] for i in c["invariants"]), c
+    # Every output checked against the value's Spark type the job's writer recorded.
+    assert c["output_schema"] == ["name", "city", "state", "id"] and c["malformed"] == 0, c
     assert cluster_state() is not None  # master and worker untouched
 
     topics = (report["faulty_run_id"], report["reference_run_id"])
@@ -88,6 +90,7 @@ def test_executor_kill_is_recovered_by_spark_without_a_driver_restart(cluster):
         str(cfg.seed),
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert '"output_schema": [' in ok.stdout, ok.stdout  # the recorded schema, found by topic
     assert json.loads(ok.stdout[ok.stdout.index("{") :])["verdict"] == "consistent"
 
 

@@ -17,6 +17,7 @@ from recovery_lib.kafka.clients import client_config
 from recovery_lib.metrics.listener import MetricsListener
 from recovery_lib.metrics.store import MetricsStore
 from recovery_lib.nexmark.config import GeneratorConfig
+from recovery_lib.nexmark.contracts import contract
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.nexmark.queries import QUERIES
 from recovery_lib.nexmark.reference import (
@@ -26,6 +27,9 @@ from recovery_lib.nexmark.reference import (
     load_events,
     reference_rows,
 )
+from recovery_lib.verify.inputs import InputView
+from recovery_lib.verify.oracle import Verdict, judge
+from recovery_lib.verify.schema import SchemaStore
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.spark
@@ -63,6 +67,7 @@ def run_query(spark, admin, config, query, tmp_path, store=None, **extra):
         checkpoint_dir=str(tmp_path / "ck"),
         available_now=True,
         max_records_per_batch=6000,
+        schema_store=str(tmp_path / "schemas"),
         **extra,
     )
     admin.create(opts.out_topic, 2)
@@ -91,11 +96,26 @@ def run_query(spark, admin, config, query, tmp_path, store=None, **extra):
 @pytest.mark.parametrize("query", ["q1", "q2", "q3", "q5", "q7", "q8"])
 def test_streaming_output_equals_reference(spark, admin, nexmark_input, query, tmp_path):
     config, con = nexmark_input
-    _, outputs = run_query(spark, admin, config, query, tmp_path)
+    opts, outputs = run_query(spark, admin, config, query, tmp_path)
     expected = reference_rows(con, query, ReferenceParams())
     result = compare(outputs, expected)
     assert expected, "the reference must not be empty for the test to mean anything"
     assert result.equal, result
+    # The writer recorded the value's Spark type, and every output Spark wrote fits it (and
+    # its window lies among the input's event times).
+    schema = SchemaStore(tmp_path / "schemas").lookup(opts.out_topic)
+    assert schema is not None and schema.names == tuple(expected[0])
+    records = list(read_topic(opts.out_topic))
+    report = judge(
+        query,
+        contract(query).with_schema(schema),
+        records,
+        records,
+        dedup=True,
+        inputs=InputView({}, generator=config, events=EVENTS),
+    )
+    assert report.malformed == 0 and report.verdict is Verdict.CONSISTENT, report.to_dict()
+    assert (report.window_span is not None) == (query in ("q5", "q7", "q8"))
 
 
 def test_q12_counts_every_bid_exactly_once_across_processing_time_windows(

@@ -29,6 +29,7 @@ from recovery_lib.causal.order import ordered
 from recovery_lib.job import JobOptions, JobSpec, read_json_input
 from recovery_lib.pipeline.reachability import JoinPairs, ReachablePaths
 from recovery_lib.verify.contract import ConsistencyContract
+from recovery_lib.verify.schema import OutputSchema, array_of
 
 LINK_SCHEMA = "src long, dst long, op string"
 SOURCE_SCHEMA = "node long, op string"
@@ -49,6 +50,10 @@ def _contract() -> ConsistencyContract:
         deterministic=False,
         ordered=True,
         invariants=(ReachablePaths(_inputs_of_run),),
+        # Written by the stage's own JSON (a pandas state function): declared.
+        output_schema=OutputSchema.declared(
+            {"source": "long", "node": "long", "path": array_of("long")}
+        ),
         ordered_list="path",
     )
 
@@ -192,6 +197,15 @@ JOIN = JobSpec(
         deterministic=False,
         ordered=True,
         invariants=(JoinPairs(_inputs_of_run),),
+        output_schema=OutputSchema.declared(
+            {
+                "n": "string",
+                "kind": "string",
+                "source": "long",
+                "path": array_of("long"),
+                "next": "long",
+            }
+        ),
         free=("n",),  # the emission index within a task's output
         ordered_list="path",
     ),

@@ -15,6 +15,7 @@ false: a confluent-kafka Message per record), the before of the reader's change 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -34,8 +35,9 @@ from recovery_lib.io.sinks.ids import ID_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import BULK_READS, client_config
 from recovery_lib.settings import reload_settings
-from recovery_lib.verify.contract import ConsistencyContract, Fields, KeyTotals
+from recovery_lib.verify.contract import ConsistencyContract, Fields, KeyTotals, Windows
 from recovery_lib.verify.oracle import judge_topics
+from recovery_lib.verify.schema import OutputSchema
 
 PARTITIONS = 4
 SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
@@ -55,6 +57,32 @@ CONTRACTS: dict[str, ConsistencyContract] = {
     "KeyTotals": ConsistencyContract(
         deterministic=False, agreement=KeyTotals(("bidder", "window_start"), "num", "sum")
     ),
+}
+# The values' Spark type (output_value) and their windows: each agreement once more with every
+# output checked against them, in the same run (the check's cost is the ratio to the above).
+OUTPUT_SCHEMA = OutputSchema.declared(
+    {
+        "auction": "long",
+        "bidder": "long",
+        "price": "long",
+        "dateTime": "long",
+        "num": "long",
+        "window_start": "long",
+        "euro": "double",
+    }
+)
+CHECKED = " + schema"
+GOAL_CHECK_RATIO = 1.10  # the schema and window checks within 10 % of the judge without them
+JUDGED: dict[str, ConsistencyContract] = {
+    **CONTRACTS,
+    **{
+        name + CHECKED: dataclasses.replace(
+            contract,
+            output_schema=OUTPUT_SCHEMA,
+            windows=Windows("window_start", size_ms=10_000, clock="processing"),
+        )
+        for name, contract in CONTRACTS.items()
+    },
 }
 
 
@@ -172,7 +200,7 @@ def judged(
     started = time.perf_counter()
     report = judge_topics(
         f"bench-{agreement}",
-        CONTRACTS[agreement],
+        JUDGED[agreement],
         run,
         reference,
         True,
@@ -249,7 +277,7 @@ def run_oracle_bench(
                 "plain": plain,
                 "plain_parallel": parallel,
             }
-            for agreement in CONTRACTS:
+            for agreement in JUDGED:
                 result = in_fresh_process(judged, config, agreement, run_topic, reference_topic)
                 result["ratio_to_plain_read"] = result["total_s"] / plain["total_s"]
                 result["ratio_to_parallel_plain_read"] = result["total_s"] / parallel["total_s"]
@@ -299,6 +327,15 @@ def _goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "us_per_output_by_size": [round(x * 1e6, 2) for x in per_output],
             "verdict": r["verdict"],
         }
+        checked = top.get(agreement + CHECKED)
+        if checked is not None:
+            ratio = checked["total_s"] / r["total_s"]
+            out[agreement + CHECKED] = {
+                "total_s": checked["total_s"],
+                "ratio_to_unchecked": ratio,
+                "within_10_percent": ratio <= GOAL_CHECK_RATIO,
+                "verdict": checked["verdict"],
+            }
     if MESSAGES in top:
         out[MESSAGES] = {"ratio_to_plain_read": top[MESSAGES]["ratio_to_plain_read"]}
     return out
@@ -320,9 +357,16 @@ def _chart(rows: list[dict[str, Any]], path: str) -> None:
         marker="s",
         label="plain read, both topics at once",
     )
-    for agreement in CONTRACTS:
-        left.plot(sizes, [r[agreement]["total_s"] for r in rows], marker="o", label=agreement)
-        right.plot(sizes, [r[agreement]["peak_rss_mb"] for r in rows], marker="o", label=agreement)
+    for agreement in JUDGED:
+        if not all(agreement in r for r in rows):
+            continue  # a report from before the checked variants
+        style = "--" if agreement.endswith(CHECKED) else "-"
+        left.plot(
+            sizes, [r[agreement]["total_s"] for r in rows], style, marker="o", label=agreement
+        )
+        right.plot(
+            sizes, [r[agreement]["peak_rss_mb"] for r in rows], style, marker="o", label=agreement
+        )
     if all(MESSAGES in r for r in rows):
         left.plot(sizes, [r[MESSAGES]["total_s"] for r in rows], "c:", marker="x", label=MESSAGES)
     right.plot(

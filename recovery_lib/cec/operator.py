@@ -29,6 +29,7 @@ from recovery_lib.cec.windows import (
     time_window_id,
     time_window_start,
 )
+from recovery_lib.verify.schema import OutputSchema
 
 if TYPE_CHECKING:
     from recovery_lib.cec.recovery import EventualCheckpoint
@@ -51,6 +52,17 @@ def result_value(
     if span is not None:
         value["start"], value["end"] = span
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+def result_schema(aggregate: str, timed: bool) -> OutputSchema:
+    """The Spark type of ``result_value``'s values (a CEC job's declared output schema: its
+    writer serializes them itself, so no run records one)."""
+    fields = {"key": "string", "window": "string", "count": "long"}
+    if aggregate != "count":
+        fields[aggregate] = "double"
+    if timed:
+        fields |= {"start": "long", "end": "long"}
+    return OutputSchema.declared(fields)
 
 
 class OpenWindow:

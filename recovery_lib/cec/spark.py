@@ -31,7 +31,7 @@ from recovery_lib.cec.aggregate import AggregateSpec, CECAggregate
 from recovery_lib.cec.exceptions import InputTruncated
 from recovery_lib.cec.log import OutputLog
 from recovery_lib.cec.native import native_frame
-from recovery_lib.cec.operator import InputTuple
+from recovery_lib.cec.operator import InputTuple, result_schema
 from recovery_lib.cec.policy import CheckpointPolicy
 from recovery_lib.cec.windows import TimeWindows
 from recovery_lib.io.range_reader import read_range
@@ -40,7 +40,7 @@ from recovery_lib.job.frames import read_json_input, write_output
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.runtime.checkpoint import source_offsets
 from recovery_lib.settings import get_settings
-from recovery_lib.verify.contract import ConsistencyContract, UniqueOutputs
+from recovery_lib.verify.contract import ConsistencyContract, EventTimes, UniqueOutputs, Windows
 
 log = logging.getLogger(__name__)
 # How a CEC recovery's detail appears in the job's log (one line per process start).
@@ -304,14 +304,17 @@ class _ClosedBy:
 
 
 def windowed_contract(
-    input: str, event_field: str, kind: TimeWindows, spark_delay_ms: int
+    input: str, event_field: str, kind: TimeWindows, spark_delay_ms: int, aggregate: str
 ) -> ConsistencyContract:
     """A deterministic time-windowed CEC job's contract: results compared exactly, up to the
-    windows every run must have closed (``ConsistencyContract.closed_by``)."""
+    windows every run must have closed (``ConsistencyContract.closed_by``), each of the type
+    ``result_value`` writes."""
     return ConsistencyContract(
+        output_schema=result_schema(aggregate, timed=True),
         # One result per window, also for windows past what every run closed (not compared).
         invariants=(UniqueOutputs(("window",)),),
         window_end=lambda value: int(value["end"]),
         closed_by=_ClosedBy(input, event_field, kind, spark_delay_ms),
         window="window",
+        windows=Windows("start", end="end", event_times=EventTimes((input,), event_field)),
     )

@@ -17,6 +17,7 @@ from recovery_lib.cli.verify_cmd import (
     SEED_OPTION,
     SKEW_OPTION,
     input_view,
+    time_span,
 )
 from recovery_lib.files import write_json_report
 from recovery_lib.kafka.exceptions import KafkaLayerError
@@ -42,6 +43,14 @@ def check(
     skew: float = SKEW_OPTION,
     mutation_seed: int = typer.Option(0, help="Which outputs the operators pick."),
     report: Path = typer.Option(None, help="Also write the report here (JSON)."),
+    schema: str = typer.Option(
+        None,
+        help="The output schema (StructType JSON); default: the one the reference run's "
+        "writer recorded, or the one the job declares.",
+    ),
+    clock: str = typer.Option(
+        None, help="FIRST_MS,LAST_MS: the reference run's wall-clock span (processing time)."
+    ),
 ) -> None:
     """Apply every mutation operator that fits the job's contract to the reference output and
     judge each mutant: the contract must catch every mutant and pass every control. Exits 1
@@ -50,10 +59,16 @@ def check(
 
     from recovery_lib.io.sinks.dedup_reader import read_topic
     from recovery_lib.job.spec import resolve_job
+    from recovery_lib.settings import get_settings
     from recovery_lib.verify.mutation import OPERATORS, mutate
+    from recovery_lib.verify.schema import load_schema, recorded_schema
 
     try:
         spec = resolve_job(job)
+        contract = spec.contract.with_schema(
+            load_schema(schema) if schema else recorded_schema(get_settings().home, reference_topic)
+        )
+        span = time_span(clock, "--clock")
         reference = list(read_topic(reference_topic))
         inputs = input_view(input_topic, events, seed, rate, skew)
     except (KafkaLayerError, ValueError) as exc:
@@ -66,12 +81,13 @@ def check(
         task = progress.add_task(f"mutants of {spec.name}", total=None)
         result = mutate(
             spec.name,
-            spec.contract,
+            contract,
             reference,
             dedup,
             inputs,
             mutation_seed,
             on_mutant=lambda _m: progress.advance(task),
+            clock=span,
         )
     table = Table(title=f"{spec.name}: {len(OPERATORS)} operators on {result.outputs} outputs")
     for column in ("operator", "mutants caught", "controls passed", "note"):

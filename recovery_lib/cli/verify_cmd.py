@@ -13,6 +13,7 @@ from recovery_lib.cli.output import EXIT_INCONCLUSIVE, abort, console
 from recovery_lib.kafka.exceptions import KafkaLayerError
 
 if TYPE_CHECKING:
+    from recovery_lib.verify.contract import TimeSpan
     from recovery_lib.verify.inputs import InputView
 
 
@@ -50,13 +51,29 @@ def verify(
     expectations: bool = typer.Option(
         False, help="Also run the query's Great Expectations suite on the output."
     ),
+    schema: str = typer.Option(
+        None,
+        help="The output schema (StructType JSON) every output must fit; default: the one the "
+        "run's writer recorded for TOPIC (or the reference's), or the one the job declares.",
+    ),
+    clock: str = typer.Option(
+        None,
+        help="FIRST_MS,LAST_MS: the run's wall-clock span, where its processing-time windows "
+        "can lie (default: up to now).",
+    ),
+    reference_clock: str = typer.Option(
+        None, help="FIRST_MS,LAST_MS: the reference run's wall-clock span (as --clock)."
+    ),
 ) -> None:
-    """The oracle: lost, extra, duplicated and divergent outputs and the guarantee class; exits
-    1 when inconsistent (or when --expectations finds a failed expectation), 4 when
+    """The oracle: lost, extra, duplicated, divergent and malformed outputs (outputs that do not
+    fit the output schema, or whose window no run opened) and the guarantee class; exits 1
+    when inconsistent (or when --expectations finds a failed expectation), 4 when
     inconclusive."""
     from recovery_lib.io.sinks.dedup_reader import read_topic
     from recovery_lib.job.spec import resolve_job
+    from recovery_lib.settings import get_settings
     from recovery_lib.verify.oracle import judge_topics
+    from recovery_lib.verify.schema import load_schema, recorded_schema
 
     if reference_topic is None and events is None and not input_topic:
         abort(ValueError("give --reference-topic, --events or --input: nothing to compare against"))
@@ -64,8 +81,21 @@ def verify(
     try:
         spec = resolve_job(query)
         inputs = input_view(input_topic, events, seed, rate, skew)
+        given = load_schema(schema) if schema else None
+        contract = spec.contract.with_schema(
+            given or recorded_schema(get_settings().home, topic, reference_topic)
+        )
         # Both topics stream through the columnar engine: no object per output.
-        report = judge_topics(spec.name, spec.contract, topic, reference_topic, dedup, inputs)
+        report = judge_topics(
+            spec.name,
+            contract,
+            topic,
+            reference_topic,
+            dedup,
+            inputs,
+            clock=time_span(clock, "--clock"),
+            reference_clock=time_span(reference_clock, "--reference-clock"),
+        )
     except (KafkaLayerError, ValueError) as exc:
         abort(exc)
         return
@@ -90,6 +120,23 @@ def verify(
         raise typer.Exit(code=EXIT_INCONCLUSIVE)
     if report["verdict"] != "consistent" or (gx_result is not None and not gx_result.success):
         raise typer.Exit(code=1)
+
+
+def time_span(text: str | None, option: str) -> TimeSpan | None:
+    """``FIRST_MS,LAST_MS`` as a span (None: not given). Raises ValueError naming the option."""
+    from recovery_lib.verify.contract import TimeSpan
+
+    if not text:
+        return None
+    try:
+        first, last = (int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"{option} {text!r}: give FIRST_MS,LAST_MS (wall-clock milliseconds)"
+        ) from None
+    if last < first:
+        raise ValueError(f"{option} {text!r}: the span ends before it starts")
+    return TimeSpan(first, last)
 
 
 def input_view(

@@ -104,7 +104,9 @@ from recovery_lib.runtime.logs import ProgressThrottle
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec
 from recovery_lib.settings import get_settings
+from recovery_lib.verify.contract import TimeSpan
 from recovery_lib.verify.oracle import judge, judge_topics
+from recovery_lib.verify.schema import recorded_schema
 
 # task-retry: a task fails before it writes; write-retry: a sink task fails after writing
 # --midwrite-rows records. Spark retries both (a task-level failure, the driver lives on).
@@ -347,9 +349,12 @@ class _Run:
     metrics: LiveMetrics | None = None  # the faulty run's /metrics
     metrics_url: str | None = None
     table: TableTarget | None = None  # the output's table (None: its topic)
+    # Wall clock ms when the job was launched: where the run's processing-time windows begin.
+    launched_ms: int = field(default_factory=now_ms)
 
     def result(self) -> dict[str, Any]:
         return {
+            "clock_ms": [self.launched_ms, now_ms()],  # the run's wall-clock span
             "table": self.table.spell() if self.table is not None else None,
             "name": self.name,
             "run_id": self.run_id,
@@ -914,25 +919,37 @@ class Experiment:
         )
         dedup = consumer_dedups(cfg.sink_mode) and not faulty["table"]
         inputs = self.input.view(self.events)
+        # The output's Spark type, as the runs' writers recorded it (verify/schema.py).
+        contract = self.job.contract.with_schema(
+            recorded_schema(
+                get_settings().home, faulty["table"] or faulty["out_topic"], reference["out_topic"]
+            )
+        )
+        clocks = {
+            "clock": TimeSpan(*faulty["clock_ms"]),
+            "reference_clock": TimeSpan(*reference["clock_ms"]),
+        }
         if faulty["table"] or visibility_gate(cfg.sink_mode) is not None:
             report = judge(
                 self.job.name,
-                self.job.contract,
+                contract,
                 self._faulty_outputs(faulty),
                 list(read_topic(reference["out_topic"])),
                 dedup=dedup,
                 inputs=inputs,
                 failures_not_fired=not_fired,
+                **clocks,
             )
         else:  # a plain consumer reads the topic: judged in Arrow batches, bounded memory
             report = judge_topics(
                 self.job.name,
-                self.job.contract,
+                contract,
                 faulty["out_topic"],
                 reference["out_topic"],
                 dedup=dedup,
                 inputs=inputs,
                 failures_not_fired=not_fired,
+                **clocks,
             )
         consistency = report.to_dict()
         if report.inconclusive_because:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -214,11 +215,35 @@ def route_dead_letters(
 
 
 def output(key: Column, value_fields: list[Column], ingest_ms: Column) -> list[Column]:
+    """A job's output columns: ``key`` (string), ``value`` (a struct of ``value_fields``: the
+    writers serialize it as JSON and record its Spark type as the run's output schema, which
+    the oracle checks every output against) and ``ingest_ms``."""
     return [
         key.cast("string").alias("key"),
-        F.to_json(F.struct(*value_fields)).alias("value"),
+        F.struct(*value_fields).alias("value"),
         ingest_ms.alias("ingest_ms"),
     ]
+
+
+# Null fields are written (Spark leaves them out by default): a missing field is then always
+# an output no run wrote (verify/schema.py, nulls_written).
+JSON_OPTIONS = {"ignoreNullFields": "false"}
+
+
+def serialized(df: DataFrame, opts: JobOptions) -> DataFrame:
+    """``df`` with a struct ``value`` serialized as JSON, its type recorded as the run's output
+    schema (``opts.schema_store``); a value the job serialized itself is left as it is."""
+    from pyspark.sql.types import StructType
+
+    kind = df.schema["value"].dataType if "value" in df.columns else None
+    if not isinstance(kind, StructType):
+        return df
+    if opts.schema_store:
+        from recovery_lib.verify.schema import OutputSchema, SchemaStore
+
+        target = opts.table_sink or opts.out_topic
+        SchemaStore(Path(opts.schema_store)).record(target, OutputSchema.from_spark(kind))
+    return df.withColumn("value", F.to_json("value", JSON_OPTIONS))
 
 
 def write_output(df: DataFrame, opts: JobOptions, once: bool = False):  # noqa: ANN201
@@ -226,6 +251,7 @@ def write_output(df: DataFrame, opts: JobOptions, once: bool = False):  # noqa: 
     batch and stop (a standby's rehearsal)."""
     if opts.table_sink:
         return write_table_output(df, opts)
+    df = serialized(df, opts)
     out = df.select(
         "key",
         "value",
@@ -291,6 +317,7 @@ def write_table_output(df: DataFrame, opts: JobOptions):  # noqa: ANN201 - Strea
     driver (``foreachBatch``), so an armed mid-write kill fires after the table commit and
     before Spark's: the re-run batch must find its commit."""
     target = TableTarget.parse(opts.table_sink or "")
+    df = serialized(df, opts)
     newest = EpochStore(opts.epoch_store).current if opts.epoch_store else None
     # The app id outlives a process: a restart, a standby and a replica share the prefix.
     sink = target.sink(opts.prefix, opts.query, opts.epoch, newest)

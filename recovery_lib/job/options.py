@@ -71,6 +71,9 @@ class JobOptions:
     # The query's name in Spark when it is not ``query``: a stage of a pipeline hosted with
     # others in one Spark application (pipeline/host.py), whose queries need names of their own.
     stream_name: str | None = None
+    # Where the writers record the output's Spark type (verify/schema.py SchemaStore; None:
+    # not recorded), for the oracle.
+    schema_store: str | None = None
 
     def __post_init__(self) -> None:
         if not self.kafka:

@@ -34,6 +34,7 @@ from recovery_lib.runtime.launch import JobLaunch
 from recovery_lib.runtime.logs import configure_logging
 from recovery_lib.settings import get_settings
 from recovery_lib.spark.session import build_session
+from recovery_lib.verify.schema import SCHEMA_DIR
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ def job_options(spec: JobSpec, launch: JobLaunch) -> JobOptions:
         source_options=dict(launch.source_options),
         sink_options=dict(launch.sink_options),
         table_sink=launch.table_sink,
+        schema_store=str(get_settings().home / SCHEMA_DIR),
     )
     if launch.causal:
         settings = get_settings()

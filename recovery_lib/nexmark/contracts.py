@@ -10,18 +10,21 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 from recovery_lib.job.options import JobOptions
 from recovery_lib.nexmark.reference import as_multiset, load_events, reference_rows
 from recovery_lib.verify.contract import (
     ConsistencyContract,
+    EventTimes,
     Flaw,
     Invariant,
     InvariantResult,
     KeyTotals,
     Output,
+    TimeSpan,
     UniqueOutputs,
+    Windows,
     number_problem,
 )
 from recovery_lib.verify.inputs import InputView
@@ -120,6 +123,35 @@ def _generated_bids(inputs: InputView) -> Counter[int]:
     )
 
 
+@dataclass(frozen=True)
+class GeneratedEventTimes:
+    """The earliest and latest event time of the query's ``inputs``: from the generator's
+    events when the input was generated (DuckDB), else from the input topics."""
+
+    inputs: tuple[str, ...]
+
+    def __call__(self, inputs: InputView) -> TimeSpan | None:
+        if inputs.generator is not None and inputs.events:
+            con = load_events(inputs.generator, inputs.events)
+            spans = [
+                con.execute(f'SELECT min("dateTime"), max("dateTime") FROM {name}').fetchone()
+                for name in self.inputs
+            ]
+            found = [(lo, hi) for lo, hi in spans if lo is not None]
+            if found:
+                return TimeSpan(min(lo for lo, _ in found), max(hi for _, hi in found))
+        return EventTimes(self.inputs, "dateTime")(inputs)
+
+
+# What each windowed query reads (event times of its windows).
+WINDOWED_INPUTS = {"q5": ("bids",), "q7": ("bids",), "q8": ("persons", "auctions")}
+
+
+def _default(name: str) -> int:
+    """A job option's default (without building options: no broker)."""
+    return next(f.default for f in fields(JobOptions) if f.name == name)
+
+
 def contract(query: str) -> ConsistencyContract:
     if query == "q12":
         return ConsistencyContract(
@@ -128,14 +160,25 @@ def contract(query: str) -> ConsistencyContract:
             invariants=(BidsCountedOnce(),),
             free=("window_start",),  # processing time: which window a bid falls in
             window="window_start",
+            windows=Windows(
+                "window_start", size_ms=_default("q12_window_s") * 1000, clock="processing"
+            ),
         )
-    # The queries' default window (JobOptions.window_s), without building options (no broker).
-    window_ms = next(f.default for f in fields(JobOptions) if f.name == "window_s") * 1000
+    window_ms = _default("window_s") * 1000
     window_end = None
+    windows = None
     if query == "q5":
         window_end = _q5_window_end
+        windows = Windows(
+            "window_start", end="window_end", event_times=GeneratedEventTimes(("bids",))
+        )
     elif query in ("q7", "q8"):
         window_end = _WindowStartPlus(window_ms)
+        windows = Windows(
+            "window_start",
+            size_ms=window_ms,
+            event_times=GeneratedEventTimes(WINDOWED_INPUTS[query]),
+        )
     invariants: tuple[Invariant, ...] = (ReferenceResults(query),)
     if query in UNIQUE_OUTPUTS:  # also judges a reference run without the input
         invariants = (UniqueOutputs(), *invariants)
@@ -143,6 +186,7 @@ def contract(query: str) -> ConsistencyContract:
         invariants=invariants,
         window_end=window_end,
         window="window_start" if window_end is not None else None,
+        windows=windows,
     )
 
 

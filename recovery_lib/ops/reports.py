@@ -27,8 +27,10 @@ from recovery_lib.io.sinks.modes import consumer_dedups, consumer_records
 from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.runtime.checkpoint import batch_metadata, last_committed, source_offsets
+from recovery_lib.settings import get_settings
 from recovery_lib.verify.inputs import InputRecord, InputView
 from recovery_lib.verify.oracle import judge
+from recovery_lib.verify.schema import recorded_schema
 
 
 def snapshot(checkpoint: str | Path) -> dict[str, Any]:
@@ -132,7 +134,11 @@ def consistency_report(
     view = None
     if inputs and needs_input:
         view = input_view(inputs, snap["offsets"] if snap else None)
-    report = judge(spec.name, spec.contract, run, reference, dedup, inputs=view).to_dict()
+    # The output's Spark type, as the runs' writers recorded it (verify/schema.py).
+    contract = spec.contract.with_schema(
+        recorded_schema(get_settings().home, run_topic, reference_topic)
+    )
+    report = judge(spec.name, contract, run, reference, dedup, inputs=view).to_dict()
     report["snapshot"] = snap
     report["left_out"] = restricted
     gx = None

@@ -180,6 +180,17 @@ def copies_allowed(path: tuple[int, ...], facts: dict[str, Any]) -> int:
     return max(1, facts["link_adds"][(path[-2], path[-1])])
 
 
+def _path_of(value: Any) -> tuple[int, ...] | None:
+    """A path as node ids (None: not a list of integers)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) for n in value
+    ):
+        return None
+    return tuple(value)
+
+
 class ReachablePaths:
     """Every output is a simple path from an added source node over added links, output no
     more often than a failure-free run can (once, unless a delete and re-add let the join
@@ -199,7 +210,12 @@ class ReachablePaths:
         seen: Counter[tuple[int, ...]] = Counter()
         paths = []
         for o in outputs:
-            path = tuple(int(n) for n in o.value.get("path") or ())
+            path = _path_of(o.value.get("path"))
+            if path is None:  # no run writes it (the oracle counts it malformed too)
+                violations[Flaw.INCONSISTENT] += 1
+                if len(examples) < 3:
+                    examples.append(f"path {o.value.get('path')!r} is not a list of nodes")
+                continue
             paths.append((o, path))
             seen[path] += 1
         records = self.records(inputs)

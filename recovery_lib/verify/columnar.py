@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -51,10 +52,13 @@ from recovery_lib.verify.contract import (
     InvariantResult,
     KeyTotals,
     Output,
+    TimeSpan,
     UniqueOutputs,
+    Windows,
     divergent_ids,
 )
 from recovery_lib.verify.inputs import InputView
+from recovery_lib.verify.schema import OutputSchema
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +94,15 @@ class UnitSQL:
     # equal always collide (uniques_sql); columns uq0, uq1 ...
     uniques: tuple[str, ...] = ()
     extract: tuple[str, ...] = ()  # JSON paths: x[1], x[2] ... (one parse per record)
+    # With an output schema (SchemaSQL): ``typed`` the value read as the schema's types (one
+    # parse), ``suspect`` true where the SQL cannot show the value fits (Python decides).
+    typed: str = "NULL"
+    suspect: str = "false"
+    # With placed windows (window_sql): the window's start and end in ms, NULL where the value
+    # does not hold an integer there (Python decides).
+    window_start: str = "NULL"
+    window_end: str = "NULL"
+    window_paths: tuple[str, ...] = ()  # JSON paths: w[1] (start), w[2] (end)
 
 
 def unique_sql(fields: tuple[str, ...]) -> str:
@@ -111,8 +124,124 @@ def unique_sql(fields: tuple[str, ...]) -> str:
     return f"hash(key, concat_ws(chr(31), {', '.join(parts)}))"
 
 
-def unit_sql(agreement: Agreement | None, uniques: tuple[str, ...] = ()) -> UnitSQL:
-    return dataclasses.replace(_unit_sql(agreement), uniques=uniques)
+def unit_sql(
+    agreement: Agreement | None,
+    uniques: tuple[str, ...] = (),
+    schema: OutputSchema | None = None,
+    windows: Windows | None = None,
+) -> UnitSQL:
+    sql = dataclasses.replace(_unit_sql(agreement), uniques=uniques)
+    fits = SchemaSQL(schema) if schema is not None else None
+    if fits is not None:
+        sql = dataclasses.replace(sql, typed=fits.typed(), suspect=fits.suspect())
+    if windows is not None:
+        if fits is not None and fits.integral(windows.start, windows.end):
+            # The typed value holds them (a value whose text differs is Python's anyway).
+            start = f"t[{_quote(windows.start)}]"
+            end = f"t[{_quote(windows.end)}]" if windows.end is not None else "NULL"
+            if windows.end is None and windows.size_ms is not None:
+                end = f"({start}) + {int(windows.size_ms)}"
+            return dataclasses.replace(sql, window_start=start, window_end=end)
+        start, end = window_sql(windows)
+        sql = dataclasses.replace(
+            sql, window_start=start, window_end=end, window_paths=window_paths(windows)
+        )
+    return sql
+
+
+def window_sql(windows: Windows) -> tuple[str, str]:
+    """SQL of an output's window start and end (ms), from ``w``: its window fields taken in
+    one parse. NULL where a field is not an integer."""
+
+    def integer(j: str) -> str:
+        return f"CASE WHEN json_type({j}) IN ('UBIGINT', 'BIGINT') THEN TRY_CAST({j} AS BIGINT) END"
+
+    start = integer("w[1]")
+    if windows.end is not None:
+        return start, integer("w[2]")
+    if windows.size_ms is not None:
+        return start, f"({start}) + {int(windows.size_ms)}"
+    return start, "NULL"
+
+
+def window_paths(windows: Windows) -> tuple[str, ...]:
+    return (_path(windows.start), *([_path(windows.end)] if windows.end is not None else []))
+
+
+# Spark types whose JSON DuckDB reads and writes back as Spark's to_json wrote it; the others
+# are kept as raw JSON and checked on their own (``SchemaSQL.suspect``).
+_ROUND_TRIP = {
+    "long": "BIGINT",
+    "integer": "INTEGER",
+    "short": "SMALLINT",
+    "byte": "TINYINT",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "string": "VARCHAR",
+}
+_TEXT_CAST = {"timestamp": "TIMESTAMPTZ", "timestamp_ntz": "TIMESTAMP", "date": "DATE"}
+
+
+class SchemaSQL:
+    """The output schema in SQL, at one JSON parse per record: the value read as the schema's
+    types (``json_transform``) and written back (``to_json``) gives the same text only when
+    every field is there, no other is, and each holds its type's JSON (a long as an integer
+    in range, not 1.5 or "banana"). That is a superset check: whatever fails it (or holds a
+    null, whose place the schema decides) is decided by ``OutputSchema.problem`` in Python;
+    a value written with other spacing or field order only takes that slower path."""
+
+    def __init__(self, schema: OutputSchema):
+        self.schema = schema
+        self.raw: list[tuple[str, Any]] = []  # top-level fields kept as JSON: (name, type)
+        self.nested_raw = False  # a nested field that only Python can check
+        self.structure = {
+            f["name"]: self._duck(f["type"], top=f["name"]) for f in schema.struct["fields"]
+        }
+
+    def _duck(self, kind: Any, top: str | None) -> Any:
+        if isinstance(kind, str) and kind in _ROUND_TRIP:
+            return _ROUND_TRIP[kind]
+        if isinstance(kind, dict) and kind["type"] == "array":
+            return [self._duck(kind["elementType"], None)]
+        if isinstance(kind, dict) and kind["type"] == "struct":
+            return {f["name"]: self._duck(f["type"], None) for f in kind["fields"]}
+        if top is not None:
+            self.raw.append((top, kind))
+        else:
+            self.nested_raw = True
+        return "JSON"
+
+    def integral(self, *names: str | None) -> bool:
+        """Every named field is a top-level integer the typed value holds."""
+        return all(
+            self.structure.get(n) in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT")
+            for n in names
+            if n is not None
+        )
+
+    def typed(self) -> str:
+        return f"try(json_transform(d, {_quote(json.dumps(self.structure))}))"
+
+    def suspect(self) -> str:
+        checks = ["NOT coalesce(to_json(t)::VARCHAR = d, false)", "contains(d, 'null')"]
+        if self.nested_raw:
+            return "true"
+        for name, kind in self.raw:
+            field = f"t[{_quote(name)}]"
+            if kind in _TEXT_CAST:
+                checks.append(f"TRY_CAST({field} ->> '$' AS {_TEXT_CAST[kind]}) IS NULL")
+            elif kind == "binary":
+                checks.append(f"try(from_base64({field} ->> '$')) IS NULL")
+            elif kind == "float" or (isinstance(kind, str) and kind.startswith("decimal")):
+                checks.append(
+                    f"json_type({field}) NOT IN ('UBIGINT', 'BIGINT', 'DOUBLE') "
+                    f"OR NOT isfinite(TRY_CAST({field} AS DOUBLE))"
+                )
+            elif kind in ("char", "varchar") or str(kind).startswith(("char(", "varchar(")):
+                checks.append(f"json_type({field}) <> 'VARCHAR'")
+            else:
+                return "true"  # maps, intervals, variants: Python decides each value
+        return " OR ".join(f"coalesce({c}, true)" for c in checks)
 
 
 OBJECT = "json_type(v) = 'OBJECT'"
@@ -188,7 +317,8 @@ class SpilledSide:
         uniques = "".join(f", uq{i} UBIGINT" for i in range(len(sql.uniques)))
         con.execute(
             f"CREATE TABLE {name} (seq BIGINT, id BLOB, h UBIGINT, u UBIGINT, "
-            f"total DOUBLE, flag BOOLEAN, ignored BOOLEAN{uniques})"
+            f"total DOUBLE, flag BOOLEAN, ignored BOOLEAN, suspect BOOLEAN, "
+            f"w0 BIGINT, w1 BIGINT{uniques})"
         )
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -207,12 +337,20 @@ class SpilledSide:
         rows = "SELECT *, try(decode(value)) AS d FROM chunk"
         if sql.extract:
             rows = f"SELECT *, try(json_extract(d, {_sql_list(sql.extract)})) AS x FROM ({rows})"
+        valid = "json_valid(d)"
+        if sql.typed != "NULL":
+            rows = f"SELECT *, {sql.typed} AS t FROM ({rows})"
+        if sql.window_paths:
+            paths = _sql_list(sql.window_paths)
+            rows = f"SELECT *, try(json_extract(d, {paths})) AS w FROM ({rows})"
         self.con.register("chunk", chunk)
         try:
             self.con.execute(
                 f"INSERT INTO {self.name} SELECT seq, id, hash(key, value), {sql.unit}, "
-                f"{sql.total}, {sql.flag}, {sql.ignored}{''.join(', ' + u for u in sql.uniques)} "
-                f"FROM (SELECT *, CASE WHEN json_valid(d) THEN d END AS v FROM ({rows}))"
+                f"{sql.total}, {sql.flag}, {sql.ignored}, {sql.suspect}, "
+                f"{sql.window_start}, {sql.window_end}"
+                f"{''.join(', ' + u for u in sql.uniques)} "
+                f"FROM (SELECT *, CASE WHEN {valid} THEN d END AS v FROM ({rows}))"
             )
         finally:
             self.con.unregister("chunk")
@@ -339,7 +477,12 @@ class ColumnarJudge:
         self.uniques = [
             inv for inv in contract.invariants if isinstance(inv, UniqueOutputs) and inv.fields
         ]
-        self.sql = unit_sql(contract.view, tuple(unique_sql(inv.fields) for inv in self.uniques))
+        self.sql = unit_sql(
+            contract.view,
+            tuple(unique_sql(inv.fields) for inv in self.uniques),
+            contract.output_schema,
+            contract.windows,
+        )
 
     def side(self, name: str) -> SpilledSide:
         return SpilledSide(self.con, name, self.directory, self.sql, spill=self.on_disk)
@@ -347,8 +490,15 @@ class ColumnarJudge:
     # -- steps 1-4 --------------------------------------------------------------------------
 
     def facts(
-        self, side: SpilledSide, dedup: bool, inputs: InputView | None, max_examples: int
+        self,
+        side: SpilledSide,
+        dedup: bool,
+        inputs: InputView | None,
+        max_examples: int,
+        span: TimeSpan | None = None,
     ) -> SideFacts:
+        """Steps 1-4 on ``side``; ``span``: the times its windows can hold
+        (``ConsistencyContract.window_span``), None: windows not placed."""
         side.finish()
         t = side.name
         records, distinct, with_id = self.con.execute(
@@ -373,14 +523,21 @@ class ColumnarJudge:
             ).fetchall()
             records_by_seq = side.records(s for _, seqs in rows for s in seqs)
             facts.divergent, _ = divergent_ids(list(records_by_seq.values()))
-        # Step 3: outputs the SQL could not show well-formed, decided by the agreement.
-        view = self.contract.view
-        if view is not None:
+        # Step 3: outputs the SQL could not show well-formed, decided by the contract (the
+        # agreement and the output schema).
+        where = "flag"
+        if self.contract.output_schema is not None:
+            where += " OR suspect"
+        placed = self.contract.windows is not None and span is not None
+        if placed:
+            assert span is not None
+            where += f" OR w0 IS NULL OR w0 > {span.last_ms} OR w1 <= {span.first_ms} OR w1 <= w0"
+        if self.contract.view is not None or self.contract.output_schema is not None or placed:
             flagged = [
-                s for (s,) in self.con.execute(f"SELECT seq FROM {seen} WHERE flag").fetchall()
+                s for (s,) in self.con.execute(f"SELECT seq FROM {seen} WHERE {where}").fetchall()
             ]
             for _seq, o in sorted(side.outputs(flagged).items()):
-                why = view.malformed(o)
+                why = self.contract.malformed(o, span)
                 if why is not None:
                     facts.malformed.append(f"{o.id}: {why}")
         # Step 4: invariants, on the decoded consumer view (UniqueOutputs on the outputs that

@@ -19,13 +19,17 @@ a job is read by the oracle.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
+
+from recovery_lib.verify.schema import OutputSchema
 
 if TYPE_CHECKING:
     from recovery_lib.verify.inputs import InputView
@@ -34,11 +38,12 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Output:
     """One output as a consumer sees it: its id (lineage), key and value (a JSON object when
-    the value is one, else ``{"value": <text>}``)."""
+    the value is one, else ``{"value": <text>}``, and ``wrapped`` then says so)."""
 
     id: str | None
     key: str | None
     value: dict[str, Any]
+    wrapped: bool = False
 
     @classmethod
     def decode(cls, rid: str | None, key: bytes | None, value: bytes | None) -> Output:
@@ -47,9 +52,10 @@ class Output:
             parsed = json.loads(text)
         except ValueError:
             parsed = None
-        if not isinstance(parsed, dict):
+        wrapped = not isinstance(parsed, dict)
+        if wrapped:
             parsed = {"value": text}
-        return cls(rid, key.decode(errors="replace") if key is not None else None, parsed)
+        return cls(rid, key.decode(errors="replace") if key is not None else None, parsed, wrapped)
 
 
 def canonical(value: Any) -> str:
@@ -193,7 +199,10 @@ class KeyTotals:
             raise ValueError(f"KeyTotals.how must be 'sum' or 'max', got {self.how!r}")
 
     def ignored(self, output: Output) -> bool:
-        return output.value.get(self.keys[0]) in self.ignore
+        try:
+            return output.value.get(self.keys[0]) in self.ignore
+        except TypeError:  # a list or an object where a key belongs: not ignored, malformed?
+            return False
 
     def malformed(self, output: Output) -> str | None:
         if self.ignored(output):
@@ -236,6 +245,81 @@ class KeyTotals:
 
     def describe(self) -> str:
         return f"per Kafka key and {', '.join(self.keys)}, the {self.how} of {self.total}"
+
+
+@dataclass(frozen=True)
+class TimeSpan:
+    """From ``first_ms`` to ``last_ms``: the times a run's windows can hold (the input's event
+    times, or the run's wall clock for processing-time windows)."""
+
+    first_ms: int
+    last_ms: int
+
+
+@dataclass(frozen=True)
+class EventTimes:
+    """The earliest and latest event time (field ``field``, ms) of the run's ``inputs`` that
+    can be read (None: none can)."""
+
+    inputs: tuple[str, ...]
+    field: str
+
+    def __call__(self, inputs: InputView) -> TimeSpan | None:
+        times = [
+            value[self.field]
+            for name in self.inputs
+            if inputs.has(name)
+            for _record, value in inputs.decoded(name)
+            if isinstance(value, dict)
+            and number_problem(value.get(self.field), True, False) is None
+        ]
+        return TimeSpan(min(times), max(times)) if times else None
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Where an output's window lies: field ``start`` (ms), and field ``end`` or a fixed
+    ``size_ms``. A window holds times from its start to before its end; one that holds none
+    of the times a run could put in windows (``clock`` "event": the input's event times, by
+    ``event_times``; "processing": the run's wall clock) was opened by no run: the output is
+    malformed."""
+
+    start: str
+    end: str | None = None
+    size_ms: int | None = None
+    clock: str = "event"
+    event_times: Callable[[InputView], TimeSpan | None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.clock not in ("event", "processing"):
+            raise ValueError(f"Windows.clock is 'event' or 'processing', not {self.clock!r}")
+        if self.clock == "event" and self.event_times is None:
+            raise ValueError("event-time Windows need event_times: the input's event times")
+
+    def bounds(self, value: dict[str, Any]) -> tuple[Any, Any]:
+        """(start, end) as the output holds them (end None: neither an end field nor a size)."""
+        start = value.get(self.start)
+        if self.end is not None:
+            return start, value.get(self.end)
+        if self.size_ms is not None and number_problem(start, True, False) is None:
+            return start, start + self.size_ms
+        return start, None
+
+    def problem(self, value: dict[str, Any], span: TimeSpan) -> str | None:
+        """Why the output's window holds none of ``span`` (None: it may hold some)."""
+        start, end = self.bounds(value)
+        for name, bound in ((self.start, start), (self.end, end)):
+            if bound is not None and number_problem(bound, True, False) is not None:
+                return f"window {name}: {bound!r} is not a time in ms"
+        if start is None:
+            return f"no window field {self.start}"
+        if end is not None and end <= start:
+            return f"window [{start}, {end}) is empty"
+        if start > span.last_ms:
+            return f"window starts at {start}, after the last {self.clock} time {span.last_ms}"
+        if end is not None and end <= span.first_ms:
+            return f"window ends at {end}, before the first {self.clock} time {span.first_ms}"
+        return None
 
 
 class Flaw(StrEnum):
@@ -364,6 +448,11 @@ class ConsistencyContract:
     free: tuple[str, ...] = ()
     window: str | None = None
     ordered_list: str | None = None
+    # The Spark type of the output values (verify/schema.py): declared by a job that serializes
+    # its values itself; else the one the runtime recorded with the run (``with_schema``).
+    output_schema: OutputSchema | None = None
+    # Where each output's window lies, checked against the times a run could window.
+    windows: Windows | None = None
 
     def __post_init__(self) -> None:
         if self.closed_by is not None and self.window_end is None:
@@ -396,6 +485,41 @@ class ConsistencyContract:
             return self.agreement
         return Exact() if self.deterministic else None
 
+    def with_schema(self, schema: OutputSchema | None) -> ConsistencyContract:
+        """This contract judging with ``schema`` (a run's recorded one), unless it declares
+        its own."""
+        if schema is None or self.output_schema is not None:
+            return self
+        return dataclasses.replace(self, output_schema=schema)
+
+    def window_span(self, inputs: InputView | None, clock: TimeSpan | None) -> TimeSpan | None:
+        """The times a run's windows can hold: the input's event times, or the run's wall
+        clock (``clock``; without it, up to now: no window opens in the future). None: not
+        known, the windows are not placed."""
+        if self.windows is None:
+            return None
+        if self.windows.clock == "processing":
+            return clock or TimeSpan(0, int(time.time() * 1000))
+        assert self.windows.event_times is not None  # Windows checks it
+        return self.windows.event_times(inputs) if inputs is not None else None
+
+    def malformed(self, output: Output, span: TimeSpan | None = None) -> str | None:
+        """Why no failure-free run produces ``output`` on its own (None: some could): it does
+        not fit the output schema, its window holds none of ``span`` (``window_span``), or
+        the agreement cannot read it."""
+        if self.output_schema is not None:
+            if output.wrapped:
+                return "the value is not a JSON object"
+            problem = self.output_schema.problem(output.value)
+            if problem is not None:
+                return problem
+        if self.windows is not None and span is not None:
+            problem = self.windows.problem(output.value, span)
+            if problem is not None:
+                return problem
+        view = self.view
+        return view.malformed(output) if view is not None else None
+
     def check_invariants(
         self, outputs: Sequence[Output], inputs: InputView | None
     ) -> list[InvariantResult]:
@@ -417,6 +541,7 @@ class ConsistencyContract:
             "ordered": self.ordered,
             "batch_deterministic": self.batch_deterministic,
             "free": list(self.free),
+            "output_schema": list(self.output_schema.names) if self.output_schema else None,
         }
 
 

@@ -27,7 +27,7 @@ from enum import StrEnum
 from typing import Any
 
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
-from recovery_lib.verify.contract import ConsistencyContract, KeyTotals, Output
+from recovery_lib.verify.contract import ConsistencyContract, KeyTotals, Output, TimeSpan
 from recovery_lib.verify.inputs import InputView
 from recovery_lib.verify.oracle import Verdict, consumer_view, judge
 
@@ -292,7 +292,7 @@ def change_free_field(t: Target) -> Iterator[Mutant]:
         value = dict(t.outputs[i].value)
         for name in t.contract.free:
             if name in value:
-                value[name] = _fresh(t, name, value[name], n)
+                value[name] = _fresh(t, name, value[name], n, t.outputs[i].key)
         yield Mutant(
             "change-free-field",
             Expect.PASSES,
@@ -301,8 +301,14 @@ def change_free_field(t: Target) -> Iterator[Mutant]:
         )
 
 
-def _fresh(t: Target, name: str, value: Any, salt: int) -> Any:
-    """A value of field ``name`` no output holds."""
+def _fresh(t: Target, name: str, value: Any, salt: int, key: Any = None) -> Any:
+    """A value of field ``name`` no output holds; for the window field, a window other keys
+    use and ``key`` does not (one the run opened: out of it would be a window no run opens)."""
+    if name == t.contract.window:
+        mine = {json.dumps(o.value.get(name)) for o in t.outputs if o.key == key}
+        others = sorted({json.dumps(o.value[name]) for o in t.outputs if name in o.value} - mine)
+        if others:
+            return json.loads(others[salt % len(others)])
     used = {json.dumps(o.value.get(name)) for o in t.outputs}
     candidate = _changed(value, salt)
     step = 0
@@ -359,7 +365,7 @@ def move_window(t: Target) -> Iterator[Mutant]:
     if name in t.contract.free:
         for n, i in enumerate(t.pick(t.data())):
             value = dict(t.outputs[i].value)
-            value[name] = _fresh(t, name, value.get(name), n)
+            value[name] = _fresh(t, name, value.get(name), n, t.outputs[i].key)
             yield Mutant(
                 "move-window", Expect.PASSES, t.replaced(i, t.with_value(i, value)), "fresh"
             )
@@ -470,6 +476,90 @@ def reorder_json_keys(t: Target) -> Iterator[Mutant]:
         )
 
 
+def _schema_victims(t: Target, k: int) -> list[int]:
+    return t.pick(t.data(), k)
+
+
+def drop_field(t: Target) -> Iterator[Mutant]:
+    """A field of the output schema missing from an output (each field in turn)."""
+    schema = t.contract.output_schema
+    assert schema is not None
+    for n, i in enumerate(_schema_victims(t, len(schema.names))):
+        value = dict(t.outputs[i].value)
+        name = schema.names[n % len(schema.names)]
+        if value.pop(name, None) is None and name not in t.outputs[i].value:
+            continue
+        yield Mutant("drop-field", Expect.CAUGHT, t.replaced(i, t.with_value(i, value)), name)
+
+
+def extra_field(t: Target) -> Iterator[Mutant]:
+    """An output with a field the output schema does not have."""
+    for i in _schema_victims(t, 1):
+        value = {**t.outputs[i].value, "mutant_field": 1}
+        yield Mutant("extra-field", Expect.CAUGHT, t.replaced(i, t.with_value(i, value)), "added")
+
+
+def _other_type(value: Any) -> Any:
+    """A value of another JSON type: text for a number ("banana"), a number for text."""
+    return 12345 if isinstance(value, str) else "banana"
+
+
+def change_type(t: Target) -> Iterator[Mutant]:
+    """A field holding a value of another type than the schema's (each field in turn)."""
+    schema = t.contract.output_schema
+    assert schema is not None
+    for n, i in enumerate(_schema_victims(t, len(schema.names))):
+        value = dict(t.outputs[i].value)
+        name = schema.names[n % len(schema.names)]
+        if value.get(name) is None:
+            continue
+        value[name] = _other_type(value[name])
+        yield Mutant("change-type", Expect.CAUGHT, t.replaced(i, t.with_value(i, value)), name)
+
+
+def null_field(t: Target) -> Iterator[Mutant]:
+    """A field the schema says is never null, null."""
+    schema = t.contract.output_schema
+    assert schema is not None
+    required = schema.not_nullable()
+    for n, i in enumerate(_schema_victims(t, 2)):
+        if not required:
+            return
+        value = {**t.outputs[i].value, required[n % len(required)]: None}
+        yield Mutant(
+            "null-field",
+            Expect.CAUGHT,
+            t.replaced(i, t.with_value(i, value)),
+            required[n % len(required)],
+        )
+
+
+# Window starts no run opens: in the year 33658, and as far before 1970.
+FAR_MS = 10**15
+
+
+def window_out_of_range(t: Target) -> Iterator[Mutant]:
+    """An output's window moved where no run opens one: long after every input (and after
+    now), or long before it."""
+    windows = t.contract.windows
+    assert windows is not None
+    victims = [i for i in t.data() if windows.start in t.outputs[i].value]
+    for where, i in zip(("after", "before"), t.pick(victims, 2), strict=False):
+        value = dict(t.outputs[i].value)
+        start, end = windows.bounds(value)
+        moved = FAR_MS if where == "after" else -FAR_MS
+        value[windows.start] = moved
+        if windows.end is not None and isinstance(end, int) and isinstance(start, int):
+            value[windows.end] = moved + (end - start)
+        yield Mutant(
+            "window-out-of-range", Expect.CAUGHT, t.replaced(i, t.with_value(i, value)), where
+        )
+
+
+def _no_schema(c: ConsistencyContract) -> NotApplicable | None:
+    return None if c.output_schema is not None else "no output schema"
+
+
 OPERATORS: dict[str, tuple[Operator, Callable[[ConsistencyContract], NotApplicable | None]]] = {
     "drop": (drop, lambda c: None if c.view is not None else "no agreement"),
     "duplicate-same-id": (duplicate_same_id, lambda c: None),
@@ -488,6 +578,19 @@ OPERATORS: dict[str, tuple[Operator, Callable[[ConsistencyContract], NotApplicab
     "list-edits": (list_edits, lambda c: None if c.ordered_list else "no ordered list field"),
     "swap-values": (swap_values, lambda c: None if c.view is not None else "no agreement"),
     "json-key-order": (reorder_json_keys, lambda c: None),
+    "drop-field": (drop_field, _no_schema),
+    "extra-field": (extra_field, _no_schema),
+    "change-type": (change_type, _no_schema),
+    "null-field": (
+        null_field,
+        lambda c: (
+            _no_schema(c) or (None if c.output_schema.not_nullable() else "every field may be null")
+        ),  # type: ignore[union-attr]
+    ),
+    "window-out-of-range": (
+        window_out_of_range,
+        lambda c: None if c.windows is not None else "no placed windows (Windows)",
+    ),
 }
 
 
@@ -499,8 +602,10 @@ def mutate(
     inputs: InputView | None = None,
     seed: int = 0,
     on_mutant: Callable[[Mutant], None] | None = None,
+    clock: TimeSpan | None = None,
 ) -> MutationReport:
-    """Every applicable operator's mutants of ``reference``, each judged against it."""
+    """Every applicable operator's mutants of ``reference``, each judged against it;
+    ``clock``: the reference run's wall-clock span (processing-time windows lie in it)."""
     target = Target.of(reference, contract, dedup, seed)
     results = []
     for name, (operator, why_not) in OPERATORS.items():
@@ -510,7 +615,16 @@ def mutate(
             continue
         result = OperatorResult(name, applies=True)
         for mutant in operator(target):
-            report = judge(job, contract, mutant.records, reference, dedup, inputs)
+            report = judge(
+                job,
+                contract,
+                mutant.records,
+                reference,
+                dedup,
+                inputs,
+                clock=clock,
+                reference_clock=clock,
+            )
             if on_mutant is not None:
                 on_mutant(mutant)
             if mutant.expect is Expect.CAUGHT:

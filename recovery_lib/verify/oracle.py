@@ -26,6 +26,7 @@ contract promises) and ``consistent`` otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
@@ -50,6 +51,7 @@ from recovery_lib.verify.contract import (
     Flaw,
     InvariantResult,
     Output,
+    TimeSpan,
     divergent_ids,
 )
 from recovery_lib.verify.inputs import InputView
@@ -94,6 +96,10 @@ class ConsistencyReport:
     copies: int = 0
     malformed: int = 0
     reference_problems: list[str] = field(default_factory=list)
+    # What the malformed count checked beyond the agreement: the output schema's fields, and
+    # the times the run's windows could hold (None: not checked).
+    output_schema: list[str] | None = None
+    window_span: TimeSpan | None = None
 
     @property
     def reference_trusted(self) -> bool:
@@ -181,6 +187,8 @@ class ConsistencyReport:
             "failures_not_fired": self.failures_not_fired,
             "examples": self.examples,
             "left_open": self.left_open,
+            "output_schema": self.output_schema,
+            "window_span": dataclasses.asdict(self.window_span) if self.window_span else None,
         }
 
 
@@ -197,13 +205,12 @@ def consumer_view(raw: Iterable[SinkRecord], dedup: bool) -> list[Output]:
     return outputs
 
 
-def _malformed(contract: ConsistencyContract, outputs: Sequence[Output]) -> list[str]:
-    view = contract.view
-    if view is None:
-        return []
+def _malformed(
+    contract: ConsistencyContract, outputs: Sequence[Output], span: TimeSpan | None = None
+) -> list[str]:
     found = []
     for o in outputs:
-        why = view.malformed(o)
+        why = contract.malformed(o, span)
         if why is not None:
             found.append(f"{o.id}: {why}")
     return found
@@ -214,12 +221,15 @@ def check_reference(
     raw: Sequence[SinkRecord],
     reference: Sequence[Output],
     inputs: InputView | None,
+    span: TimeSpan | None = None,
 ) -> list[str]:
     """Why the reference run is not failure-free (empty: nothing found). Checked as a run is:
     copies of one id that differ, outputs no run can produce, and the invariants."""
     divergent, _ = divergent_ids(raw)
     return reference_problems(
-        divergent, _malformed(contract, reference), contract.check_invariants(reference, inputs)
+        divergent,
+        _malformed(contract, reference, span),
+        contract.check_invariants(reference, inputs),
     )
 
 
@@ -281,9 +291,13 @@ def judge_objects(
     inputs: InputView | None = None,
     failures_not_fired: int = 0,
     max_examples: int = 5,
+    clock: TimeSpan | None = None,
+    reference_clock: TimeSpan | None = None,
 ) -> ConsistencyReport:
     """The judgement as plain Python, one decoded output at a time: the definition the columnar
-    engine (``judge``) is checked against, for runs small enough to hold as objects."""
+    engine (``judge``) is checked against, for runs small enough to hold as objects.
+    ``clock``/``reference_clock``: each run's wall-clock span, where processing-time windows
+    can lie (``ConsistencyContract.window_span``)."""
     raw = list(run_output)
     # Step 1: the run on its own: copies of one id, outputs no run produces, invariants.
     divergent, same_id_copies = divergent_ids(raw)
@@ -292,7 +306,8 @@ def judge_objects(
     examples: dict[str, list[str]] = {"divergent_ids": divergent[:max_examples]}
     if not dedup:
         examples["duplicated_ids"] = _ids_with_copies(raw)[:max_examples]
-    malformed = _malformed(contract, seen)
+    span, reference_span = _spans(contract, inputs, clock, reference_clock)
+    malformed = _malformed(contract, seen, span)
     examples["malformed"] = malformed[:max_examples]
     results = contract.check_invariants(seen, inputs)
 
@@ -307,7 +322,7 @@ def judge_objects(
         reference_raw = list(reference_output)
         reference = consumer_view(reference_raw, dedup=True)  # read deduplicated
         reference_count = len(reference)
-        problems = check_reference(contract, reference_raw, reference, inputs)
+        problems = check_reference(contract, reference_raw, reference, inputs, reference_span)
         compared = seen
         cutoff = _closed_by(contract, inputs)
         if cutoff is not None:
@@ -335,6 +350,8 @@ def judge_objects(
         copies=copies,
         malformed=len(malformed),
         reference_problems=problems,
+        output_schema=_schema_fields(contract),
+        window_span=span,
     )
 
 
@@ -347,6 +364,8 @@ def judge(
     inputs: InputView | None = None,
     failures_not_fired: int = 0,
     max_examples: int = 5,
+    clock: TimeSpan | None = None,
+    reference_clock: TimeSpan | None = None,
 ) -> ConsistencyReport:
     """Judge ``run_output`` (every record of the sink topic, all copies) by the contract, in
     the columnar engine (columnar.py); the same verdicts as ``judge_objects``."""
@@ -359,6 +378,8 @@ def judge(
         inputs,
         failures_not_fired,
         max_examples,
+        clock,
+        reference_clock,
     )
 
 
@@ -372,6 +393,8 @@ def judge_topics(
     failures_not_fired: int = 0,
     config: dict[str, str] | None = None,
     timings: dict[str, float] | None = None,
+    clock: TimeSpan | None = None,
+    reference_clock: TimeSpan | None = None,
 ) -> ConsistencyReport:
     """Judge a run's sink topic against a reference run's, for millions of outputs: each
     topic is read in Arrow batches (no object per output) while a DuckDB thread ingests the
@@ -393,7 +416,15 @@ def judge_topics(
                 ingest(reference, read_topic_batches(reference_topic, config), threaded=True)
             read_s = time.perf_counter() - started
             report = _judge_sides(
-                engine, job, run, reference, dedup, inputs, failures_not_fired, max_examples=5
+                engine,
+                job,
+                run,
+                reference,
+                dedup,
+                inputs,
+                failures_not_fired,
+                max_examples=5,
+                spans=_spans(contract, inputs, clock, reference_clock),
             )
         finally:
             engine.close()
@@ -412,6 +443,8 @@ def judge_batches(
     inputs: InputView | None = None,
     failures_not_fired: int = 0,
     max_examples: int = 5,
+    clock: TimeSpan | None = None,
+    reference_clock: TimeSpan | None = None,
 ) -> ConsistencyReport:
     """The columnar judgement of two sides given as ``SINK_BATCH_SCHEMA`` batches in memory
     (for topics of any size, ``judge_topics``)."""
@@ -425,7 +458,15 @@ def judge_batches(
                 reference = engine.side("reference")
                 ingest(reference, reference_batches, threaded=False)
             return _judge_sides(
-                engine, job, run, reference, dedup, inputs, failures_not_fired, max_examples
+                engine,
+                job,
+                run,
+                reference,
+                dedup,
+                inputs,
+                failures_not_fired,
+                max_examples,
+                _spans(contract, inputs, clock, reference_clock),
             )
         finally:
             engine.close()
@@ -440,9 +481,10 @@ def _judge_sides(
     inputs: InputView | None,
     failures_not_fired: int,
     max_examples: int,
+    spans: tuple[TimeSpan | None, TimeSpan | None] = (None, None),
 ) -> ConsistencyReport:
     # Steps 1-4: the run on its own.
-    facts = engine.facts(run, dedup, inputs, max_examples)
+    facts = engine.facts(run, dedup, inputs, max_examples, spans[0])
     copies = 0 if dedup else facts.copies
     examples: dict[str, list[str]] = {
         "divergent_ids": facts.divergent[:max_examples],
@@ -464,7 +506,7 @@ def _judge_sides(
     problems: list[str] = []
     if reference is not None:
         # Step 5: the reference run, checked as a run (read deduplicated).
-        ref_facts = engine.facts(reference, True, inputs, max_examples)
+        ref_facts = engine.facts(reference, True, inputs, max_examples, spans[1])
         reference_count = ref_facts.outputs
         problems = reference_problems(
             ref_facts.divergent, ref_facts.malformed, ref_facts.invariants
@@ -499,7 +541,28 @@ def _judge_sides(
         copies=copies,
         malformed=len(facts.malformed),
         reference_problems=problems,
+        output_schema=_schema_fields(engine.contract),
+        window_span=spans[0],
     )
+
+
+def _schema_fields(contract: ConsistencyContract) -> list[str] | None:
+    return list(contract.output_schema.names) if contract.output_schema is not None else None
+
+
+def _spans(
+    contract: ConsistencyContract,
+    inputs: InputView | None,
+    clock: TimeSpan | None,
+    reference_clock: TimeSpan | None,
+) -> tuple[TimeSpan | None, TimeSpan | None]:
+    """Where each side's windows can lie (event times are the same for both)."""
+    if contract.windows is None:
+        return None, None
+    run = contract.window_span(inputs, clock)
+    if contract.windows.clock == "event":
+        return run, run
+    return run, contract.window_span(inputs, reference_clock)
 
 
 def _open_windows(

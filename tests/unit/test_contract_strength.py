@@ -8,6 +8,7 @@ tests/fixtures/contract_references/ (how: its README)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -20,6 +21,7 @@ from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.verify.inputs import InputRecord, InputView
 from recovery_lib.verify.mutation import mutate
+from recovery_lib.verify.schema import OutputSchema
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "contract_references"
 JOBS = sorted(p.name.removesuffix(".json.gz") for p in FIXTURES.glob("*.json.gz"))
@@ -29,6 +31,10 @@ def load(name: str) -> tuple[JobSpec, list[SinkRecord], InputView | None]:
     with gzip.open(FIXTURES / f"{name}.json.gz") as f:
         data: dict[str, Any] = json.loads(f.read())
     spec = resolve_job(data["job"])
+    # The output schema the recorded run's writer recorded (README: output_schema).
+    recorded = data.get("output_schema")
+    schema = OutputSchema.from_json(json.dumps(recorded)) if recorded else None
+    spec = dataclasses.replace(spec, contract=spec.contract.with_schema(schema))
     outputs = [
         SinkRecord(
             rid, epoch, key.encode() if key is not None else None, value.encode(), "t", p, o, ()

@@ -355,7 +355,7 @@ def test_windows_past_what_every_run_must_close_are_left_out_on_both_sides() -> 
     from recovery_lib.cec.windows import TimeWindows
 
     kind = TimeWindows(10, 5)
-    contract = windowed_contract("bids", "dateTime", kind, spark_delay_ms=5)
+    contract = windowed_contract("bids", "dateTime", kind, spark_delay_ms=5, aggregate="max")
     # Two partitions whose newest event times are 40 and 33: every run closed windows ending
     # by min(33 - 0, 40 - 5) - 5 = 28.
     records = [
@@ -364,7 +364,10 @@ def test_windows_past_what_every_run_must_close_are_left_out_on_both_sides() -> 
         for o, t in enumerate(times)
     ]
     inputs = InputView({"bids": "bids"}, reader=lambda _topic: records)
-    windows = [{"key": "a", "window": f"a|{s}", "start": s, "end": s + 10} for s in range(0, 30, 5)]
+    windows = [
+        {"key": "a", "window": f"a|{s}", "count": 1, "max": 5.0, "start": s, "end": s + 10}
+        for s in range(0, 30, 5)
+    ]
     reference = [rec(w["window"], w) for w in windows]  # ends 10 .. 35
     # A run whose watermark closed fewer windows at the end: consistent.
     early = judge("hotbids", contract, reference[:4], reference, dedup=False, inputs=inputs)
