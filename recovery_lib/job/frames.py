@@ -2,7 +2,8 @@
 source with a dead-letter path, and writing a job's output through the Kafka sink with its
 ingest time.
 
-A job's output DataFrame has columns ``key`` (string), ``value`` (JSON string) and
+A job's output DataFrame has columns ``key`` (string), ``value`` (a struct, serialized as JSON
+with its type recorded as the output schema, or a JSON string) and
 ``ingest_ms`` (ingest time of the newest input the output depends on). ``write_output`` puts
 ``ingest_ms`` into the ``rl.ingest_ms`` header, where the latency collector finds it.
 """

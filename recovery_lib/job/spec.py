@@ -76,7 +76,8 @@ class JobSpec:
     """A streaming job.
 
     ``build(spark, opts)`` is called once per process (primary, restart, standby) and returns
-    the output DataFrame with columns ``key`` (string), ``value`` (string) and ``ingest_ms``
+    the output DataFrame with columns ``key`` (string), ``value`` (a struct, written as JSON
+    with its Spark type recorded for the oracle, or a JSON string) and ``ingest_ms``
     (the newest input's ingest time); the runtime writes it through the sink. ``inputs`` are
     the job's input names (see ``JobOptions.topic_for``). ``services`` is entered around an
     experiment's runs and yields the params the job needs (e.g. a local HTTP service's URL);
