@@ -21,13 +21,13 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.io.sinks.dedup_reader import DedupReader, read_topic
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.runtime.progress import progress_display
 from recovery_lib.settings import get_settings
 from recovery_lib.spark.session import build_session, stop_session
 
@@ -50,7 +50,7 @@ def produce_events(
     """Deterministic events; every ``bad_every``-th one is not valid JSON."""
     rng = random.Random(seed)
     producer = Producer({**client_config(), "linger.ms": "5", "enable.idempotence": "true"})
-    with Progress(console=console, transient=True) as progress:
+    with progress_display(console, transient=True) as progress:
         task = progress.add_task(f"producing {count} events to {topic}", total=count)
         for i in range(count):
             user = f"u{rng.randrange(50)}"

@@ -508,9 +508,8 @@ def bench_compare(
     """The same job, input and failure under every recovery mode: restart and recovery time,
     output gap, p99 after/before, latency without a failure against native, processes and
     memory, and the oracle's guarantee class, in one report."""
-    from rich.progress import Progress
-
     from recovery_lib.bench.compare_bench import VARIANTS, CompareBench, CompareConfig
+    from recovery_lib.runtime.progress import progress_display
 
     names = list(variant or VARIANTS)
     cfg = CompareConfig(job, rate, duration, fail_at, seed, liverobin_period, pipeline)
@@ -518,7 +517,7 @@ def bench_compare(
     estimate_min = len(names) * (2 * duration + 60) / 60
     console.print(f"{len(names)} variants of {job}, about {estimate_min:.0f} min")
     bench = CompareBench(cfg, out, console)
-    with Progress(console=console, transient=True) as progress:
+    with progress_display(console, transient=True) as progress:
         task = progress.add_task("compare", total=len(names))
 
         def step(done: int, name: str) -> None:
@@ -570,9 +569,8 @@ def bench_state(
     after the state is built, under native, standby, kazoo and liverobin, with RocksDB and
     the HDFS-backed store: restart, recovery, output gap, state load and where a restart's
     time goes, and the oracle's verdict per point."""
-    from rich.progress import Progress
-
     from recovery_lib.bench.state_bench import STATE_VARIANTS, STORES, StateBench, StateConfig
+    from recovery_lib.runtime.progress import progress_display
 
     try:
         keys = tuple(int(x) for x in sizes.split(",") if x.strip())
@@ -599,7 +597,7 @@ def bench_state(
     bench = StateBench(cfg, out, console)
     if append:
         bench.load()
-    with Progress(console=console, transient=True) as progress:
+    with progress_display(console, transient=True) as progress:
         task = progress.add_task("state", total=len(points))
 
         def step(done: int, name: str) -> None:

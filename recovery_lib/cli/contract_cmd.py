@@ -55,10 +55,9 @@ def check(
     """Apply every mutation operator that fits the job's contract to the reference output and
     judge each mutant: the contract must catch every mutant and pass every control. Exits 1
     when it misses one (the operators it misses are named)."""
-    from rich.progress import Progress
-
     from recovery_lib.io.sinks.dedup_reader import read_topic
     from recovery_lib.job.spec import resolve_job
+    from recovery_lib.runtime.progress import progress_display
     from recovery_lib.settings import get_settings
     from recovery_lib.verify.mutation import OPERATORS, mutate
     from recovery_lib.verify.schema import load_schema, recorded_schema
@@ -77,7 +76,7 @@ def check(
     if not reference:
         abort(ValueError(f"topic {reference_topic} holds no output: run the job first"))
         return
-    with Progress(console=console, transient=True) as progress:
+    with progress_display(console, transient=True) as progress:
         task = progress.add_task(f"mutants of {spec.name}", total=None)
         result = mutate(
             spec.name,

@@ -4,7 +4,6 @@ oracle (experiment/runner.py)."""
 from __future__ import annotations
 
 import json
-import time
 
 import typer
 
@@ -130,11 +129,9 @@ def experiment_run(
     ),
 ) -> None:
     """A reference run and a faulty run on the same input, judged by the oracle."""
-    from rich.live import Live
-    from rich.text import Text
-
     from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
     from recovery_lib.runtime.launch import parse_pairs
+    from recovery_lib.runtime.progress import status_lines
 
     try:
         replay_map = parse_pairs(replay or [], "--replay", require_value=True)
@@ -175,16 +172,17 @@ def experiment_run(
         executor_cores=executor_cores,
         keep_input=keep_input,
     )
-    started = time.monotonic()
     try:
         with (
             broker_mod.broker_for_run(console.print),
-            Live(Text("starting ..."), console=console, refresh_per_second=4) as live,
+            status_lines(console) as status,
         ):
 
             def show(message: str) -> None:
-                live.update(Text(f"[{time.monotonic() - started:6.1f} s] {message}"))
-                if message.startswith("verdict") or "never fired" in message:
+                status(message)  # a Live line on a terminal, throttled lines in a pipe
+                if console.is_terminal and (
+                    message.startswith("verdict") or "never fired" in message
+                ):
                     console.print(message)  # stays on screen
 
             result = Experiment(cfg, console, progress=show).run()

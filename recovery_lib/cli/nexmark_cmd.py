@@ -23,10 +23,11 @@ def nexmark_generate(
 ) -> None:
     """Write deterministic NexMark events to Kafka (same seed + ids = same bytes)."""
     from pydantic import ValidationError
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
 
     from recovery_lib.nexmark.config import GeneratorConfig
     from recovery_lib.nexmark.producer import ensure_topics, produce_events
+    from recovery_lib.runtime.progress import progress_display
 
     if rate is not None and rate <= 0:
         abort(ValueError(f"--rate must be a positive number of events per second, got {rate}"))
@@ -46,12 +47,12 @@ def nexmark_generate(
     total = events if events is not None else int(duration * rate)
     try:
         ensure_topics(config)
-        with Progress(
+        with progress_display(
+            console,
             TextColumn("{task.description}"),
             BarColumn(),
             TextColumn("{task.completed:,}/{task.total:,}"),
             TimeRemainingColumn(),
-            console=console,
         ) as progress:
             task = progress.add_task(f"generating into {prefix}.*", total=total)
             stats = produce_events(

@@ -22,17 +22,18 @@ console = Console()
 def ops_up() -> None:
     """Start what is not running (broker unless KAFKA_BOOTSTRAP, Airflow, dashboard), wait until
     Airflow's API and the dashboard answer, print the URLs and the admin's credentials."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from recovery_lib.kafka.exceptions import KafkaLayerError
     from recovery_lib.ops.stack import OpsStack, OpsStackError
+    from recovery_lib.runtime.progress import progress_display
 
     stack = OpsStack()
-    with Progress(
+    with progress_display(
+        console,
         SpinnerColumn(finished_text="[green]✓[/]"),
         TextColumn("[bold]{task.fields[step]:<16}[/] {task.description}"),
         TimeElapsedColumn(),
-        console=console,
     ) as progress:
         tasks: dict[str, int] = {}
 

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+
+from recovery_lib.runtime.progress import progress_display
 
 
 @dataclass(frozen=True)
@@ -135,12 +137,12 @@ def run_plan(
         "meanwhile."
     )
     results = []
-    with Progress(
+    with progress_display(
+        console,
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.completed:.0f}/{task.total:.0f} min (estimate)"),
         TimeElapsedColumn(),
-        console=console,
     ) as progress:
         for run in runs:
             estimate = run.estimate_min(scale)
@@ -155,7 +157,7 @@ def run_plan(
             progress.update(task, completed=estimate)
             took = (time.monotonic() - began) / 60
             if code != 0:
-                progress.console.print(
+                console.print(
                     f"[red]bench {' '.join(run.args)} failed (exit {code}) after "
                     f"{took:.1f} min[/]: its rows stay not measured; see {log}"
                 )
