@@ -31,6 +31,7 @@ from recovery_lib.bench.compare_bench import (
     LIVEROBIN_PERIOD_S,
     replays_leader_cuts,
 )
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.files import write_json_report
 from recovery_lib.job.spec import resolve_job
@@ -454,15 +455,10 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _chart(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     results = report["results"]
     cases = list(dict.fromkeys(r["case"] for r in results))
     modes = list(dict.fromkeys(r["mode"] for r in results))
-    fig, ax = plt.subplots(figsize=(max(10.0, 0.9 * len(cases)), 5))
+    fig, ax = new_figure(figsize=(max(10.0, 0.9 * len(cases)), 5))
     width = 0.8 / max(len(modes), 1)
     for i, mode in enumerate(modes):
         xs, bad = [], []
@@ -488,6 +484,4 @@ def _chart(report: dict[str, Any], path: Path) -> None:
     ax.set_ylim(top=ax.get_ylim()[1] * 30)  # room for the labels above the bars
     ax.set_title(f"Injected failures, {' vs '.join(modes)}, judged by the oracle")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

@@ -32,6 +32,7 @@ from rich.console import Console
 from recovery_lib.bench.machine import broker_description
 from recovery_lib.bench.nexmark_bench import NexmarkBench, input_share
 from recovery_lib.causal.driver import enable
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.files import write_json_report
 from recovery_lib.job import JobOptions, write_output
 from recovery_lib.job.spec import resolve_job
@@ -214,13 +215,8 @@ def run_causal_bench(
 
 
 def _chart(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = list(report["pipelines"])
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, (ax1, ax2) = new_figure(1, 2, figsize=(11, 4.5))
     width = 0.8 / len(VARIANTS)
     for i, variant in enumerate(VARIANTS):
         entries = [report["pipelines"][n] for n in names]
@@ -242,6 +238,4 @@ def _chart(report: dict[str, Any], path: Path) -> None:
     ax2.set_ylabel("output latency, ms")
     ax2.set_title("latency at 80 % of the off capacity")
     ax2.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

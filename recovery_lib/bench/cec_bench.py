@@ -38,6 +38,7 @@ from recovery_lib.cec.log import OutputLog
 from recovery_lib.cec.records import LogRecord, RecordKind
 from recovery_lib.cec.recovery import eventual_checkpoint
 from recovery_lib.cec.spark import recoveries_logged
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.files import write_json_report
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
@@ -453,12 +454,7 @@ def _summary(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _chart(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.5))
+    fig, axes = new_figure(1, 3, figsize=(17, 4.5))
     ax = axes[0]
     names = [v.name for v in OVERHEAD_VARIANTS]
     for k, workload in enumerate(OVERHEAD_WORKLOADS):
@@ -516,9 +512,7 @@ def _chart(report: dict[str, Any], path: Path) -> None:
     ax.set_title("checkpoint period (Figs. 8-9)")
     ax.legend(loc="upper left", fontsize=8)
     ax2.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def add_ec_load_sweep(out_prefix: str, console: Console) -> dict[str, Any]:

@@ -37,7 +37,9 @@ from rich.console import Console
 
 from recovery_lib.bench.machine import broker_description
 from recovery_lib.bench.protocol_bench import Trial, run_trial
+from recovery_lib.bench.ratios import ratio
 from recovery_lib.cec.spark import CECPlan
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.files import write_json_report
 from recovery_lib.job.spec import resolve_job
@@ -319,19 +321,13 @@ class CompareBench:
         native = by_name.get("native") or {}
         for entry in self.report["variants"]:
             entry["vs_native"] = {
-                key: _ratio(entry.get(key), native.get(key))
+                key: ratio(entry.get(key), native.get(key))
                 for key in ("p50_before_ms", "p99_30s_before_ms", "recovery_time_s", "output_gap_s")
             }
 
     def save(self) -> None:
         write_json_report(f"{self.out}.json", self.report)
         chart(self.report, Path(f"{self.out}.png"))
-
-
-def _ratio(value: Any, base: Any) -> float | None:
-    if value is None or not base:
-        return None
-    return round(value / base, 3)
 
 
 def comparison_reports(reports_dir: Path) -> dict[str, Path]:
@@ -392,15 +388,10 @@ def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
 def chart(report: dict[str, Any], path: Path) -> None:
     """Four panels per variant: recovery time and output gap, p99 after/before the failure,
     latency before the failure against native, peak memory and processes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     measured = [e for e in report.get("variants", []) if "verdict" in e]
     names = [e["name"] for e in measured]
     xs = range(len(names))
-    fig, axes = plt.subplots(2, 2, figsize=(15, 9))
+    fig, axes = new_figure(2, 2, figsize=(15, 9))
     ax = axes[0][0]
     ax.bar([x - 0.2 for x in xs], [e.get("recovery_time_s") or 0 for e in measured], 0.4,
            label="recovery time")  # fmt: skip
@@ -440,6 +431,4 @@ def chart(report: dict[str, Any], path: Path) -> None:
     ax.set_title("resources (process tree, broker left out)")
     for ax in axes.flat:
         ax.set_xticks(list(xs), names, rotation=30)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path, dpi=90)

@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.dedup_reader import DedupReader
 from recovery_lib.io.source import SOURCE_NAME
@@ -271,13 +272,8 @@ def run_io_bench(
 
 
 def _chart(report: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     s = report["summary"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (ax1, ax2) = new_figure(1, 2, figsize=(12, 4.5))
     names = [
         "broker\nproduce",
         "broker\nconsume",
@@ -318,6 +314,4 @@ def _chart(report: dict, path: Path) -> None:
         ax2.legend()
     ax2.set_xlabel("end-to-end latency (ms)")
     ax2.set_title(f"stateless query at {report['latency']['rate_eps']:g} ev/s")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

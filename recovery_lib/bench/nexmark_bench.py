@@ -24,6 +24,7 @@ from typing import Any
 from rich.console import Console
 
 from recovery_lib.bench.machine import broker_description
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.files import write_json_report
 from recovery_lib.job import JobOptions, write_output
 from recovery_lib.kafka.admin import TopicAdmin
@@ -433,15 +434,10 @@ def run_nexmark_bench(
 
 
 def _chart(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     queries = [q for q, e in report["queries"].items() if e.get("per_second")]
     if not queries:
         return
-    fig, axes = plt.subplots(len(queries), 2, figsize=(12, 3.2 * len(queries)), squeeze=False)
+    fig, axes = new_figure(len(queries), 2, figsize=(12, 3.2 * len(queries)), squeeze=False)
     for row, query in enumerate(queries):
         entry = report["queries"][query]
         secs = entry["per_second"]
@@ -459,6 +455,4 @@ def _chart(report: dict[str, Any], path: Path) -> None:
         )
         ax.set_xlabel("s")
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

@@ -29,6 +29,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.dedup_reader import topic_bounds
 from recovery_lib.io.sinks.ids import ID_HEADER
@@ -342,13 +343,8 @@ def _goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _chart(rows: list[dict[str, Any]], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     sizes = [r["outputs_per_side"] for r in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = new_figure(1, 2, figsize=(11, 4.2))
     left.plot(sizes, [r["plain"]["total_s"] for r in rows], "k--", marker="o", label="plain read")
     left.plot(
         sizes,
@@ -384,6 +380,4 @@ def _chart(rows: list[dict[str, Any]], path: str) -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     left.set_yscale("log")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

@@ -41,6 +41,7 @@ from typing import Any
 from rich.console import Console
 
 from recovery_lib.bench.machine import broker_description
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.kafka.admin import TopicAdmin
@@ -681,18 +682,11 @@ PROTOCOL_COLOURS = {"none": "grey", "coor": "tab:red", "unc": "tab:blue", "cic":
 def chart(report: dict[str, Any], path: Path) -> None:
     """Four panels: uniform capacity per protocol; skew p50 by hot ratio; latency around the
     kill (local vs global recovery, the cyclic query); checkpoint time under skew."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig, axes = new_figure(2, 2, figsize=(13, 9))
     _chart_uniform(axes[0][0], report.get("summary", {}))
     _chart_skew(axes[0][1], axes[1][1], report.get("skew", []))
     _chart_around_kill(axes[1][0], report.get("recovery", []) + report.get("cyclic", []))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def _chart_uniform(ax: Any, summary: dict[str, Any]) -> None:

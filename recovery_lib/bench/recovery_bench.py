@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from recovery_lib.bench.nexmark_bench import NexmarkBench
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.files import write_json_report
 from recovery_lib.metrics.store import MetricsStore
@@ -201,11 +202,6 @@ def run_recovery_bench(
 
 
 def _chart(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     results = report["results"]
     labels = [
         f"{r['query']} {r['placement']}\n{r['rate']:,} ev/s\n{r.get('rate_basis', '80 % of MST')}"
@@ -216,7 +212,7 @@ def _chart(report: dict[str, Any], path: Path) -> None:
         ("recovery_time_s", "recovery"),
         ("output_gap_s", "output gap"),
     )
-    fig, ax = plt.subplots(figsize=(10, 5))
+    fig, ax = new_figure(figsize=(10, 5))
     width = 0.8 / len(metrics)
     for i, (key, name) in enumerate(metrics):
         values = [r[key] if r[key] is not None else 0 for r in results]
@@ -229,6 +225,4 @@ def _chart(report: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("seconds")
     ax.set_title("Native Spark recovery after a driver SIGKILL (n/a: not recovered in the run)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

@@ -31,6 +31,8 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.ratios import ratio
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.files import write_json_report
 from recovery_lib.ha.replication.gate import late_copies, raw_topic
@@ -215,14 +217,14 @@ class ReplicationBench:
                     "rate": rates[query],
                     "runs": runs,
                     "p50_vs_single": {
-                        m: _ratio(_latency(r, "p50"), base.get("p50")) for m, r in runs.items()
+                        m: ratio(_latency(r, "p50"), base.get("p50")) for m, r in runs.items()
                     },
                     "p99_vs_single": {
-                        m: _ratio(_latency(r, "p99"), base.get("p99")) for m, r in runs.items()
+                        m: ratio(_latency(r, "p99"), base.get("p99")) for m, r in runs.items()
                     },
                     # The paper's "2x compute": CPU seconds of the faulty run's processes.
                     "cpu_vs_single": {
-                        m: _ratio(_cpu(r), _cpu(runs["native"])) for m, r in runs.items()
+                        m: ratio(_cpu(r), _cpu(runs["native"])) for m, r in runs.items()
                     },
                 },
             )
@@ -303,11 +305,11 @@ def masking_row(query: str, rate: float, runs: dict[str, dict[str, Any]]) -> dic
         "native_recovery_s": recovery,
         "native_recovery_is_lower_bound": bounded,
         "recovery_vs_native": {
-            n: _ratio(r.get("recovery_time_s"), recovery) for n, r in runs.items()
+            n: ratio(r.get("recovery_time_s"), recovery) for n, r in runs.items()
         },
         "recovery_vs_native_is_upper_bound": bounded,
         "gap_vs_native": {
-            n: _ratio(r.get("output_gap_s"), native.get("output_gap_s")) for n, r in runs.items()
+            n: ratio(r.get("output_gap_s"), native.get("output_gap_s")) for n, r in runs.items()
         },
         "failed_runs": {n: r["error"] for n, r in runs.items() if "error" in r},
     }
@@ -323,20 +325,11 @@ def _latency(entry: dict[str, Any], q: str) -> float | None:
     return (entry.get("latency_ms") or {}).get(q)
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
-
-
 def chart(report: dict[str, Any], path: Path) -> None:
     """Six panels: p99 after/before the kill per run (masking), recovery time per mode against
     native, p50/p99 by heartbeat period, p99 per mode without failures (cost), p50/p99 with
     one late partition (slow), and the repeated kills per run with the oracle's verdict."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 3, figsize=(21, 9))
+    fig, axes = new_figure(2, 3, figsize=(21, 9))
     ax = axes[0][0]
     names = [n for n, _, _ in MASKING_RUNS]
     width = 0.8 / max(1, len(report.get("masking", [])))
@@ -393,9 +386,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
         "LiveRobin: one slow input partition (paper Fig. 13)",
     )
     _chart_kills(axes[1][2], report.get("kills", []))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def _chart_latency_by(

@@ -32,6 +32,7 @@ from typing import Any
 from rich.console import Console
 
 from recovery_lib.bench.machine import broker_description
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.modes import output_partitions, visibility_gate
 from recovery_lib.job import JobOptions, write_output
@@ -251,14 +252,9 @@ def run_sink_bench(
 def chart(report: dict[str, Any], path: Path) -> None:
     """Per job, p50 and p99: a group of bars (one per sink) for each (trigger interval, rate)
     point, so that every mode of a point stands side by side."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     jobs = list(report["jobs"])
     sinks = report["sinks"]
-    fig, axes = plt.subplots(1, 2 * len(jobs), figsize=(6 * len(jobs) * 2, 4.5), squeeze=False)
+    fig, axes = new_figure(1, 2 * len(jobs), figsize=(6 * len(jobs) * 2, 4.5), squeeze=False)
     colors = {
         "at_least_once": "#7f7f7f",
         "release": "#2ca02c",
@@ -287,6 +283,4 @@ def chart(report: dict[str, Any], path: Path) -> None:
     fig.suptitle(
         f"Sink modes, one after another in one application per point ({report['machine']})"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

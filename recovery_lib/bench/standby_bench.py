@@ -26,7 +26,9 @@ from typing import Any
 
 from rich.console import Console
 
+from recovery_lib.bench.ratios import ratio
 from recovery_lib.bench.recovery_bench import MST_SHARE, search_mst
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.files import write_json_report
 from recovery_lib.settings import get_settings, reload_settings
@@ -183,9 +185,9 @@ class StandbyBench:
                     "rate": rates[query],
                     "native": n,
                     "standby": s,
-                    "ratio_restart": _ratio(s["restart_time_s"], n["restart_time_s"]),
-                    "ratio_recovery": _ratio(s["recovery_time_s"], n["recovery_time_s"]),
-                    "ratio_output_gap": _ratio(s["output_gap_s"], n["output_gap_s"]),
+                    "ratio_restart": ratio(s["restart_time_s"], n["restart_time_s"]),
+                    "ratio_recovery": ratio(s["recovery_time_s"], n["recovery_time_s"]),
+                    "ratio_output_gap": ratio(s["output_gap_s"], n["output_gap_s"]),
                 }
             )
             self._save()
@@ -230,10 +232,6 @@ class StandbyBench:
             self._save()
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
-
-
 def _restored_state_bytes(workdir: Path, takeovers: list[dict[str, Any]]) -> int | None:
     """Bytes of state files in the copy the first takeover restored."""
     if not takeovers or takeovers[0].get("copy_seq") is None:
@@ -248,12 +246,7 @@ def _restored_state_bytes(workdir: Path, takeovers: list[dict[str, Any]]) -> int
 
 
 def _chart(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    fig, axes = new_figure(1, 3, figsize=(16, 5))
     ax = axes[0]
     rows = report.get("compare", [])
     metrics = (
@@ -333,6 +326,4 @@ def _chart(report: dict[str, Any], path: Path) -> None:
         ax.legend()
     ax.set_ylabel("kB")
     ax.set_title("incremental shipping (RocksDB changelog)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

@@ -52,6 +52,8 @@ from recovery_lib.bench.compare_bench import (
     CompareConfig,
 )
 from recovery_lib.bench.machine import broker_description
+from recovery_lib.bench.ratios import ratio
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.files import write_json_report
 from recovery_lib.metrics.resources import ResourceSampler
 from recovery_lib.metrics.store import read_frame
@@ -419,15 +421,9 @@ def cut_ratios(points: list[dict[str, Any]], cuts: tuple[str, ...]) -> list[dict
         row: dict[str, Any] = {"store": store, "keys": keys, "variant": variant}
         for key in ("restart_time_s", "output_gap_s"):
             b, a = before.get(key), after.get(key)
-            row[key] = {"before": b, "after": a, "after_over_before": _ratio(a, b)}
+            row[key] = {"before": b, "after": a, "after_over_before": ratio(a, b)}
         out.append(row)
     return out
-
-
-def _ratio(value: Any, base: Any) -> float | None:
-    if value is None or not base:
-        return None
-    return round(value / base, 3)
 
 
 def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -510,13 +506,8 @@ def tables_md(report: dict[str, Any]) -> str:
 def chart(report: dict[str, Any], path: Path) -> None:
     """Left: output gap against state size per store and variant (log x). Right: where the
     restart's time went at each size (native and standby), stacked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     points = [e for e in report.get("points", []) if e.get("output_gap_s") is not None]
-    fig, axes = plt.subplots(1, 2, figsize=(15, 6))
+    fig, axes = new_figure(1, 2, figsize=(15, 6))
     ax = axes[0]
     for store, style in (("rocksdb", "-"), ("hdfs", "--")):
         for variant in STATE_VARIANTS:
@@ -555,6 +546,4 @@ def chart(report: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("seconds after the kill")
     ax.set_title("where a restart's time goes")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path, dpi=90)

@@ -26,6 +26,7 @@ from rich.console import Console
 
 from recovery_lib.bench.machine import broker_description
 from recovery_lib.bench.sink_bench import feed_paced
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.table_sink import ParquetTableSink, TableSink, with_lineage
 from recovery_lib.io.sinks.table_target import TableTarget
@@ -210,15 +211,10 @@ def run_table_bench(
 
 
 def chart(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     points = report["points"]
     x = [p["interval_s"] for p in points]
     colors = {"parquet": "#7f7f7f", "delta": "#1f77b4", "iceberg": "#ff7f0e"}
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
+    fig, axes = new_figure(1, 3, figsize=(16, 4))
     panels = (
         ("batch_ms_p50", "median micro-batch time (addBatch, ms)"),
         ("write_ms_p50", "median sink write (ms)"),
@@ -235,6 +231,4 @@ def chart(report: dict[str, Any], path: Path) -> None:
         f"q1 into Parquet, Delta and Iceberg at {report['rate_eps']:,.0f} ev/s "
         f"(goal: table / parquet batch time <= {report['goal']}x)"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

@@ -206,9 +206,3 @@ def is_control(headers: Sequence[tuple[str, bytes]] | None) -> bool:
         if k == KIND_HEADER:
             return v.decode() in CONTROL_KINDS
     return False
-
-
-def is_torn(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> bool:
-    """True for a CEC record whose fingerprint does not match (a torn write)."""
-    record = LogRecord.decode(key, value, headers)
-    return record is not None and not record.intact

@@ -29,6 +29,7 @@ from confluent_kafka import Producer
 from rich.console import Console
 
 from recovery_lib.chaos.disk import UnwritableTree
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.experiment.failures import ArmedHook, FailureStatus, InjectedFailure
 from recovery_lib.experiment.inputs import (
     ExperimentInput,
@@ -1057,18 +1058,13 @@ def write_report(report: dict[str, Any], path: str | Path) -> Path:
 
 
 def timeline_chart(report: dict[str, Any], timeline: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     t0 = timeline["t0_ms"]
     samples = timeline["samples"]
     counts: dict[int, int] = {}
     for visible, _ in samples:
         counts[(visible - t0) // 1000] = counts.get((visible - t0) // 1000, 0) + 1
     p50 = per_second_p50([(v - t0, lat) for v, lat in samples])
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
+    fig, (ax1, ax2) = new_figure(2, 1, figsize=(11, 6), sharex=True)
     ax1.bar(list(counts), list(counts.values()), width=1.0, color="#1f77b4")
     ax1.set_ylabel("outputs / s")
     ax2.plot(list(p50), list(p50.values()), color="k", label="p50 latency")
@@ -1090,6 +1086,4 @@ def timeline_chart(report: dict[str, Any], timeline: dict[str, Any], path: Path)
         f"divergent {c['divergent']})"
     )
     ax2.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

@@ -56,14 +56,6 @@ def parse_starting_offsets(value: str, topics: list[str]) -> str | Offsets:
     return result
 
 
-def total_rows(start: Offsets, end: Offsets) -> int:
-    return sum(
-        max(0, off - start.get(t, {}).get(p, 0))
-        for t, parts in end.items()
-        for p, off in parts.items()
-    )
-
-
 def parse_ending_offsets(value: str | None, topics: list[str]) -> Offsets | None:
     """``endingOffsets``: JSON ``{"topic": {"0": 42}}``; the source never reads past it (a
     bounded run, e.g. a reference run up to where a live job has committed). Topics not

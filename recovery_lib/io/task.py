@@ -5,14 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 
-def local_property(key: str) -> str | None:
-    """A local property of the job that launched this task (None outside a task)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return ctx.getLocalProperty(key) if ctx is not None else None
-
-
 def task_info() -> dict[str, Any]:
     """Batch id, partition, attempt (number and id) of the current task (None outside one)."""
     from pyspark import TaskContext

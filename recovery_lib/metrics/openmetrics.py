@@ -160,10 +160,6 @@ class JobMetrics:
             self.verdict.labels(*labels).set(0)
         self.verdict.labels(**self.labels, verdict=verdict, guarantee=guarantee or "none").set(1)
 
-    def observe_gc(self, freed_bytes: int) -> None:
-        if freed_bytes > 0:
-            self.gc_freed.labels(**self.labels).inc(freed_bytes)
-
     def observe_store(self, path: str | Path, query: str, job: str, run_id: str | None) -> None:
         """What the metrics store knows beyond the supervisor: the last micro-batch's duration
         (the job's listener writes it), the newest consistency verdict of the job's output

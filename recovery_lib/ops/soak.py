@@ -32,6 +32,7 @@ from typing import Any
 import psutil
 import yaml
 
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.experiment.network_faults import NetworkFaultOptions, NetworkFaults
 from recovery_lib.files import write_json_report
 from recovery_lib.kafka.clients import client_config
@@ -452,14 +453,9 @@ def _write(run: SoakRun, report: Path) -> None:
 
 
 def chart(data: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     samples = data["samples"]
     minutes = [s["t_s"] / 60 for s in samples]
-    fig, (mem, size) = plt.subplots(1, 2, figsize=(15, 5))
+    fig, (mem, size) = new_figure(1, 2, figsize=(15, 5))
     for name in sorted({n for s in samples for n in s["rss_mb"]}):
         mem.plot(minutes, [s["rss_mb"].get(name) for s in samples], label=name)
     mem.set_title("resident memory per long-lived process (MB, with children)")
@@ -476,6 +472,4 @@ def chart(data: dict[str, Any], path: Path) -> None:
     fig.suptitle(
         f"soak of {data['config']['job']}: {verdict}, {data.get('restarts', '?')} restarts"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

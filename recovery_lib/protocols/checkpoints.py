@@ -34,9 +34,6 @@ class StageCheckpoint:
     forced: bool = False  # CIC: cut before a record that would close a Z-cycle
     volatile: bool = False  # a live stage's current state, not a checkpoint
 
-    def received_at(self, topic: str, partition: int) -> int:
-        return self.received.get(topic, {}).get(partition, 0)
-
     def sent_at(self, topic: str, partition: int) -> int:
         return self.sent.get(topic, {}).get(partition, 0)
 

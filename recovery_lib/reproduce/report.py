@@ -9,6 +9,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.reproduce.measured import Extractor, Measured
 from recovery_lib.reproduce.papers import PaperRow, paper, paper_rows
 from recovery_lib.reproduce.runs import bench_commands
@@ -153,18 +154,13 @@ def markdown(key: str, comparisons: list[Comparison]) -> str:
 
 def chart(key: str, comparisons: list[Comparison], path: Path) -> None:
     """Paper against ours for every row both give a number for in the same unit."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     pairs = [
         (c.row.id.split(".", 1)[1], c.row.value, m.value)
         for c in comparisons
         for m in c.ours[:1]
         if c.row.value is not None and m.value is not None and m.unit == c.row.unit
     ]
-    fig, ax = plt.subplots(figsize=(max(8, 0.5 * len(pairs) + 4), 6))
+    fig, ax = new_figure(figsize=(max(8, 0.5 * len(pairs) + 4), 6))
     if pairs:
         xs = range(len(pairs))
         ax.bar([x - 0.2 for x in xs], [p for _, p, _ in pairs], 0.4, label="paper")
@@ -175,9 +171,7 @@ def chart(key: str, comparisons: list[Comparison], path: Path) -> None:
     else:
         ax.text(0.5, 0.5, "no row with a number on both sides yet", ha="center")
     ax.set_title(f"{paper(key).title[:70]}: paper vs ours (same unit)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def write(key: str, reports_dir: Path, out_dir: Path) -> tuple[dict[str, Path], list[Comparison]]:

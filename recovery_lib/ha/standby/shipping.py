@@ -48,10 +48,6 @@ _LOG_FILE = re.compile(r"^\.?(\d+)(\.crc)?$")
 _CHUNK = 1 << 20
 
 
-class ShippingError(RuntimeError):
-    pass
-
-
 @dataclass
 class ShippedCopy:
     seq: int
@@ -424,10 +420,3 @@ def restore(
         except OSError:
             shutil.copy2(tree / rel, dst)
     return live / Path(manifest.source).name
-
-
-def read_shipped(standby_dir: str | os.PathLike[str]) -> dict | None:
-    try:
-        return json.loads((Path(standby_dir) / SHIPPED).read_text())
-    except (OSError, ValueError):
-        return None
