@@ -10,10 +10,12 @@ from rich.table import Table
 
 from recovery_lib.cli.output import abort, console
 from recovery_lib.cli.verify_cmd import (
+    CLOCK_OPTION,
     DEDUP_OPTION,
     EVENTS_OPTION,
     INPUT_OPTION,
     RATE_OPTION,
+    SCHEMA_OPTION,
     SEED_OPTION,
     SKEW_OPTION,
     input_view,
@@ -43,14 +45,8 @@ def check(
     skew: float = SKEW_OPTION,
     mutation_seed: int = typer.Option(0, help="Which outputs the operators pick."),
     report: Path = typer.Option(None, help="Also write the report here (JSON)."),
-    schema: str = typer.Option(
-        None,
-        help="The output schema (StructType JSON); default: the one the reference run's "
-        "writer recorded, or the one the job declares.",
-    ),
-    clock: str = typer.Option(
-        None, help="FIRST_MS,LAST_MS: the reference run's wall-clock span (processing time)."
-    ),
+    schema: str = SCHEMA_OPTION,
+    clock: str = CLOCK_OPTION,
 ) -> None:
     """Apply every mutation operator that fits the job's contract to the reference output and
     judge each mutant: the contract must catch every mutant and pass every control. Exits 1

@@ -30,6 +30,16 @@ EVENTS_OPTION = typer.Option(
 SEED_OPTION = typer.Option(42, help="Generator seed of the input (with --events).")
 RATE_OPTION = typer.Option(10_000.0, help="Generator event-time rate (with --events).")
 SKEW_OPTION = typer.Option(0.5, help="Generator hot ratio (with --events).")
+SCHEMA_OPTION = typer.Option(
+    None,
+    help="The output schema (StructType JSON) every output must fit; default: the one the "
+    "run's writer recorded for the topic, or the one the job declares.",
+)
+CLOCK_OPTION = typer.Option(
+    None,
+    help="FIRST_MS,LAST_MS: the run's wall-clock span, where its processing-time windows can "
+    "lie (default: up to now).",
+)
 
 
 def verify(
@@ -51,16 +61,8 @@ def verify(
     expectations: bool = typer.Option(
         False, help="Also run the query's Great Expectations suite on the output."
     ),
-    schema: str = typer.Option(
-        None,
-        help="The output schema (StructType JSON) every output must fit; default: the one the "
-        "run's writer recorded for TOPIC (or the reference's), or the one the job declares.",
-    ),
-    clock: str = typer.Option(
-        None,
-        help="FIRST_MS,LAST_MS: the run's wall-clock span, where its processing-time windows "
-        "can lie (default: up to now).",
-    ),
+    schema: str = SCHEMA_OPTION,
+    clock: str = CLOCK_OPTION,
     reference_clock: str = typer.Option(
         None, help="FIRST_MS,LAST_MS: the reference run's wall-clock span (as --clock)."
     ),
