@@ -130,8 +130,9 @@ def unit_sql(
     schema: OutputSchema | None = None,
     windows: Windows | None = None,
 ) -> UnitSQL:
-    sql = dataclasses.replace(_unit_sql(agreement), uniques=uniques)
     fits = SchemaSQL(schema) if schema is not None else None
+    typed = fits.unit_sql(agreement) if fits is not None else None
+    sql = dataclasses.replace(typed or _unit_sql(agreement), uniques=uniques)
     if fits is not None:
         sql = dataclasses.replace(sql, typed=fits.typed(), suspect=fits.suspect())
     if windows is not None:
@@ -217,6 +218,47 @@ class SchemaSQL:
             self.structure.get(n) in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT")
             for n in names
             if n is not None
+        )
+
+    def unit_sql(self, agreement: Agreement | None) -> UnitSQL | None:
+        """The agreement's units from the typed value, with no parse of their own (None: a
+        field it reads is not a top-level field whose type reads back exactly). Typed values
+        are equal exactly when their JSON is for a value whose text they give back; any other
+        value is suspect, and Python decides its units (``flag``)."""
+        if not isinstance(agreement, Fields | KeyTotals):
+            return None
+        names = agreement.names if isinstance(agreement, Fields) else (*agreement.keys,)
+        total = agreement.total if isinstance(agreement, KeyTotals) else None
+        exact = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "BOOLEAN", "VARCHAR")
+        if not names or any(self.structure.get(n) not in exact for n in names):
+            return None  # a double's text may not read back: the JSON path decides
+        suspect = self.suspect()
+        values = ", ".join(f"t[{_quote(n)}]" for n in names)
+        if total is None:
+            return UnitSQL(f"hash(key, {values})", "NULL", suspect, "false", None)
+        assert isinstance(agreement, KeyTotals)
+        kind = self.structure.get(total)
+        if kind not in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT") and (
+            agreement.integer or kind != "DOUBLE"
+        ):
+            return None
+        amount = f"t[{_quote(total)}]"
+        checks = [suspect, f"NOT isfinite({amount}::DOUBLE)"]
+        if agreement.nonnegative:
+            checks.append(f"{amount} < 0")
+        ignore = [json.dumps(x) for x in agreement.ignore]
+        ignored = (
+            f"coalesce(to_json(t[{_quote(names[0])}])::VARCHAR IN "
+            f"({', '.join(map(_quote, ignore))}), false)"
+            if ignore
+            else "false"
+        )
+        return UnitSQL(
+            f"hash(key, {values})",
+            f"{amount}::DOUBLE",
+            " OR ".join(f"coalesce({c}, true)" for c in checks),
+            ignored,
+            agreement.how,
         )
 
     def typed(self) -> str:
@@ -340,6 +382,9 @@ class SpilledSide:
         valid = "json_valid(d)"
         if sql.typed != "NULL":
             rows = f"SELECT *, {sql.typed} AS t FROM ({rows})"
+            # A value the schema's types read is JSON: only the others are parsed again.
+            valid = "t IS NOT NULL OR json_valid(d)"
+
         if sql.window_paths:
             paths = _sql_list(sql.window_paths)
             rows = f"SELECT *, try(json_extract(d, {paths})) AS w FROM ({rows})"
@@ -597,7 +642,11 @@ class ColumnarJudge:
             f"CREATE TEMP TABLE unmatched AS SELECT coalesce(r.u, f.u) AS u FROM "
             f"(SELECT u, {agg} AS n FROM {run_rows} WHERE {where} GROUP BY u) r FULL OUTER JOIN "
             f"(SELECT u, {agg} AS n FROM {ref_rows} WHERE {where} GROUP BY u) f ON r.u = f.u "
-            "WHERE r.n IS DISTINCT FROM f.n"
+            "WHERE r.n IS DISTINCT FROM f.n "
+            # A flagged output's unit is Python's to read: its group goes to Python whole, on
+            # both sides, or a total would be compared without the group's other outputs.
+            f"UNION SELECT u FROM {run_rows} WHERE flag AND NOT ignored "
+            f"UNION SELECT u FROM {ref_rows} WHERE flag AND NOT ignored"
         )
         pick = "SELECT seq FROM {t} WHERE NOT ignored AND (flag OR u IN (SELECT u FROM unmatched))"
         run_seqs = [s for (s,) in self.con.execute(pick.format(t=run_rows)).fetchall()]
