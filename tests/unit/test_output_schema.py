@@ -188,7 +188,7 @@ def _record(i: int, value: dict[str, Any] | str) -> SinkRecord:
     return SinkRecord(f"id{i}", 0, b"k", text.encode(), "t", 0, i, ())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     edits=st.lists(st.tuples(EDITS, st.sets(st.sampled_from(list(GOOD)), max_size=1)), max_size=6),
     raw=st.lists(
