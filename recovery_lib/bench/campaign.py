@@ -280,57 +280,17 @@ def run_campaign(
                 result = Experiment(cfg, console, progress=lambda _m: None).run()
                 tag = variant.name.replace(" ", "_").replace("(", "").replace(")", "")
                 path = write_report(result, out.parent / f"{out.name}_{case.name}_{tag}.json")
-                consistency = result["consistency"]
-                entry = {
-                    "case": case.name,
-                    "pipeline": case.pipeline,
-                    "cluster": case.cluster,
-                    "mode": variant.name,
-                    "recovery_mode": mode,
-                    "sink": variant.sink,
-                    "rate": case.rate,
-                    "seed": case_seed,
-                    "failures": [{k: f.get(k) for k in FAILURE_FIELDS} for f in result["failures"]],
-                    "restarts": len(result["restarts"]),
-                    "restart_time_s": result.get("restart_time_s"),
-                    "recovery_time_s": result.get("recovery_time_s"),
-                    "output_gap_s": result.get("output_gap_s"),
-                    "parked": len(result.get("parked") or []),
-                    # Input records a run had not processed when its drain gave up.
-                    "input_unprocessed": result.get("input_unprocessed"),
-                    "verdict": consistency["verdict"],
-                    "guarantee": consistency.get("guarantee"),
-                    "inconclusive_because": consistency.get("inconclusive_because"),
-                    "outputs": consistency.get("outputs"),
-                    "reference_outputs": consistency.get("reference_outputs"),
-                    "lost": consistency.get("lost"),
-                    "extra": consistency.get("extra"),
-                    "duplicated": consistency.get("duplicated"),
-                    "divergent": consistency.get("divergent"),
-                    "invariants_violated": [
-                        i["name"] for i in consistency.get("invariants", []) if not i["ok"]
-                    ],
-                    "experiment_report": str(path),
-                    "elapsed_s": round(time.monotonic() - t0, 1),
-                }
+                entry = campaign_entry(case, variant, mode, case_seed, result, path)
+                entry["elapsed_s"] = round(time.monotonic() - t0, 1)
                 report["results"].append(entry)
                 console.print_json(json.dumps({k: entry[k] for k in entry if k != "failures"}))
+                # After every run: a campaign stopped halfway keeps what it measured, and
+                # --merge goes on from there.
+                _save(out, report, merge, chart=False)
     finally:
         if started_cluster:
             cluster_mod.stop_cluster()
-    if merge and Path(f"{out}.json").exists():
-        # Cases run earlier (another invocation) stay in the report unless run again now.
-        ran = {(r["case"], r["mode"]) for r in report["results"]}
-        earlier = json.loads(Path(f"{out}.json").read_text()).get("results", [])
-        report["results"] = [r for r in earlier if (r["case"], r["mode"]) not in ran] + report[
-            "results"
-        ]
-        report["note"] = "cases merged from several invocations (--case)"
-    report["summary"] = summarize(report["results"])
-    report["by_kind"] = by_kind(report["results"])
-    write_json_report(f"{out}.json", report)
-    Path(f"{out}_by_kind.md").write_text(by_kind_table(report["by_kind"]))
-    _chart(report, Path(f"{out}.png"))
+    _save(out, report, merge, chart=True)
     console.print_json(json.dumps(report["summary"]))
     console.print(f"report: {out}.json, chart: {out}.png")
     return report
@@ -356,6 +316,68 @@ def select(
             f"no variant of {suite} matches {only}; they are {[v.name for v in variants]}"
         )
     return tuple(c for c in cases if not names or c.name in names), chosen
+
+
+def campaign_entry(
+    case: Case, variant: Variant, mode: str, seed: int, result: dict[str, Any], path: Path
+) -> dict[str, Any]:
+    """What the campaign's report keeps of one run (``result``: the experiment's report,
+    written to ``path``)."""
+    consistency = result["consistency"]
+    return {
+        "case": case.name,
+        "pipeline": case.pipeline,
+        "cluster": case.cluster,
+        "mode": variant.name,
+        "recovery_mode": mode,
+        "sink": variant.sink,
+        "rate": case.rate,
+        "seed": seed,
+        "failures": [{k: f.get(k) for k in FAILURE_FIELDS} for f in result["failures"]],
+        "restarts": len(result["restarts"]),
+        "restart_time_s": result.get("restart_time_s"),
+        "recovery_time_s": result.get("recovery_time_s"),
+        "output_gap_s": result.get("output_gap_s"),
+        "parked": len(result.get("parked") or []),
+        # Input records a run had not processed when its drain gave up.
+        "input_unprocessed": result.get("input_unprocessed"),
+        "verdict": consistency["verdict"],
+        "guarantee": consistency.get("guarantee"),
+        "inconclusive_because": consistency.get("inconclusive_because"),
+        "outputs": consistency.get("outputs"),
+        "reference_outputs": consistency.get("reference_outputs"),
+        "lost": consistency.get("lost"),
+        "extra": consistency.get("extra"),
+        "duplicated": consistency.get("duplicated"),
+        "divergent": consistency.get("divergent"),
+        "malformed": consistency.get("malformed"),
+        "invariants_violated": [
+            i["name"] for i in consistency.get("invariants", []) if not i["ok"]
+        ],
+        "experiment_report": str(path),
+        "elapsed_s": result.get("elapsed_s"),
+    }
+
+
+def _save(out: Path, report: dict[str, Any], merge: bool, chart: bool) -> None:
+    """The campaign's report as it stands (with ``merge``, the other cases of an existing
+    report of the same prefix kept), its table by kind and (``chart``) its chart."""
+    saved = dict(report)
+    if merge and Path(f"{out}.json").exists():
+        # Cases run earlier (another invocation) stay in the report unless run again now.
+        ran = {(r["case"], r["mode"]) for r in report["results"]}
+        earlier = json.loads(Path(f"{out}.json").read_text()).get("results", [])
+        saved["results"] = [r for r in earlier if (r["case"], r["mode"]) not in ran] + report[
+            "results"
+        ]
+        saved["note"] = "cases merged from several invocations (--case)"
+    saved["summary"] = summarize(saved["results"])
+    saved["by_kind"] = by_kind(saved["results"])
+    write_json_report(f"{out}.json", saved)
+    Path(f"{out}_by_kind.md").write_text(by_kind_table(saved["by_kind"]))
+    if chart:
+        _chart(saved, Path(f"{out}.png"))
+    report["summary"] = saved["summary"]
 
 
 # What a campaign keeps of each failure of a run (the experiment measures its own gap and

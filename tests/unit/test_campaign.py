@@ -175,3 +175,42 @@ def test_by_kind_counts_faults_guarantees_and_medians_per_kind_and_mode():
     assert rows[("poison", "native")]["runs"] == 1
     table = by_kind_table(by_kind(results))
     assert "| net-reset | native | 3 | 2 / 3 | 2 / 3 | 0 | 3.0 (2 measured) | 2.0 |" in table
+
+
+def test_a_campaign_stopped_halfway_keeps_the_runs_it_finished(tmp_path, monkeypatch):
+    """The report is written after every run: a campaign cut short (a session's end, a
+    failed run) keeps what it measured, and --merge goes on from there."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    import recovery_lib.bench.campaign as campaign
+
+    runs = []
+
+    class FakeExperiment:
+        def __init__(self, cfg, console, progress):
+            self.cfg = cfg
+
+        def run(self):
+            runs.append(self.cfg.mode)
+            if len(runs) == 2:
+                raise KeyboardInterrupt  # the campaign is stopped during its second run
+            failure = {"kind": "driver-kill", "fired": True, "at_s": 15.0}
+            return {
+                "failures": [failure],
+                "restarts": [{}],
+                "consistency": {"verdict": "consistent", "guarantee": "exactly-once"},
+            }
+
+    monkeypatch.setattr(campaign, "Experiment", FakeExperiment)
+    cases = (campaign.Case("q3", "driver-kill"),)
+    variants = (campaign.Variant("native"), campaign.Variant("causal"))
+    out = tmp_path / "c"
+    with pytest.raises(KeyboardInterrupt):
+        campaign.run_campaign(str(out), Console(file=io.StringIO()), cases, variants)
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert [r["mode"] for r in report["results"]] == ["native"]
+    assert report["summary"]["native"]["failures"] == 1
+    assert (tmp_path / "c_by_kind.md").exists()
