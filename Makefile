@@ -4,12 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 KAFKA_LIBS := $(VENV)/share/kafka/libs
+SPARK_KAFKA_LIBS := $(VENV)/share/spark-kafka
+# The connector's jars pyspark does not ship (recovery_lib/spark/kafka_connector_pom.xml).
+SPARK_KAFKA_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: install demo ops ops-down test test-all test-flaky browser dashboard dashboard-screenshots lint bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
 
-$(STAMP): pyproject.toml requirements.lock recovery_lib/kafka/_block_consumer.c recovery_lib/kafka/pom.xml
+$(STAMP): pyproject.toml requirements.lock recovery_lib/kafka/_block_consumer.c recovery_lib/kafka/pom.xml recovery_lib/spark/kafka_connector_pom.xml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install -q uv==0.13.8
 	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -r requirements.lock
@@ -21,6 +24,13 @@ $(STAMP): pyproject.toml requirements.lock recovery_lib/kafka/_block_consumer.c 
 		mvn -q -B -C -Dstyle.color=never -f recovery_lib/kafka/pom.xml dependency:copy-dependencies \
 			-DincludeScope=runtime -DoutputDirectory="$(abspath $(KAFKA_LIBS))"; \
 	else echo "warning: no mvn: Apache Kafka is not installed (RECOVERY_BROKER_KIND=tansu works)"; fi
+	@# Spark's Kafka connector (format("kafka")) and the jars it needs beyond pyspark's.
+	rm -rf $(SPARK_KAFKA_LIBS)
+	@if command -v mvn >/dev/null 2>&1; then \
+		mvn -q -B -C -Dstyle.color=never -f recovery_lib/spark/kafka_connector_pom.xml \
+			dependency:copy-dependencies -DincludeScope=runtime \
+			-DincludeArtifactIds=$(SPARK_KAFKA_JARS) -DoutputDirectory="$(abspath $(SPARK_KAFKA_LIBS))"; \
+	else echo "warning: no mvn: Spark's Kafka connector is not installed"; fi
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -21,6 +21,7 @@ from recovery_lib.ops.airflow_tasks import application_path
 from recovery_lib.ops.config import load_jobs
 from recovery_lib.pipeline.spec import load_pipelines
 from recovery_lib.settings import get_settings
+from recovery_lib.spark.session import kafka_connector_jars
 
 SETTINGS = get_settings()
 SPARK_CONF = {
@@ -40,6 +41,8 @@ def reference_run(group: str) -> SparkSubmitOperator:
         application_args="{{ ti.xcom_pull(task_ids='" + group + ".snapshot')['args'] }}",
         conn_id=SETTINGS.airflow_spark_conn_id,
         conf=SPARK_CONF,
+        # spark-submit starts the JVM: Spark's Kafka connector goes on its --jars.
+        jars=",".join(kafka_connector_jars(SETTINGS)) or None,
         env_vars={"SPARK_LOCAL_IP": "127.0.0.1", "RECOVERY_HOME": str(SETTINGS.home)},
         name=f"reference_{group}",
     )

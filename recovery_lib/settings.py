@@ -108,6 +108,12 @@ class Settings(BaseSettings):
         description="Apache Kafka's jars; unset: <virtualenv>/share/kafka/libs (make install).",
     )
     kafka_heap_mb: int = Field(default=512, gt=63, description="Max heap of each Kafka node.")
+    # Spark's own Kafka connector (format("kafka")), on every session's spark.jars.
+    spark_kafka_jars_dir: Path | None = Field(
+        default=None,
+        description="Spark's Kafka connector jars; unset: <virtualenv>/share/spark-kafka "
+        "(make install).",
+    )
     kafka_start_timeout_s: float = Field(default=60.0, gt=0)
 
     # Clients.

@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from recovery_lib.io.source import KafkaDataSource
 from recovery_lib.settings import STATE_STORES, Settings, get_settings
@@ -67,8 +68,13 @@ def build_session(
         builder = builder.config(key, value)
     for key, value in executor_env().items():
         builder = builder.config(f"spark.executorEnv.{key}", value)
+    given = [jar for jar in (conf or {}).get("spark.jars", "").split(",") if jar]
+    jars = [*kafka_connector_jars(settings), *given]
+    if jars:  # format("kafka") works in every session, driver and executors
+        builder = builder.config("spark.jars", ",".join(jars))
     for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
+        if key != "spark.jars":
+            builder = builder.config(key, value)
     java_options = (conf or {}).get("spark.driver.extraJavaOptions", "")
     archive = None if DUMP_JAVA_OPTION in java_options else driver_java_options(settings)
     if archive is not None:  # the driver JVM maps Spark's classes (class_archive.py)
@@ -77,6 +83,15 @@ def build_session(
     spark.sparkContext.setLogLevel("WARN")
     register_data_sources(spark)
     return spark
+
+
+def kafka_connector_jars(settings: Settings | None = None) -> list[str]:
+    """Spark's Kafka connector and the jars it needs beyond pyspark's, as `make install` put
+    them (recovery_lib/spark/kafka_connector_pom.xml); empty when they are not installed. On
+    ``spark.jars``, not the JVM's class path: the class-data archive stays valid."""
+    settings = settings or get_settings()
+    where = settings.spark_kafka_jars_dir or Path(sys.prefix) / "share" / "spark-kafka"
+    return sorted(str(p.resolve()) for p in Path(where).glob("*.jar"))
 
 
 def stop_session(spark) -> None:  # noqa: ANN001
