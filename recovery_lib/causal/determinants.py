@@ -18,11 +18,13 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from recovery_lib.errors import ProtocolError
+
 CLOCK, SEED, CALL = "clock", "seed", "call"
 KINDS = frozenset({CLOCK, SEED, CALL})
 
 
-class DeterminantError(RuntimeError):
+class DeterminantError(ProtocolError):
     """Base of the causal layer's errors."""
 
 

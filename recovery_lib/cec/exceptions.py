@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from recovery_lib.errors import ProtocolError
 
-class CECError(RuntimeError):
+
+class CECError(ProtocolError):
     """Base of CEC's errors."""
 
 

@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, PartitionMetadata
 
 from recovery_lib.chaos.private import PrivateKafka
 from recovery_lib.chaos.proxy import now_ms
+from recovery_lib.errors import RecoveryError
 from recovery_lib.kafka.apache import CLUSTER_NODES
 from recovery_lib.kafka.broker import EmbeddedBroker
 from recovery_lib.settings import Settings, get_settings
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 ELECTION_POLL_S = 0.1  # how often the keeper asks who leads the killed node's partitions
 
 
-class ClusterNotStarted(RuntimeError):
+class ClusterNotStarted(RecoveryError, RuntimeError):
     """The cluster was asked for a fault before ``start()`` or after ``stop()``."""
 
 

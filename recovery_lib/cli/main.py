@@ -21,6 +21,7 @@ from recovery_lib.cli.gc_cmd import gc
 from recovery_lib.cli.job_cmd import job_app
 from recovery_lib.cli.nexmark_cmd import nexmark_app
 from recovery_lib.cli.ops_cmd import ops_app
+from recovery_lib.cli.output import console
 from recovery_lib.cli.pipeline_cmd import pipeline_app
 from recovery_lib.cli.reproduce_cmd import reproduce
 from recovery_lib.cli.soak_cmd import soak
@@ -28,6 +29,8 @@ from recovery_lib.cli.spark_cmd import spark_app
 from recovery_lib.cli.standby_cmd import standby_app
 from recovery_lib.cli.topics_cmd import topics_app
 from recovery_lib.cli.verify_cmd import expectations_cmd, verify
+from recovery_lib.errors import ConfigurationError, RecoveryError
+from recovery_lib.kafka.exceptions import KafkaLayerError
 
 app = typer.Typer(help="Consistent, fast recovery for Spark streaming jobs.", no_args_is_help=True)
 
@@ -65,5 +68,29 @@ def _main() -> None:
     configure_logging()
 
 
+# Exit codes of the errors the library raises for what a user can fix (errors.py): one line
+# says what to do, no traceback.
+EXIT_CONFIGURATION = 78  # sysexits EX_CONFIG: settings, a launch or options that cannot work
+EXIT_UNAVAILABLE = 69  # sysexits EX_UNAVAILABLE: no broker, or one that refuses us
+
+
+def exit_code(exc: RecoveryError) -> int:
+    if isinstance(exc, ConfigurationError):
+        return EXIT_CONFIGURATION
+    if isinstance(exc, KafkaLayerError):
+        return EXIT_UNAVAILABLE
+    return 1
+
+
+def run() -> None:
+    """The ``recovery`` script: the commands, with every ``RecoveryError`` a command did not
+    handle itself turned into one line and its exit code."""
+    try:
+        app()
+    except RecoveryError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        sys.exit(exit_code(exc))
+
+
 if __name__ == "__main__":
-    app()
+    run()

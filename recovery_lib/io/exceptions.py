@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from recovery_lib.errors import RecoveryError
 
-class IOLayerError(RuntimeError):
+
+class IOLayerError(RecoveryError, RuntimeError):
     pass
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import RecoveryError
 from recovery_lib.io.parked import POISON_BATCH_ENV, ParkedRecord, park, read_parked
 from recovery_lib.job.options import JobOptions
 from recovery_lib.runtime.checkpoint import source_offsets
@@ -74,7 +75,7 @@ def failure_reason(exc: BaseException) -> str:
     return chosen[:500]
 
 
-class PoisonSearchUnsupported(RuntimeError):
+class PoisonSearchUnsupported(RecoveryError, RuntimeError):
     """The job cannot be probed (its build starts its own query, e.g. a CEC aggregate)."""
 
 

@@ -1,7 +1,9 @@
 """Errors of the Kafka layer; each message says what to do about it."""
 
+from recovery_lib.errors import RecoveryError
 
-class KafkaLayerError(RuntimeError):
+
+class KafkaLayerError(RecoveryError, RuntimeError):
     """Base class of errors raised by recovery_lib.kafka."""
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.io.sinks.modes import sink_flag
 from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from recovery_lib.runtime.supervisor import ProcessSpec
 
 
-class ModeRefused(ValueError):
+class ModeRefused(ConfigurationError):
     """A mode does not accept what was asked of it; the message says what to change."""
 
 

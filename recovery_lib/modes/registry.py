@@ -3,6 +3,7 @@ with a ``RecoveryMode`` subclass and one ``register`` line here (docs/architectu
 
 from __future__ import annotations
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.ha.replication.strategies import LeaderBased, Leaderless
 from recovery_lib.modes.base import RecoveryMode
 from recovery_lib.modes.native import CausalMode, CECMode, NativeMode
@@ -19,7 +20,7 @@ def register(mode: RecoveryMode) -> RecoveryMode:
     return mode
 
 
-class UnknownMode(ValueError):
+class UnknownMode(ConfigurationError):
     """A mode name nobody registered."""
 
 

@@ -8,8 +8,10 @@ from typing import Any
 
 import httpx
 
+from recovery_lib.errors import RecoveryError
 
-class AirflowApiError(RuntimeError):
+
+class AirflowApiError(RecoveryError, RuntimeError):
     """Airflow answered with an error, or a DAG or run did not get where it was awaited."""
 
 

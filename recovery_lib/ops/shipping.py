@@ -11,13 +11,14 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from recovery_lib.errors import RecoveryError
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.ops.config import get_job
 from recovery_lib.settings import get_settings
 
 
-class NoStandby(RuntimeError):
+class NoStandby(RecoveryError, RuntimeError):
     pass
 
 

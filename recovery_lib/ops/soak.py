@@ -33,6 +33,7 @@ import psutil
 import yaml
 
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import RecoveryError
 from recovery_lib.experiment.network_faults import NetworkFaultOptions, NetworkFaults
 from recovery_lib.files import write_json_report
 from recovery_lib.kafka.clients import client_config
@@ -58,7 +59,7 @@ SCHEDULED_DAGS = ("chaos", "checkpoint_gc", "consistency_report")
 JUDGED = ("outputs", "reference_outputs", "lost", "duplicated", "divergent", "extra")
 
 
-class SoakRefused(RuntimeError):
+class SoakRefused(RecoveryError, RuntimeError):
     """The soak cannot start here; the message says what to do."""
 
 

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recovery_lib.errors import RecoveryError
 from recovery_lib.files import write_atomic
 from recovery_lib.kafka import broker as broker_mod
 from recovery_lib.ops.airflow_env import (
@@ -49,7 +50,7 @@ COMPONENTS = ("broker", *AIRFLOW_COMPONENTS, "dashboard")
 DASHBOARD_APP = REPO / "dashboard" / "app.py"
 
 
-class OpsStackError(RuntimeError):
+class OpsStackError(RecoveryError, RuntimeError):
     """The stack could not be started; the message says which component and where its log is."""
 
 

@@ -16,11 +16,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from recovery_lib.errors import RecoveryError
 from recovery_lib.kafka.broker import free_port, pid_alive, port_answers, stop_pid
 from recovery_lib.settings import Settings, get_settings
 
 
-class ClusterError(RuntimeError):
+class ClusterError(RecoveryError, RuntimeError):
     pass
 
 

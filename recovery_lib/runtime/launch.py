@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.io.sinks.modes import SINK_MODES, sink_mode
 
 
@@ -50,7 +51,7 @@ DEFAULT_CHECKPOINTS = ".recovery/jobs/checkpoints"
 DEFAULT_TRIGGER = "0 seconds"
 
 
-class LaunchRefused(ValueError):
+class LaunchRefused(ConfigurationError):
     """A launch that cannot run, with what to change."""
 
 

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recovery_lib.errors import RecoveryError
 from recovery_lib.runtime.checkpoint import (
     SNAPSHOT_KINDS,
     batch_ids,
@@ -38,7 +39,7 @@ from recovery_lib.runtime.checkpoint import (
 )
 
 
-class RewindRefused(RuntimeError):
+class RewindRefused(RecoveryError, RuntimeError):
     """The checkpoint cannot be rewound to that batch (the message says why and what to do)."""
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import OracleError
+
 log = logging.getLogger(__name__)
 
 # Spark's integral types and the range each holds.
@@ -36,7 +38,7 @@ TEXT_FORMATS = ("timestamp", "timestamp_ntz", "date", "binary")
 _DECIMAL = re.compile(r"decimal\(\d+,\s*-?\d+\)")
 
 
-class SchemaError(ValueError):
+class SchemaError(OracleError):
     """A schema that is not a Spark struct type's JSON (what to give instead is in the text)."""
 
 

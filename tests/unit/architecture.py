@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2] / "recovery_lib"
 
 # The floors, lowest first: a module imports only from lower floors (or its own package).
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("settings", "files", "charts"),
+    ("settings", "files", "charts", "errors"),
     ("kafka",),
     ("io", "chaos"),
     ("spark", "metrics"),

@@ -43,6 +43,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recovery_lib.errors import ProtocolError
 from recovery_lib.ha.replication.gate import REPLICA_HEADERS_HOOK, ReplicaGate, raw_topic
 from recovery_lib.ha.replication.shared_determinants import SHARED_SOURCE
 from recovery_lib.ha.replication.strategies import (
@@ -103,7 +104,7 @@ class ReplacementStatus(StrEnum):
     DIED = "died"  # the new incarnation died before it joined (a new record follows)
 
 
-class ReplacementOutOfOrder(RuntimeError):
+class ReplacementOutOfOrder(ProtocolError):
     """A replacement asked to take a step its status does not allow."""
 
 
