@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.outage import ride_out
 from recovery_lib.settings import get_settings
 
 # Every control topic reader of this process, so that one at exit (or before a test's broker
@@ -71,13 +72,18 @@ class ControlTopic:
         return self._probe.first_offset(self.topic, 0)
 
     def end(self) -> int:
-        """The true end offset (tansu's high watermark may lag within a record batch)."""
+        """The true end offset (tansu's high watermark may lag within a record batch). A broker
+        that stalls or restarts is waited for, up to the outage budget (kafka/outage.py):
+        every replica of a set folds the same topic, so failing here took them all down."""
         if self._probe is None:
             from recovery_lib.kafka.tail_probe import TailProbe
 
             timeout = get_settings().kafka_request_timeout_s
             self._probe = TailProbe(self.kafka, timeout, timeout)
-        return int(self._probe.ends([(self.topic, 0)])[(self.topic, 0)])
+        return ride_out(
+            lambda: int(self._probe.ends([(self.topic, 0)])[(self.topic, 0)]),
+            f"control topic {self.topic}: its end",
+        )
 
     def fold(self, apply: ApplyRecord, until: int | None = None) -> int:
         """Apply every record from the last position up to ``until`` (default: the current

@@ -104,3 +104,27 @@ def test_the_daemon_status_says_the_job_waits_for_the_broker(tmp_path: Path) -> 
     message = broker_wait(read_heartbeat(tmp_path / "hb.json"))
     assert message == "waiting for the broker: 12 s of 60 s (latest offsets)"
     assert broker_wait(SimpleNamespace(info={"lag_batches": 2})) == ""
+
+
+def test_a_control_topic_s_end_rides_out_a_restarting_broker(monkeypatch) -> None:
+    """The KaZoo order log and the LiveRobin index are folded by every replica: a broker
+    restart made both replicas of a set die at once (the faults campaign on Apache Kafka,
+    `Local: Unknown partition` and `Broker transport failure` from the watermark probe)."""
+    import recovery_lib.kafka.outage as outage
+    from recovery_lib.kafka.control_topic import ControlTopic
+
+    monkeypatch.setattr(outage.time, "sleep", lambda _s: None)
+    errors = [
+        KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION, "Unknown partition")),
+        KafkaException(KafkaError(KafkaError._TRANSPORT, "Broker transport failure")),
+    ]
+
+    class Probe:
+        def ends(self, parts):
+            if errors:
+                raise errors.pop(0)
+            return {parts[0]: 42}
+
+    topic = ControlTopic("order", {"bootstrap.servers": "127.0.0.1:1"})
+    topic._probe = Probe()  # noqa: SLF001 - the watermark probe, without a broker
+    assert topic.end() == 42 and errors == []
