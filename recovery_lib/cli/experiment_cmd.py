@@ -10,6 +10,7 @@ import typer
 from recovery_lib.cli.output import EXIT_INCONCLUSIVE, abort, console
 from recovery_lib.kafka import broker as broker_mod
 from recovery_lib.kafka.exceptions import KafkaLayerError
+from recovery_lib.modes.registry import mode_names
 
 experiment_app = typer.Typer(help="Recovery experiments with real failures.", no_args_is_help=True)
 
@@ -55,8 +56,9 @@ def experiment_run(
     param: list[str] = typer.Option(None, help="name=value for the job (repeat)."),
     mode: str = typer.Option(
         "native",
-        help="Recovery mode: native | causal | standby | cec (a job whose build returns a CEC "
-        "aggregate) | kazoo | liverobin (two live replicas; the sink defaults to release).",
+        help="Recovery mode: "
+        + " | ".join(mode_names())
+        + " (the replicated ones run two live replicas; their sink defaults to release).",
     ),
     fail: str = typer.Option(
         "driver-kill",
