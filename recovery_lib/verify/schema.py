@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,9 +101,6 @@ class OutputSchema:
         """Top-level fields the schema says are never null."""
         return tuple(f["name"] for f in self.struct["fields"] if not f.get("nullable", True))
 
-    def kind_of(self, name: str) -> Any:
-        return next(f["type"] for f in self.struct["fields"] if f["name"] == name)
-
 
 def array_of(element: Any, contains_null: bool = False) -> dict[str, Any]:
     """Spark's JSON of an array type (for ``OutputSchema.declared``)."""
@@ -144,28 +142,36 @@ def _problem(kind: Any, value: Any, where: str, nulls_written: bool) -> str | No
         if kind["type"] == "array":
             if not isinstance(value, list):
                 return f"{at}: {_show(value)} is not an array"
-            for i, item in enumerate(value):
-                if item is None:
-                    if not kind.get("containsNull", True):
-                        return f"{at}[{i}]: null in an array without nulls"
-                    continue
-                found = _problem(kind["elementType"], item, f"{at}[{i}]", nulls_written)
-                if found:
-                    return found
-            return None
+            items = ((f"{at}[{i}]", item) for i, item in enumerate(value))
+            return _items_problem(items, kind["elementType"], kind.get("containsNull", True),
+                                  "an array", nulls_written)  # fmt: skip
         # a map: a JSON object of values
         if not isinstance(value, dict):
             return f"{at}: {_show(value)} is not a map (a JSON object)"
-        for k, item in value.items():
-            if item is None:
-                if not kind.get("valueContainsNull", True):
-                    return f"{at}.{k}: null in a map without nulls"
-                continue
-            found = _problem(kind["valueType"], item, f"{at}.{k}", nulls_written)
-            if found:
-                return found
-        return None
+        items = ((f"{at}.{k}", item) for k, item in value.items())
+        return _items_problem(items, kind["valueType"], kind.get("valueContainsNull", True),
+                              "a map", nulls_written)  # fmt: skip
     return _leaf_problem(kind, value, at)
+
+
+def _items_problem(
+    items: Iterable[tuple[str, Any]],
+    kind: Any,
+    contains_null: bool,
+    container: str,
+    nulls_written: bool,
+) -> str | None:
+    """The first element of an array or value of a map (``(where, item)``) that is not of
+    ``kind``, or a null where the container holds none."""
+    for where, item in items:
+        if item is None:
+            if not contains_null:
+                return f"{where}: null in {container} without nulls"
+            continue
+        found = _problem(kind, item, where, nulls_written)
+        if found:
+            return found
+    return None
 
 
 def _struct_problem(
