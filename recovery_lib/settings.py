@@ -131,6 +131,9 @@ class Settings(BaseSettings):
     # Readers of whole sink topics (the oracle) take blocks of records as columns from
     # librdkafka (kafka/block_consumer.py) instead of a confluent-kafka Message per record.
     kafka_block_reader: bool = True
+    # On an inconsistent verdict an experiment saves its input and output topics as Parquet
+    # (verify/evidence.py) under its work directory: a faulty broker's topics go with it.
+    keep_evidence: bool = True
     sink_flush_timeout_s: float = 60.0
     # A broker stall or network fault shorter than this is ridden out (kafka/outage.py) by the
     # source and the readers of its ranges; a longer one fails the job (its supervisor

@@ -128,3 +128,31 @@ def test_contract_check_scores_a_jobs_contract_from_its_topics(admin, topic_name
     data = json.loads(report.read_text())
     assert data["score"] == 1.0 and data["false_rejections"] == 0 and data["with_input"]
     assert "list-edits" in [op["operator"] for op in data["operators"] if op["applies"]]
+
+
+def test_the_evidence_of_a_verdict_keeps_every_record_fenced_ones_too(admin, topic_name, tmp_path):
+    """An inconsistent verdict's topics saved raw (verify/evidence.py): what the oracle dropped
+    (a fence, a zombie's record after it, a control record) is there, with its headers."""
+    import pyarrow.parquet as pq
+
+    from recovery_lib.verify.evidence import save_topics
+
+    admin.create(topic_name, 2)
+    records = [(i % 2, *output(i)) for i in range(30)]
+    records += [(0, None, b"", [(FENCE_HEADER, b"1")])]
+    records += [(0, *output(100, epoch=0))]  # a zombie: the oracle drops it, the evidence not
+    records += [(1, None, b"footprint", [(ID_HEADER, b"fp-1"), (CONTROL_HEADER, b"cec")])]
+    produce(topic_name, records)
+
+    saved = save_topics({"faulty": topic_name}, tmp_path / "evidence", client_config())
+
+    table = pq.read_table(tmp_path / "evidence" / "faulty.parquet").to_pylist()
+    assert saved == {"faulty": len(records)} and len(table) == len(records)
+    by_position = {(r["partition"], r["offset"]): r for r in table}
+    assert len(by_position) == len(records)  # each record once, at its own position
+    zombie = [r for r in table if r["value"] == output(100)[1]]
+    assert dict(zombie[0]["headers"])[EPOCH_HEADER] == b"0"
+    assert any(FENCE_HEADER in dict(r["headers"]) for r in table)
+    assert sorted(r["value"] for r in table if r["value"] != b"") == sorted(
+        v for _, _, v, _ in records if v != b""
+    )

@@ -106,7 +106,8 @@ from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec
 from recovery_lib.settings import get_settings
 from recovery_lib.verify.contract import TimeSpan
-from recovery_lib.verify.oracle import judge, judge_topics
+from recovery_lib.verify.evidence import save_topics
+from recovery_lib.verify.oracle import Verdict, judge, judge_topics
 from recovery_lib.verify.schema import recorded_schema
 
 # task-retry: a task fails before it writes; write-retry: a sink task fails after writing
@@ -495,6 +496,24 @@ class Experiment:
             self._exits.close()  # the faulty network, if any (its topics go with it)
         report["elapsed_s"] = round(time.monotonic() - started, 1)
         return report
+
+    def _keep_evidence(self, faulty: dict[str, Any], reference: dict[str, Any]) -> str | None:
+        """Both runs' output topics and the input, raw, under evidence/ (verify/evidence.py)."""
+        if not get_settings().keep_evidence:
+            return None
+        where = self.workdir / "evidence"
+        topics = {
+            "faulty": faulty["out_topic"],
+            "reference": reference["out_topic"],
+            **{f"input-{name}": topic for name, topic in self.input.topics.items()},
+        }
+        try:
+            saved = save_topics(topics, where, client_config())
+        except Exception as exc:  # noqa: BLE001 - the verdict stands without its evidence
+            self.progress(f"could not keep the evidence of the inconsistent verdict: {exc}")
+            return None
+        self.progress(f"evidence kept in {where}: {saved}")
+        return str(where)
 
     def _prepare_input(self) -> None:
         if isinstance(self.input, RecordedInput):
@@ -955,6 +974,8 @@ class Experiment:
         consistency = report.to_dict()
         if report.inconclusive_because:
             self.progress(f"verdict inconclusive: {report.inconclusive_because}")
+        if report.verdict == Verdict.INCONSISTENT and not faulty["table"]:
+            consistency["evidence"] = self._keep_evidence(faulty, reference)
         self.store.add_consistency(faulty["run_id"], reference["run_id"], consistency)
 
         samples = faulty["samples"]
