@@ -23,6 +23,7 @@ from confluent_kafka import Producer
 from rich.console import Console
 from rich.table import Table
 
+from recovery_lib.errors import JobFailed
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.io.sinks.dedup_reader import DedupReader, read_topic
 from recovery_lib.kafka.admin import TopicAdmin
@@ -105,7 +106,7 @@ def run_demo(events: int = 50_000, console: Console | None = None) -> DemoResult
         for query in build_queries(spark, opts):
             query.awaitTermination()
             if query.exception() is not None:
-                raise RuntimeError(f"query {query.name} failed: {query.exception()}")
+                raise JobFailed(f"query {query.name} failed: {query.exception()}")
     finally:
         stop_session(spark)
     elapsed = time.monotonic() - started

@@ -29,3 +29,20 @@ class OracleError(RecoveryError, ValueError):
 
 class ProtocolError(RecoveryError, RuntimeError):
     """A recovery mechanism met a state it cannot go on from (a torn log, a fenced writer)."""
+
+
+class JobFailed(RecoveryError, RuntimeError):
+    """A job, stage or helper process that was started died, never got ready or spent its
+    restart budget; its log says why."""
+
+
+class NotStarted(RecoveryError, RuntimeError):
+    """A job or pipeline asked about has not started here yet (no status, no committed batch)."""
+
+
+class SparkUnavailable(RecoveryError, RuntimeError):
+    """Spark cannot start here: no Java, or its JVM failed; install a JDK 17 or read its output."""
+
+
+class ReportError(RecoveryError, ValueError):
+    """A report lacks a field that is read from it (an older format); re-run what writes it."""

@@ -32,6 +32,7 @@ from recovery_lib.bench.compare_bench import (
     replays_leader_cuts,
 )
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.files import write_json_report
 from recovery_lib.job.spec import resolve_job
@@ -227,7 +228,7 @@ def run_campaign(
     from an existing report of the same prefix (a long campaign in several invocations)."""
     out = Path(out_prefix)
     if not cases:
-        raise ValueError(f"no cases given; cases are {', '.join(c.name for c in CASES)}")
+        raise ConfigurationError(f"no cases given; cases are {', '.join(c.name for c in CASES)}")
     out.parent.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "fail_at_s": fail_at_s,
@@ -302,17 +303,17 @@ def select(
     """A suite's cases named (``prices-local``, ``lastbids-cluster`` ...; all when none) and
     its variants whose mode or sink is in ``only`` (all when empty)."""
     if suite not in SUITES:
-        raise ValueError(f"unknown suite {suite!r}; suites are {', '.join(SUITES)}")
+        raise ConfigurationError(f"unknown suite {suite!r}; suites are {', '.join(SUITES)}")
     cases, variants = SUITES[suite]
     unknown = set(names) - {c.name for c in cases}
     if unknown:
-        raise ValueError(
+        raise ConfigurationError(
             f"unknown case(s) {', '.join(sorted(unknown))}; cases of {suite} are "
             f"{', '.join(c.name for c in cases)}"
         )
     chosen = tuple(v for v in variants if not only or {v.mode, v.sink} & set(only))
     if not chosen:
-        raise ValueError(
+        raise ConfigurationError(
             f"no variant of {suite} matches {only}; they are {[v.name for v in variants]}"
         )
     return tuple(c for c in cases if not names or c.name in names), chosen

@@ -33,6 +33,7 @@ from recovery_lib.bench.machine import broker_description
 from recovery_lib.bench.nexmark_bench import NexmarkBench, input_share
 from recovery_lib.causal.driver import enable
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.files import write_json_report
 from recovery_lib.job import JobOptions, write_output
 from recovery_lib.job.spec import resolve_job
@@ -130,7 +131,7 @@ def run_causal_bench(
     pipelines = pipelines or list(PIPELINES)
     for p in pipelines:
         if p not in PIPELINES:
-            raise ValueError(f"unknown pipeline {p!r}; choose from {', '.join(PIPELINES)}")
+            raise ConfigurationError(f"unknown pipeline {p!r}; choose from {', '.join(PIPELINES)}")
     out = Path(out_prefix)
     out.parent.mkdir(parents=True, exist_ok=True)
     settings = get_settings()

@@ -39,9 +39,11 @@ from recovery_lib.cec.records import LogRecord, RecordKind
 from recovery_lib.cec.recovery import eventual_checkpoint
 from recovery_lib.cec.spark import recoveries_logged
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import JobFailed
 from recovery_lib.files import write_json_report
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.metrics.store import MetricsStore, read_frame
 from recovery_lib.modes import get_mode
@@ -108,7 +110,9 @@ def _produce(topic: str, workload: Workload, seed: int) -> None:
             except BufferError:
                 producer.poll(0.05)
     if producer.flush(60):
-        raise RuntimeError(f"the backlog for {topic} was not acknowledged")
+        raise RecordsNotAcknowledged(
+            f"the backlog for {topic} was not acknowledged; check the broker is up"
+        )
 
 
 @dataclass
@@ -170,7 +174,7 @@ def _run_job(
         code = subprocess.run(args, stdout=fh, stderr=subprocess.STDOUT, env=env).returncode
     elapsed = time.monotonic() - t0
     if code != 0:
-        raise RuntimeError(f"job run {name} failed (exit {code}); see {log}")
+        raise JobFailed(f"job run {name} failed (exit {code}); see {log}")
     batches = read_frame(
         store,
         "SELECT batch_id, input_rows, trigger_ms FROM micro_batches WHERE run_id = ? "

@@ -40,6 +40,7 @@ from recovery_lib.bench.protocol_bench import Trial, run_trial
 from recovery_lib.bench.ratios import ratio
 from recovery_lib.cec.spark import CECPlan
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.files import write_json_report
 from recovery_lib.job.spec import resolve_job
@@ -176,7 +177,7 @@ class CompareBench:
         report is rewritten after each, so an interrupted invocation keeps what it measured."""
         unknown = sorted(set(names) - set(VARIANTS))
         if unknown:
-            raise ValueError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
+            raise ConfigurationError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
         for i, name in enumerate(names, 1):
             if progress:
                 progress(i - 1, name)

@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import JobFailed
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.dedup_reader import DedupReader
 from recovery_lib.io.source import SOURCE_NAME
@@ -107,7 +108,7 @@ def _spark_rate(
     query.awaitTermination()
     wall = time.perf_counter() - started
     if query.exception() is not None:
-        raise RuntimeError(f"{kind} query failed: {query.exception()}")
+        raise JobFailed(f"{kind} query failed: {query.exception()}")
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     rows = sum(p["numInputRows"] for p in progress)
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in progress)

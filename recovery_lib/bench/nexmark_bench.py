@@ -25,6 +25,7 @@ from rich.console import Console
 
 from recovery_lib.bench.machine import broker_description
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import ConfigurationError, JobFailed
 from recovery_lib.files import write_json_report
 from recovery_lib.job import JobOptions, write_output
 from recovery_lib.kafka.admin import TopicAdmin
@@ -208,7 +209,7 @@ class NexmarkBench:
                     (time.monotonic() - started, self._behind(streaming, produced[0], share))
                 )
                 if streaming.exception() is not None:
-                    raise RuntimeError(f"{query} failed: {streaming.exception()}")
+                    raise JobFailed(f"{query} failed: {streaming.exception()}")
             # Drain: how long until every produced input is processed (capped).
             drain_started = time.monotonic()
             while self._behind(streaming, produced[0], share) > 0:
@@ -381,9 +382,9 @@ def run_nexmark_bench(
     for q in queries:
         get_query(q)  # fail fast on an unknown name
     if rate is not None and rate <= 0:
-        raise ValueError(f"rate must be a positive number of events per second, got {rate}")
+        raise ConfigurationError(f"rate must be a positive number of events per second, got {rate}")
     if not 0 <= skew <= 1:
-        raise ValueError(f"skew must be within [0, 1], got {skew}")
+        raise ConfigurationError(f"skew must be within [0, 1], got {skew}")
     out = Path(out_prefix)
     out.parent.mkdir(parents=True, exist_ok=True)
     settings = get_settings()

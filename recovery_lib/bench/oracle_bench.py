@@ -30,11 +30,13 @@ from typing import Any
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import JobFailed
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.dedup_reader import topic_bounds
 from recovery_lib.io.sinks.ids import ID_HEADER
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import BULK_READS, client_config
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.settings import reload_settings
 from recovery_lib.verify.contract import ConsistencyContract, Fields, KeyTotals, Windows
 from recovery_lib.verify.oracle import judge_topics
@@ -133,7 +135,9 @@ def produce_side(topic: str, count: int, id_prefix: str, progress: Callable[[int
             producer.poll(0)
             progress(i)
     if producer.flush(300):
-        raise RuntimeError(f"{topic}: outputs not acknowledged by the broker in 300 s")
+        raise RecordsNotAcknowledged(
+            f"{topic}: outputs not acknowledged by the broker in 300 s; check the broker is up"
+        )
 
 
 def _peak_rss_mb() -> float:
@@ -240,7 +244,7 @@ def in_fresh_process(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str,
             process.kill()
             process.join()
     if "error" in result:
-        raise RuntimeError(f"{fn.__name__}: {result['error']}")
+        raise JobFailed(f"{fn.__name__}: {result['error']}")
     return result
 
 

@@ -42,6 +42,7 @@ from rich.console import Console
 
 from recovery_lib.bench.machine import broker_description
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import ConfigurationError, JobFailed
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.kafka.admin import TopicAdmin
@@ -555,7 +556,7 @@ def _mst(pipeline: str, report: dict[str, Any], run: Any) -> float:
             break  # the answer changed: up, a rate failed; down, a rate kept up
         rate = rate / MST_STEP if ascending else rate * MST_STEP
     if best is None:
-        raise RuntimeError(
+        raise JobFailed(
             f"{pipeline}: no paced rate down to {tries[-1]['rate']} ev/s kept up; the machine is "
             "busy (stop other Spark work) or the pipeline's stages are too slow to measure here"
         )
@@ -610,7 +611,7 @@ def run_protocol_bench(
 
     unknown = [s for s in suites if s not in SUITES]
     if unknown:
-        raise ValueError(f"unknown suites {unknown}; choose from {sorted(SUITES)}")
+        raise ConfigurationError(f"unknown suites {unknown}; choose from {sorted(SUITES)}")
     out = Path(out_prefix)
     out.parent.mkdir(parents=True, exist_ok=True)
     workdir = get_settings().home / "bench" / f"protocols-{uuid.uuid4().hex[:6]}"

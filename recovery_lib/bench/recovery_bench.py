@@ -26,6 +26,7 @@ from rich.console import Console
 
 from recovery_lib.bench.nexmark_bench import NexmarkBench
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.files import write_json_report
 from recovery_lib.metrics.store import MetricsStore
@@ -99,7 +100,9 @@ def run_recovery_bench(
     measured)."""
     for placement in placements:
         if placement not in PLACEMENTS:
-            raise ValueError(f"unknown placement {placement!r}; use {' or '.join(PLACEMENTS)}")
+            raise ConfigurationError(
+                f"unknown placement {placement!r}; use {' or '.join(PLACEMENTS)}"
+            )
     out = Path(out_prefix)
     out.parent.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {

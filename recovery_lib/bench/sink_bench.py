@@ -33,6 +33,7 @@ from rich.console import Console
 
 from recovery_lib.bench.machine import broker_description
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import ConfigurationError, JobFailed
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.modes import output_partitions, visibility_gate
 from recovery_lib.job import JobOptions, write_output
@@ -144,7 +145,9 @@ def feed_paced(
     deadline = time.monotonic() + 120
     while query.lastProgress is None:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not start within 120 s")
+            raise JobFailed(
+                f"{what} did not start within 120 s; stop other Spark work and run it again"
+            )
         time.sleep(0.2)
     produced = [0]
     feeder = threading.Thread(
@@ -162,7 +165,7 @@ def feed_paced(
     while feeder.is_alive():
         feeder.join(timeout=5)
         if query.exception() is not None:
-            raise RuntimeError(f"{what} failed: {query.exception()}")
+            raise JobFailed(f"{what} failed: {query.exception()}")
         progress(f"  {what}: {produced[0]:,} events, {status()}")
     return t0_ms, produced[0]
 
@@ -199,7 +202,7 @@ def run_sink_bench(
             fix="Choose a deterministic job: this benchmark does not run causal mode",
         )
     if not rates or min(rates) <= 0 or duration_s <= 0 or not intervals or min(intervals) <= 0:
-        raise ValueError("every rate and interval, and the duration, must be positive")
+        raise ConfigurationError("every rate and interval, and the duration, must be positive")
     # transactional only where a read_committed consumer does not see aborted records.
     sinks = SINKS if hides_aborted_records() else SINKS[:-1]
     if len(sinks) < len(SINKS):

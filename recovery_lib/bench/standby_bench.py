@@ -29,6 +29,7 @@ from rich.console import Console
 from recovery_lib.bench.ratios import ratio
 from recovery_lib.bench.recovery_bench import MST_SHARE, search_mst
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig, write_report
 from recovery_lib.files import write_json_report
 from recovery_lib.settings import get_settings, reload_settings
@@ -153,7 +154,7 @@ class StandbyBench:
         found = search_mst(queries, settings.spark_master, self.console, start, 1.5, 20.0, 200_000)
         missing = [q for q in queries if not found.get(q, {}).get("mst_eps")]
         if missing:
-            raise ValueError(
+            raise ConfigurationError(
                 f"no sustainable rate >= {start:,.0f} ev/s for {missing}; lower --mst-start"
             )
         self.report["mst"] = {

@@ -54,6 +54,7 @@ from recovery_lib.bench.compare_bench import (
 from recovery_lib.bench.machine import broker_description
 from recovery_lib.bench.ratios import ratio
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.files import write_json_report
 from recovery_lib.metrics.resources import ResourceSampler
 from recovery_lib.metrics.store import read_frame
@@ -265,13 +266,13 @@ class StateBench:
     def run(self, progress: Callable[[int, str], None] | None = None) -> dict[str, Any]:
         unknown = sorted(set(self.cfg.variants) - set(VARIANTS))
         if unknown:
-            raise ValueError(f"unknown variant(s) {unknown}; choose from {STATE_VARIANTS}")
+            raise ConfigurationError(f"unknown variant(s) {unknown}; choose from {STATE_VARIANTS}")
         bad = sorted(set(self.cfg.stores) - set(STORES))
         if bad:
-            raise ValueError(f"unknown state store(s) {bad}; choose from {STORES}")
+            raise ConfigurationError(f"unknown state store(s) {bad}; choose from {STORES}")
         odd = sorted(set(self.cfg.cuts) - set(RESTART_CUTS))
         if odd or not self.cfg.cuts:
-            raise ValueError(f"cuts {odd or '(none)'}; choose from {list(RESTART_CUTS)}")
+            raise ConfigurationError(f"cuts {odd or '(none)'}; choose from {list(RESTART_CUTS)}")
         for i, (store, keys, variant, cut) in enumerate(self.cfg.points()):
             if progress:
                 size = f"{keys:,} keys" if keys else self.cfg.job

@@ -27,6 +27,7 @@ from rich.console import Console
 from recovery_lib.bench.machine import broker_description
 from recovery_lib.bench.sink_bench import feed_paced
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.files import write_json_report
 from recovery_lib.io.sinks.table_sink import ParquetTableSink, TableSink, with_lineage
 from recovery_lib.io.sinks.table_target import TableTarget
@@ -155,7 +156,7 @@ def run_table_bench(
     warmup_s: float = 8.0,
 ) -> dict[str, Any]:
     if rate <= 0 or duration_s <= 0 or not intervals or min(intervals) <= 0:
-        raise ValueError("rate, duration and every interval must be positive")
+        raise ConfigurationError("rate, duration and every interval must be positive")
     out = Path(out_prefix)
     out.parent.mkdir(parents=True, exist_ok=True)
     workdir = get_settings().home / "bench" / f"tables-{uuid.uuid4().hex[:6]}"

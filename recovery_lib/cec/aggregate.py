@@ -14,6 +14,7 @@ from recovery_lib.cec.operator import AggregateShard, InputTuple, ShardStats
 from recovery_lib.cec.policy import CheckpointPolicy
 from recovery_lib.cec.recovery import EventualCheckpoint, eventual_checkpoint
 from recovery_lib.cec.windows import AGGREGATES, TimeWindows, WindowKind
+from recovery_lib.errors import JobError
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,9 @@ class AggregateSpec:
 
     def __post_init__(self) -> None:
         if self.aggregate not in AGGREGATES:
-            raise ValueError(f"aggregate {self.aggregate!r}: one of {', '.join(AGGREGATES)}")
+            raise JobError(f"aggregate {self.aggregate!r}: one of {', '.join(AGGREGATES)}")
         if isinstance(self.kind, TimeWindows) and not self.event_time:
-            raise ValueError("time windows need event_time: the field with the event time (ms)")
+            raise JobError("time windows need event_time: the field with the event time (ms)")
 
 
 @dataclass(frozen=True)

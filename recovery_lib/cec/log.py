@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from recovery_lib.cec.records import KIND_HEADER, LazyRecord, LogRecord
 from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged, RecordsUnreadable
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
 
@@ -101,7 +102,7 @@ class OutputLog:
             if msgs:
                 deadline = time.monotonic() + get_settings().source_poll_timeout_s
             elif time.monotonic() > deadline:
-                raise RuntimeError(
+                raise RecordsUnreadable(
                     f"reading {self.topic}/{partition}: offsets {next_offset}..{hi} did not "
                     "arrive; is the broker up?"
                 )
@@ -112,7 +113,9 @@ class OutputLog:
                         if msg.offset() < hi:  # the partition ends early: nothing more
                             next_offset = hi
                         continue
-                    raise RuntimeError(f"reading {self.topic}/{partition}: {err}")
+                    raise RecordsUnreadable(
+                        f"reading {self.topic}/{partition}: {err}; check the broker is up"
+                    )
                 if msg.offset() >= hi:
                     next_offset = hi
                     break
@@ -174,8 +177,12 @@ class OutputLog:
         """Wait until every appended record is in the log; raise if one is not (a gap would
         break the prefix the backward scan relies on, so the batch must fail)."""
         if self._producer is not None and self._producer.flush(timeout_s):
-            raise RuntimeError(
-                f"CEC records for {self.topic} were not acknowledged within {timeout_s} s"
+            raise RecordsNotAcknowledged(
+                f"CEC records for {self.topic} were not acknowledged within {timeout_s} s; "
+                "check the broker is up"
             )
         if self._failed:
-            raise RuntimeError(f"CEC records for {self.topic} were refused: {self._failed}")
+            raise RecordsNotAcknowledged(
+                f"CEC records for {self.topic} were refused: {self._failed}; the broker's log "
+                "says why"
+            )

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from recovery_lib.errors import ConfigurationError
+
 
 @dataclass(frozen=True)
 class CheckpointPolicy:
@@ -30,9 +32,15 @@ class CheckpointPolicy:
 
     def __post_init__(self) -> None:
         if self.extent_target < 1 or self.replay_target < 1:
-            raise ValueError("Q and U must be at least 1 (math.inf: no G_check)")
+            raise ConfigurationError(
+                "Q and U (RECOVERY_CEC_EXTENT_TARGET, RECOVERY_CEC_REPLAY_TARGET) must be at "
+                "least 1 (math.inf: no G_check)"
+            )
         if not 0 < self.interval_ms <= self.period_ms:
-            raise ValueError(f"CI {self.interval_ms} ms, CP {self.period_ms} ms: need 0 < CI <= CP")
+            raise ConfigurationError(
+                f"CI {self.interval_ms} ms, CP {self.period_ms} ms: need 0 < CI <= CP "
+                "(RECOVERY_CEC_INTERVAL_MS, RECOVERY_CEC_PERIOD_MS)"
+            )
 
     @property
     def checks(self) -> bool:

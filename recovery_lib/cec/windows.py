@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from recovery_lib.errors import JobError
+
 AGGREGATES = ("avg", "sum", "count", "max", "min")
 
 
@@ -19,7 +21,7 @@ class CountWindows:
 
     def __post_init__(self) -> None:
         if self.size < 1:
-            raise ValueError(f"count window size {self.size}: must be at least 1")
+            raise JobError(f"count window size {self.size}: must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,11 @@ class TimeWindows:
     def __post_init__(self) -> None:
         slide = self.slide
         if self.size_ms < 1 or slide < 1 or slide > self.size_ms:
-            raise ValueError(
+            raise JobError(
                 f"time windows size {self.size_ms} ms, slide {slide} ms: need 1 <= slide <= size"
             )
         if self.lateness_ms < 0:
-            raise ValueError(f"lateness {self.lateness_ms} ms: must be >= 0")
+            raise JobError(f"lateness {self.lateness_ms} ms: must be >= 0")
 
     @property
     def slide(self) -> int:

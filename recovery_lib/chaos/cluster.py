@@ -41,7 +41,8 @@ ELECTION_POLL_S = 0.1  # how often the keeper asks who leads the killed node's p
 
 
 class ClusterNotStarted(RecoveryError, RuntimeError):
-    """The cluster was asked for a fault before ``start()`` or after ``stop()``."""
+    """The faulty cluster (or network) was asked for a fault before ``start()`` or after
+    ``stop()``."""
 
 
 @dataclass

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from recovery_lib.chaos.cluster import ClusterNotStarted
 from recovery_lib.chaos.private import PrivateKafka
 from recovery_lib.chaos.proxy import FaultProxy, now_ms
 from recovery_lib.kafka.broker import EmbeddedBroker, free_port, pid_alive
@@ -68,7 +69,7 @@ class FaultyNetwork(PrivateKafka):
     @property
     def bootstrap(self) -> str:
         if self.proxy is None:
-            raise RuntimeError("the faulty network is not started")
+            raise ClusterNotStarted("the faulty network is not started: start() it first")
         return f"{self.proxy.host}:{self.proxy.port}"
 
     def start(self) -> str:
@@ -124,7 +125,7 @@ class FaultyNetwork(PrivateKafka):
     def pause_broker(self, seconds: float) -> BrokerPause:
         """SIGSTOP the broker now and SIGCONT it ``seconds`` later (from a timer thread)."""
         if self.broker is None or self.broker.state is None:
-            raise RuntimeError("the faulty network is not started")
+            raise ClusterNotStarted("the faulty network is not started: start() it first")
         os.kill(self.broker.state.pid, signal.SIGSTOP)
         pause = BrokerPause(now_ms(), seconds)
         self.pauses.append(pause)
@@ -160,7 +161,7 @@ class FaultyNetwork(PrivateKafka):
         thread, which lives as long as the network: a broker dies with the thread that started
         it (PDEATHSIG), so a timer thread's start would end with the timer."""
         if self.broker is None or self.broker.state is None:
-            raise RuntimeError("the faulty network is not started")
+            raise ClusterNotStarted("the faulty network is not started: start() it first")
         restart = BrokerRestart(now_ms(), down_s)
         self.restarts.append(restart)
         os.kill(self.broker.state.pid, signal.SIGKILL)

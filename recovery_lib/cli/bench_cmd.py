@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from recovery_lib.cli.output import abort, console
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.kafka.exceptions import KafkaLayerError
 
 bench_app = typer.Typer(help="Benchmarks that write JSON + PNG reports.", no_args_is_help=True)
@@ -124,10 +125,12 @@ def _rate_map(text: str, needed: list[str]) -> dict[str, float]:
     try:
         rates = {k.strip().lower(): float(v) for k, v in (i.split("=", 1) for i in text.split(","))}
     except ValueError:
-        raise ValueError(f"rates must look like q3=48600,q8=32400, got {text!r}") from None
+        raise ConfigurationError(f"rates must look like q3=48600,q8=32400, got {text!r}") from None
     missing = sorted(set(needed) - set(rates))
     if missing:
-        raise ValueError(f"no rate given for {missing} in {text!r}")
+        raise ConfigurationError(
+            f"no rate given for {missing} in {text!r}; add QUERY=RATE for each"
+        )
     return rates
 
 

@@ -8,6 +8,7 @@ import json
 import typer
 
 from recovery_lib.cli.output import EXIT_INCONCLUSIVE, abort, console
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.kafka import broker as broker_mod
 from recovery_lib.kafka.exceptions import KafkaLayerError
 from recovery_lib.modes.registry import mode_names
@@ -22,7 +23,9 @@ def _offsets(text: str | None, option: str) -> dict[str, dict[int, int]] | None:
         raw = json.loads(text)
         return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in raw.items()}
     except (ValueError, AttributeError, TypeError) as exc:
-        raise ValueError(f'{option} takes JSON {{"topic": {{"0": 42}}}}, got {text!r}') from exc
+        raise ConfigurationError(
+            f'{option} takes JSON {{"topic": {{"0": 42}}}}, got {text!r}'
+        ) from exc
 
 
 @experiment_app.command("run")

@@ -6,8 +6,14 @@ from __future__ import annotations
 import json
 
 import typer
+from pydantic import ValidationError
 
 from recovery_lib.cli.output import abort, console
+from recovery_lib.errors import RecoveryError
+
+# What a command reports in one line: the library's refusals, and a RECOVERY_* variable the
+# settings refused (pydantic's error, raised before any library code runs).
+REFUSED = (RecoveryError, ValidationError)
 
 job_app = typer.Typer(
     help="Supervised long-running jobs (dags/streaming_jobs.yaml).", no_args_is_help=True
@@ -22,7 +28,7 @@ def job_list() -> None:
 
     try:
         jobs = load_jobs()
-    except ValueError as exc:
+    except REFUSED as exc:
         abort(exc)
         return
     rows = {}
@@ -45,7 +51,7 @@ def job_start(name: str) -> None:
 
     try:
         console.print_json(json.dumps(daemon.describe(daemon.start(name))))
-    except (ValueError, RuntimeError) as exc:
+    except REFUSED as exc:
         abort(exc)
 
 
@@ -56,7 +62,7 @@ def job_status(name: str) -> None:
 
     try:
         status = daemon.check(name)
-    except (ValueError, RuntimeError) as exc:
+    except REFUSED as exc:
         abort(exc)
         return
     console.print_json(json.dumps(daemon.describe(status)))
@@ -71,5 +77,5 @@ def job_stop(name: str) -> None:
 
     try:
         console.print_json(json.dumps(daemon.describe(daemon.stop(name))))
-    except ValueError as exc:
+    except REFUSED as exc:
         abort(exc)

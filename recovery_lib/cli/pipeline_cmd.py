@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from recovery_lib.cli.output import abort, console
+from recovery_lib.errors import ConfigurationError
 
 pipeline_app = typer.Typer(help="Pipelines of Spark stages and their checkpoint protocols.")
 
@@ -58,7 +59,7 @@ def run_cmd(
             spec.stage(kill_stage)
         if placement is not None:
             if placement not in ("process", "shared"):
-                raise ValueError(f"--placement {placement!r}: choose process or shared")
+                raise ConfigurationError(f"--placement {placement!r}: choose process or shared")
             spec = spec.model_copy(update={"placement": placement})
     except ValueError as exc:
         abort(exc)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from recovery_lib.cli.output import EXIT_INCONCLUSIVE, abort, console
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.kafka.exceptions import KafkaLayerError
 
 if TYPE_CHECKING:
@@ -133,11 +134,13 @@ def time_span(text: str | None, option: str) -> TimeSpan | None:
     try:
         first, last = (int(part) for part in text.split(","))
     except ValueError:
-        raise ValueError(
+        raise ConfigurationError(
             f"{option} {text!r}: give FIRST_MS,LAST_MS (wall-clock milliseconds)"
         ) from None
     if last < first:
-        raise ValueError(f"{option} {text!r}: the span ends before it starts")
+        raise ConfigurationError(
+            f"{option} {text!r}: the span ends before it starts; give FIRST_MS <= LAST_MS"
+        )
     return TimeSpan(first, last)
 
 

@@ -22,9 +22,11 @@ from typing import Protocol
 import numpy as np
 from confluent_kafka import Producer
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.generator import Draws
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
@@ -61,7 +63,7 @@ class GeneratedInput:
     def __init__(self, generator: GeneratorConfig, inputs: tuple[str, ...]) -> None:
         unknown = [name for name in inputs if name not in KINDS]
         if unknown:
-            raise ValueError(
+            raise ConfigurationError(
                 f"the NexMark generator makes {', '.join(KINDS)}, not {unknown}: give the job "
                 "recorded input instead (--replay input=topic)"
             )
@@ -108,7 +110,7 @@ class KeyedInput:
 
     def __init__(self, input: str, keys: int, prefix: str, seed: int, partitions: int = 2):
         if keys < 1:
-            raise ValueError(f"keyed input needs at least one key, got {keys}")
+            raise ConfigurationError(f"keyed input needs at least one key, got {keys}")
         self.input, self.keys, self.seed, self.partitions = input, keys, seed, partitions
         self.topics = {input: f"{prefix}.{input}"}
 
@@ -145,7 +147,9 @@ class KeyedInput:
         for first in range(0, count, self.CHUNK):
             self._send(producer, first, min(self.CHUNK, count - first))
         if producer.flush(60):
-            raise RuntimeError("the broker did not acknowledge the keyed warm-up events")
+            raise RecordsNotAcknowledged(
+                "the broker did not acknowledge the keyed warm-up events; check the broker is up"
+            )
         return count
 
     def produce(
@@ -170,7 +174,9 @@ class KeyedInput:
             sent += count
             on_progress(sent)
         if producer.flush(30):
-            raise RuntimeError("the broker did not acknowledge every keyed event")
+            raise RecordsNotAcknowledged(
+                "the broker did not acknowledge every keyed event; check the broker is up"
+            )
 
     def view(self, produced: int) -> InputView:
         return InputView(dict(self.topics), events=produced)
@@ -197,7 +203,7 @@ class RecordedInput:
         end: Mapping[str, Mapping[int, int]] | None = None,
     ) -> None:
         if not sources:
-            raise ValueError("recorded input needs at least one input=topic")
+            raise ConfigurationError("recorded input needs at least one input=topic")
         self.sources = dict(sources)
         self.topics = {name: f"{prefix}.{name}" for name in sources}
         self.start = {t: dict(p) for t, p in (start or {}).items()}
@@ -211,7 +217,9 @@ class RecordedInput:
         for name, topic in self.sources.items():
             admin_parts = TopicAdmin().partitions(topic)
             if not admin_parts:
-                raise ValueError(f"recorded input {name}: topic {topic} does not exist")
+                raise ConfigurationError(
+                    f"recorded input {name}: topic {topic} does not exist; name a recorded topic"
+                )
             self._partitions[name] = len(admin_parts)
             per_part: dict[int, list] = {}
             ends = self.end.get(topic, {})
@@ -231,7 +239,10 @@ class RecordedInput:
             if j + 1 < len(queues[i]):
                 heapq.heappush(heads, (queues[i][j + 1][0], i, j + 1))
         if not self.records:
-            raise ValueError(f"the recorded range of {sorted(self.sources.values())} is empty")
+            raise ConfigurationError(
+                f"the recorded range of {sorted(self.sources.values())} is empty; give start and "
+                "end offsets that hold records"
+            )
         return len(self.records)
 
     def create_topics(self, admin: TopicAdmin) -> None:
@@ -252,7 +263,10 @@ class RecordedInput:
             self._send(producer, record)
             producer.poll(0)
         if producer.flush(30):
-            raise RuntimeError("the broker did not acknowledge the replayed warm-up records")
+            raise RecordsNotAcknowledged(
+                "the broker did not acknowledge the replayed warm-up records; check the broker "
+                "is up"
+            )
         return count
 
     def produce(
@@ -279,7 +293,9 @@ class RecordedInput:
             if sent % 1000 == 0:
                 on_progress(sent)
         if producer.flush(30):
-            raise RuntimeError("the broker did not acknowledge every replayed record")
+            raise RecordsNotAcknowledged(
+                "the broker did not acknowledge every replayed record; check the broker is up"
+            )
         on_progress(sent)
 
     def view(self, produced: int) -> InputView:

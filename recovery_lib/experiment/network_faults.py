@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recovery_lib.chaos.cluster import FaultyCluster, LeaderKill
+from recovery_lib.chaos.cluster import ClusterNotStarted, FaultyCluster, LeaderKill
 from recovery_lib.chaos.network import BrokerRestart, FaultyNetwork
 from recovery_lib.chaos.proxy import Api, BlackholeFired, FaultProxy
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.experiment.failures import FailureStatus, InjectedFailure
 
 # Faults of the single broker behind the fault proxy, and of a three-node cluster's leader.
@@ -94,7 +95,7 @@ class NetworkFaults:
     @property
     def proxy(self) -> FaultProxy:
         if self.network.proxy is None:
-            raise RuntimeError("the faulty network is not started")
+            raise ClusterNotStarted("the faulty network is not started: start() it first")
         return self.network.proxy
 
     def over(self) -> bool:
@@ -116,7 +117,7 @@ class NetworkFaults:
         """Inject ``kind`` now; ``failure`` says whether it fired (or is armed)."""
         seconds = self.options.seconds
         if (kind in CLUSTER_KINDS) != (self.cluster is not None):
-            raise ValueError(
+            raise ConfigurationError(
                 f"{kind} needs {'a three-node cluster' if kind in CLUSTER_KINDS else 'the proxy'}"
                 ": broker-kill and the proxy's faults do not mix in one run"
             )
@@ -157,7 +158,9 @@ class NetworkFaults:
             failure.detail = {"down_s": seconds, "restarted_ms": None, "restart_error": None}
             self._restarts.append((failure, restart))
         else:
-            raise ValueError(f"{kind!r} is not a network fault ({', '.join(NETWORK_KINDS)})")
+            raise ConfigurationError(
+                f"{kind!r} is not a network fault; choose one of {', '.join(NETWORK_KINDS)}"
+            )
 
     def _reset_fired(self, since: int) -> int | None:
         resets = self.proxy.stats.resets[since:]

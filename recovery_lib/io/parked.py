@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from recovery_lib.io.exceptions import InvalidSourceOption
+
 PARKED_OPTION = "parkedRecords"  # the source option naming the file
 # Set by a supervisor for the restart after the same batch failed poison_attempts times: the
 # job looks for the poison record of that batch (job/poison.py) before its query starts.
@@ -43,7 +45,7 @@ def read_parked(path: str | os.PathLike[str] | None) -> list[ParkedRecord]:
     except FileNotFoundError:
         return []
     except ValueError as exc:
-        raise ValueError(
+        raise InvalidSourceOption(
             f"the parked-records file {path} is not JSON ({exc}); restore it from the dead-letter "
             "topic (each parked record is there with its position) or delete it"
         ) from exc

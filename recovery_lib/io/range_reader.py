@@ -14,7 +14,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from recovery_lib.io.client_cache import cached
-from recovery_lib.io.exceptions import SinkDeliveryError, bad_record_error, offsets_unavailable
+from recovery_lib.io.exceptions import (
+    OffsetsUnavailable,
+    SinkDeliveryError,
+    bad_record_error,
+    offsets_unavailable,
+)
 from recovery_lib.io.parked import parked_in
 from recovery_lib.kafka.clients import RANGE_FETCHES, SLOW_FETCHES
 from recovery_lib.kafka.headers import ID_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
@@ -135,7 +140,9 @@ def _clean(msgs: list[Any], rng: KafkaRange, next_offset: int) -> tuple[list[Any
                 continue
             if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
                 raise offsets_unavailable(rng, next_offset, 0)
-            raise RuntimeError(f"Kafka error reading {rng.topic}/{rng.partition}: {err}")
+            raise OffsetsUnavailable(
+                f"Kafka error reading {rng.topic}/{rng.partition}: {err}; check the broker is up"
+            )
         if msg.offset() >= rng.end:
             return kept, rng.end
         kept.append(msg)

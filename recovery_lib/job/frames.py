@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from recovery_lib.causal.operators import flushing, open_context, stamped
+from recovery_lib.errors import JobError
 from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore
 from recovery_lib.ha.standby.follow import FOLLOW_POLICY
 from recovery_lib.ha.standby.rehearsal import JobOutput
@@ -33,6 +34,7 @@ from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.io.task import task_info
 from recovery_lib.job.options import JobOptions
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.kafka.headers import INGEST_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
 from recovery_lib.metrics.listener import DEAD_LETTER_METRIC
 from recovery_lib.runtime.faults import (
@@ -168,7 +170,9 @@ def route_dead_letters(
     causal = opts.causal
     if clock_column is not None:
         if causal is None:
-            raise ValueError("clock_column needs causal mode (opts.causal)")
+            raise JobError(
+                "clock_column needs causal mode (opts.causal): pass it only when opts.causal is set"
+            )
         out_fields.append(StructField(clock_column[0], TimestampType(), True))
     out_schema = StructType(out_fields)
 
@@ -210,7 +214,10 @@ def route_dead_letters(
                 batch = batch.filter(pc.invert(bad))
             yield batch.select(keep)
         if producer is not None and producer.flush(60):
-            raise RuntimeError(f"dead letters were not acknowledged by the broker ({topic})")
+            raise RecordsNotAcknowledged(
+                f"dead letters were not acknowledged by the broker ({topic}); check the broker "
+                "is up"
+            )
 
     return df.mapInArrow(route, out_schema)
 

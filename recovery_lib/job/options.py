@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from recovery_lib.causal.log import CausalConfig
 from recovery_lib.kafka.clients import client_config
-from recovery_lib.runtime.launch import parse_pairs
+from recovery_lib.runtime.launch import LaunchRefused, parse_pairs
 
 __all__ = ["JobOptions", "input_topic", "parse_pairs"]
 
@@ -121,7 +121,7 @@ class JobOptions:
         try:
             return self.params[name]
         except KeyError:
-            raise ValueError(
+            raise LaunchRefused(
                 f"job {self.query} needs --param {name}=<value> (given: {sorted(self.params)})"
             ) from None
 

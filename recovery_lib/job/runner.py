@@ -30,7 +30,7 @@ from recovery_lib.metrics.listener import MetricsListener
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.faults import mark_driver_process_group
 from recovery_lib.runtime.heartbeat import HeartbeatWriter
-from recovery_lib.runtime.launch import JobLaunch
+from recovery_lib.runtime.launch import JobLaunch, LaunchRefused
 from recovery_lib.runtime.logs import configure_logging
 from recovery_lib.settings import get_settings
 from recovery_lib.spark.session import build_session
@@ -60,15 +60,16 @@ def parse_options(spec: JobSpec, argv: list[str] | None = None) -> tuple[JobOpti
 
 
 def job_options(spec: JobSpec, launch: JobLaunch) -> JobOptions:
-    """What the job's build is told of its launch; ``ValueError`` says what does not suit."""
+    """What the job's build is told of its launch; ``LaunchRefused`` (a ``ValueError``) says
+    what does not suit."""
     unknown = sorted(set(launch.inputs) - set(spec.inputs))
     if unknown:
-        raise ValueError(f"--input {unknown}: job {spec.name} has inputs {list(spec.inputs)}")
+        raise LaunchRefused(f"--input {unknown}: job {spec.name} has inputs {list(spec.inputs)}")
     missing = [p for p in spec.params if p not in launch.params]
     if missing:
-        raise ValueError(f"job {spec.name} needs --param {'=... --param '.join(missing)}=...")
+        raise LaunchRefused(f"job {spec.name} needs --param {'=... --param '.join(missing)}=...")
     if launch.own_log and launch.sink_mode != "dedup":
-        raise ValueError(
+        raise LaunchRefused(
             f"--sink-mode {launch.sink_mode} with --mode cec: a CEC aggregate writes its output "
             "log itself, and a plain consumer already reads each result once; leave the sink "
             "mode at its default"
@@ -106,12 +107,12 @@ def job_options(spec: JobSpec, launch: JobLaunch) -> JobOptions:
     if opts.table_sink:
         TableTarget.parse(opts.table_sink)  # raises naming the spelling
         if launch.own_log:
-            raise ValueError(
+            raise LaunchRefused(
                 "--table-sink with --mode cec: a CEC aggregate's output log is its state; "
                 "write its results to a table downstream, or run it native or causal"
             )
         if opts.causal is not None and opts.causal.storage == "output":
-            raise ValueError(
+            raise LaunchRefused(
                 "--table-sink with causal determinants piggybacked on the output "
                 "(RECOVERY_CAUSAL_STORAGE=output): a table row does not carry them; set "
                 "RECOVERY_CAUSAL_STORAGE=kafka"
@@ -132,7 +133,7 @@ def check_sink_mode(
     check runs."""
     if sink_mode in REPLAY_BY_ID and spec.contract.replay_needs_causal and not causal:
         why = "nondeterministic" if not spec.contract.deterministic else "order-sensitive"
-        raise ValueError(
+        raise LaunchRefused(
             f"sink mode {sink_mode} needs a replay that recomputes what was written, and job "
             f"{spec.name} is {why} (its consistency contract says so): a re-run would write "
             f"different outputs under ids already written. {fix}"

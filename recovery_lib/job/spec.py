@@ -28,6 +28,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from recovery_lib.errors import JobError
 from recovery_lib.verify.contract import ConsistencyContract
 
 if TYPE_CHECKING:
@@ -100,11 +101,11 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         if not self.name.replace("_", "").isalnum():
-            raise ValueError(f"job name {self.name!r}: letters, digits and _ only")
+            raise JobError(f"job name {self.name!r}: letters, digits and _ only")
         if not self.inputs:
-            raise ValueError(f"job {self.name}: declare at least one input")
+            raise JobError(f"job {self.name}: declare at least one input")
         if self.output_mode not in OUTPUT_MODES:
-            raise ValueError(
+            raise JobError(
                 f"job {self.name}: output_mode {self.output_mode!r}; choose {list(OUTPUT_MODES)}"
             )
 
@@ -120,16 +121,19 @@ def load_job(ref: str) -> JobSpec:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(
+        raise JobError(
             f"cannot import job module {module_name!r} ({exc}); is its directory on PYTHONPATH?"
         ) from exc
     spec = getattr(module, attr, None)
     if spec is None:
-        raise ValueError(f"module {module_name} has no {attr!r}: define {attr} = JobSpec(...)")
+        raise JobError(f"module {module_name} has no {attr!r}: define {attr} = JobSpec(...)")
     if callable(spec) and not isinstance(spec, JobSpec):
         spec = spec()
     if not isinstance(spec, JobSpec):
-        raise ValueError(f"{ref} is a {type(spec).__name__}, not a recovery_lib.job.JobSpec")
+        raise JobError(
+            f"{ref} is a {type(spec).__name__}, not a recovery_lib.job.JobSpec; point it at a "
+            "JobSpec or a function that returns one"
+        )
     canonical = f"{module_name}:{attr}"
     if spec.ref != canonical:
         object.__setattr__(spec, "ref", canonical)
@@ -146,7 +150,7 @@ def resolve_job(name: str) -> JobSpec:
             continue
         if importlib.util.find_spec(module) is not None:
             return load_job(module)
-    raise ValueError(
+    raise JobError(
         f"no job {name!r}: give a job as module:attr (e.g. mypkg.myjob:JOB, its directory on "
         "PYTHONPATH), or the name of a job in this repository's jobs/ (e.g. q3, prices)"
     )

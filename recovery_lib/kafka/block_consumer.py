@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from recovery_lib.kafka.exceptions import KafkaLayerError
 from recovery_lib.kafka.headers import CONTROL_HEADER, EPOCH_HEADER, FENCE_HEADER, ID_HEADER
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class ColumnConsumer:
     def __init__(self, config: Mapping[str, str]) -> None:
         module = _module()
         if module is None:
-            raise RuntimeError("the block consumer is not built; reinstall with a C compiler")
+            raise KafkaLayerError("the block consumer is not built; reinstall with a C compiler")
         self._consumer = module.BlockConsumer({k: str(v) for k, v in config.items()})
 
     def assign(self, topic: str, starts: Mapping[int, int]) -> None:

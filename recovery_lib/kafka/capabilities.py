@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 
@@ -24,7 +25,7 @@ def require_hidden_aborts(config: Mapping[str, str], who: str, instead: str) -> 
     """Refuse (``who``: what asked) unless the broker of ``config`` hides aborted records;
     ``instead``: the sink modes to choose otherwise."""
     if not hides_aborted_records(config):
-        raise ValueError(
+        raise ConfigurationError(
             f"{who}: the broker at {config.get('bootstrap.servers')} shows aborted "
             "transactional records to read_committed consumers (the embedded tansu does), so a "
             "consumer would read outputs twice. Run on Apache Kafka (the default broker; unset "

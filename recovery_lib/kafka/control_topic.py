@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged, RecordsUnreadable
 from recovery_lib.kafka.outage import ride_out
 from recovery_lib.settings import get_settings
 
@@ -61,7 +62,10 @@ class ControlTopic:
         self._producer.produce(self.topic, value, None, 0, delivered, headers=headers or [])
         self._producer.flush(get_settings().sink_flush_timeout_s)
         if "err" not in result:
-            raise RuntimeError(f"{self.topic}: a control record was not acknowledged in time")
+            raise RecordsNotAcknowledged(
+                f"{self.topic}: a control record was not acknowledged in time; check the broker "
+                "is up"
+            )
         if result["err"] is not None:
             raise KafkaException(result["err"])
         return int(result["offset"])
@@ -108,8 +112,9 @@ class ControlTopic:
             msg = consumer.poll(0.05)
             if msg is None or msg.error() is not None:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"{self.topic}: offsets {self.position}..{target} not readable"
+                    raise RecordsUnreadable(
+                        f"{self.topic}: offsets {self.position}..{target} not readable; check "
+                        "the broker is up and kept them"
                     )
                 continue
             if msg.offset() < self.position:

@@ -35,6 +35,14 @@ class TopicMissing(KafkaLayerError):
     pass
 
 
+class RecordsNotAcknowledged(KafkaLayerError):
+    """The broker did not acknowledge every produced record in time, or refused some."""
+
+
+class RecordsUnreadable(KafkaLayerError):
+    """Offsets the log should hold could not be read in time (broker down, or records gone)."""
+
+
 class BrokerAuthenticationFailed(KafkaLayerError):
     """The broker refused this client's SASL login (user, password or mechanism); retrying
     cannot help, so it is raised at once instead of after a timeout."""

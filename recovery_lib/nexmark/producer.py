@@ -9,8 +9,10 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.generator import AUCTION, BID, PERSON, NexmarkGenerator
 
@@ -52,15 +54,15 @@ def produce_events(
     Unpaced when ``rate`` is None. The Kafka record timestamp of each event is its ingest time.
     """
     if rate is not None and rate <= 0:
-        raise ValueError(f"rate must be a positive number of events per second, got {rate}")
+        raise ConfigurationError(f"rate must be a positive number of events per second, got {rate}")
     if count is None:
         if duration_s is None or rate is None:
-            raise ValueError("give a count of events, or a duration together with a rate")
+            raise ConfigurationError("give a count of events, or a duration together with a rate")
         if duration_s <= 0:
-            raise ValueError(f"duration must be positive, got {duration_s}")
+            raise ConfigurationError(f"duration must be positive, got {duration_s}")
         count = int(duration_s * rate)
     if count < 0:
-        raise ValueError(f"count must be >= 0, got {count}")
+        raise ConfigurationError(f"count must be >= 0, got {count}")
     generator = NexmarkGenerator(config)
     topics = {PERSON: config.persons_topic, AUCTION: config.auctions_topic, BID: config.bids_topic}
     own_producer = producer is None
@@ -101,7 +103,9 @@ def produce_events(
                 time.sleep(ahead)
     remaining = producer.flush(120)
     if remaining:
-        raise RuntimeError(f"{remaining} events were not acknowledged by the broker")
+        raise RecordsNotAcknowledged(
+            f"{remaining} events were not acknowledged by the broker; check the broker is up"
+        )
     return ProduceStats(
         first_event_id,
         done,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.job.frames import output
 from recovery_lib.job.options import JobOptions
 from recovery_lib.nexmark.streams import read_events, with_event_watermark
@@ -189,6 +190,6 @@ def get_query(name: str) -> Callable[[SparkSession, JobOptions], DataFrame]:
     try:
         return QUERIES[name.lower()]
     except KeyError:
-        raise ValueError(
+        raise ConfigurationError(
             f"unknown NexMark query {name!r}; choose one of {', '.join(QUERIES)}"
         ) from None

@@ -21,6 +21,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.json as pj
 
+from recovery_lib.errors import OracleError
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.generator import AUCTION, BID, PERSON, NexmarkGenerator
 from recovery_lib.nexmark.queries import Q2_AUCTION_SKIP, Q3_CATEGORY, Q3_STATES
@@ -119,7 +120,7 @@ def reference_rows(
                   FROM persons p JOIN auctions a ON p.id = a.seller
                   AND p.dateTime // {size} = a.dateTime // {size}"""
     else:
-        raise ValueError(f"no reference for {query!r}; q12 is checked by check_q12")
+        raise OracleError(f"no reference for {query!r}; q12 is checked by check_q12")
     frame = con.execute(sql).df()
     return [dict(row) for row in frame.to_dict(orient="records")]
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.chaos.disk import UnwritableTree
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.experiment.failures import FailureStatus, InjectedFailure
 from recovery_lib.experiment.network_faults import NETWORK_KINDS, NetworkFaults
 from recovery_lib.metrics.store import now_ms
@@ -73,7 +74,9 @@ class ChaosTarget:
 
     def inject(self, kind: str) -> ChaosEvent:
         if kind not in CHAOS_KINDS:
-            raise ValueError(f"unknown chaos kind {kind!r}; choose one of {', '.join(CHAOS_KINDS)}")
+            raise ConfigurationError(
+                f"unknown chaos kind {kind!r}; choose one of {', '.join(CHAOS_KINDS)}"
+            )
         with self._lock:
             event = ChaosEvent(kind, now_ms(), fired=False)
             why = self.busy()

@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from recovery_lib.causal.log import CausalConfig
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.io.sinks.modes import sink_mode
 from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job.options import input_topic
@@ -195,7 +196,9 @@ class StreamJob(BaseModel):
         process's: a standby's, a replica's)."""
         missing = [p for p in self.spec.params if p not in self.params]
         if missing:
-            raise ValueError(f"job {self.name} ({self.job}) needs params: {missing}")
+            raise ConfigurationError(
+                f"job {self.name} ({self.job}) needs params: {missing}; add them to its params"
+            )
         base = JobLaunch(
             job=self.job_ref,
             name=self.query,
@@ -228,22 +231,28 @@ def load_jobs(path: str | Path | None = None) -> dict[str, StreamJob]:
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"jobs file {path} does not exist (set RECOVERY_JOBS_FILE)") from None
+        raise ConfigurationError(
+            f"jobs file {path} does not exist (set RECOVERY_JOBS_FILE)"
+        ) from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"jobs file {path} is not valid YAML: {exc}") from exc
+        raise ConfigurationError(f"jobs file {path} is not valid YAML: {exc}") from exc
     try:
         parsed = JobsFile.model_validate(data or {"jobs": []})
     except ValidationError as exc:
-        raise ValueError(f"jobs file {path}: {exc}") from exc
+        raise ConfigurationError(f"jobs file {path}: {exc}") from exc
     names = [j.name for j in parsed.jobs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ValueError(f"jobs file {path}: duplicate job names {duplicates}")
+        raise ConfigurationError(
+            f"jobs file {path}: duplicate job names {duplicates}; give each job its own name"
+        )
     return {j.name: j for j in parsed.jobs}
 
 
 def get_job(name: str, path: str | Path | None = None) -> StreamJob:
     jobs = load_jobs(path)
     if name not in jobs:
-        raise ValueError(f"no job {name!r} in {path or jobs_file()}; configured: {sorted(jobs)}")
+        raise ConfigurationError(
+            f"no job {name!r} in {path or jobs_file()}; configured: {sorted(jobs)}"
+        )
     return jobs[name]

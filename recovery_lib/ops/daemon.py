@@ -116,7 +116,8 @@ def check(name: str) -> DaemonStatus:
     return seen_alive(
         read_status(job),
         job.workdir / "daemon.log",
-        f"job {name} was never started here (no {status_path(job)})",
+        f"job {name} was never started here (no {status_path(job)}); start it with "
+        f"`recovery job start {name}`",
     )
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import NotStarted
 from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
 from recovery_lib.io.sinks.ids import parse_output_id
 from recovery_lib.io.sinks.modes import consumer_dedups, consumer_records
@@ -37,7 +38,10 @@ def snapshot(checkpoint: str | Path) -> dict[str, Any]:
     """Batch N = last committed, its end offsets and watermark."""
     batch = last_committed(checkpoint)
     if batch is None:
-        raise RuntimeError(f"{checkpoint} has no committed batch yet: nothing to compare")
+        raise NotStarted(
+            f"{checkpoint} has no committed batch yet: nothing to compare; run it again once "
+            "the job committed one"
+        )
     meta = batch_metadata(checkpoint, batch)
     return {
         "batch": batch,

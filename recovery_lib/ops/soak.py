@@ -33,7 +33,7 @@ import psutil
 import yaml
 
 from recovery_lib.charts import new_figure, save_figure
-from recovery_lib.errors import RecoveryError
+from recovery_lib.errors import ConfigurationError, NotStarted, RecoveryError
 from recovery_lib.experiment.network_faults import NetworkFaultOptions, NetworkFaults
 from recovery_lib.files import write_json_report
 from recovery_lib.kafka.clients import client_config
@@ -79,7 +79,7 @@ class SoakConfig:
 
     def validate(self) -> None:
         if self.hours <= 0 or self.rate <= 0 or self.sample_every_s <= 0:
-            raise ValueError("--hours, --rate and --sample-every must be positive")
+            raise ConfigurationError("--hours, --rate and --sample-every must be positive")
 
 
 @dataclass
@@ -298,7 +298,7 @@ def _daemon_status(name: str) -> Any:
     """The job daemon's status, None before the daemon said anything."""
     try:
         return daemon.check(name)
-    except RuntimeError:  # not started yet (the DAG's task is on its way)
+    except NotStarted:  # not started yet (the DAG's task is on its way)
         return None
 
 

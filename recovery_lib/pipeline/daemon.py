@@ -83,7 +83,8 @@ def check(name: str) -> DaemonStatus:
     return seen_alive(
         read_status(name),
         pipeline_home(name) / "daemon.log",
-        f"pipeline {name} was never started here (no {status_path(name)})",
+        f"pipeline {name} was never started here (no {status_path(name)}); start it with "
+        f"`recovery pipeline start {name}`",
     )
 
 

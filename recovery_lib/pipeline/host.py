@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import JobFailed
 from recovery_lib.files import write_atomic
 from recovery_lib.kafka.outage import OUTAGE_FILE_ENV
 from recovery_lib.metrics.listener import MetricsListener, OneQuery
@@ -234,12 +235,12 @@ class HostedStage:
         while not self.is_ready():
             cause = self.check()
             if cause is not None:
-                raise RuntimeError(
+                raise JobFailed(
                     f"stage {self.name} failed before it was ready ({cause}); see "
                     f"{self.host.dir / 'job.log'}"
                 )
             if time.monotonic() > deadline:
-                raise RuntimeError(
+                raise JobFailed(
                     f"stage {self.name} not ready within {timeout_s:.0f} s; see "
                     f"{self.host.dir / 'job.log'}"
                 )

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.verify.contract import Flaw, InvariantResult, Output
 
 MIX = (("link", 0.60), ("source", 0.15), ("unlink", 0.20), ("unsource", 0.05))
@@ -116,7 +117,9 @@ def produce(
                 time.sleep(ahead)
             producer.poll(0)
     if producer.flush(30):
-        raise RuntimeError("reachability input not acknowledged by the broker in 30 s")
+        raise RecordsNotAcknowledged(
+            "reachability input not acknowledged by the broker in 30 s; check the broker is up"
+        )
     return written
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import JobFailed
 from recovery_lib.io.sinks.modes import output_partitions
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
@@ -250,7 +251,7 @@ class PipelineRun:
     def recover(self, causes: dict[str, str]) -> Recovery:
         detected = now_ms()
         if len(self.recoveries) >= self.max_recoveries:
-            raise RuntimeError(
+            raise JobFailed(
                 f"pipeline {self.spec.name}: stages {sorted(causes)} died and the recovery "
                 f"budget ({self.max_recoveries}) is spent; see {self.home / 'stages'}"
             )

@@ -27,6 +27,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.protocols.base import protocol
 from recovery_lib.settings import get_settings
@@ -118,7 +119,10 @@ class PipelineSpec(BaseModel):
         for stage in self.stages:
             if stage.name == name:
                 return stage
-        raise ValueError(f"pipeline {self.name} has no stage {name!r}")
+        raise ConfigurationError(
+            f"pipeline {self.name} has no stage {name!r}; its stages: "
+            f"{[s.name for s in self.stages]}"
+        )
 
     def input_topics(self, stage: StageSpec, prefix: str = "nexmark") -> dict[str, str]:
         """Job input -> topic for ``stage`` (every input of its job; unnamed ones from
@@ -173,28 +177,32 @@ def pipelines_file() -> Path:
 
 
 def load_pipelines(path: str | Path | None = None) -> dict[str, PipelineSpec]:
-    """The pipelines of a file by name; a ValueError says which entry is wrong and why."""
+    """The pipelines of a file by name; a ConfigurationError says which entry is wrong and why."""
     path = Path(path) if path is not None else pipelines_file()
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError:
-        raise ValueError(f"pipelines file {path} does not exist") from None
+        raise ConfigurationError(
+            f"pipelines file {path} does not exist (set RECOVERY_PIPELINES_FILE)"
+        ) from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"pipelines file {path} is not valid YAML: {exc}") from None
+        raise ConfigurationError(f"pipelines file {path} is not valid YAML: {exc}") from None
     try:
         parsed = PipelinesFile.model_validate(raw)
     except ValidationError as exc:
-        raise ValueError(f"pipelines file {path}: {exc}") from None
+        raise ConfigurationError(f"pipelines file {path}: {exc}") from None
     names = [p.name for p in parsed.pipelines]
     if len(set(names)) != len(names):
-        raise ValueError(f"pipelines file {path}: pipeline names repeat: {names}")
+        raise ConfigurationError(
+            f"pipelines file {path}: pipeline names repeat: {names}; give each its own name"
+        )
     return {p.name: p for p in parsed.pipelines}
 
 
 def get_pipeline(name: str, path: str | Path | None = None) -> PipelineSpec:
     pipelines = load_pipelines(path)
     if name not in pipelines:
-        raise ValueError(
+        raise ConfigurationError(
             f"no pipeline {name!r} in {path or pipelines_file()}; configured: {sorted(pipelines)}"
         )
     return pipelines[name]

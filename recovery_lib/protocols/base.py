@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.protocols.checkpoints import INITIAL, CheckpointGraph, Stage, StageCheckpoint
 from recovery_lib.protocols.coordinated import global_checkpoint
 from recovery_lib.protocols.hooks import COMMIT_HOOK, RECORD_HEADERS, topic_ends
@@ -261,4 +262,6 @@ def protocol(name: str) -> CheckpointProtocol:
     try:
         return PROTOCOLS[name]
     except KeyError:
-        raise ValueError(f"unknown protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
+        raise ConfigurationError(
+            f"unknown protocol {name!r}; choose one of {sorted(PROTOCOLS)}"
+        ) from None

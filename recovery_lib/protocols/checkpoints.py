@@ -18,6 +18,8 @@ import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from recovery_lib.errors import ConfigurationError
+
 Positions = dict[str, dict[int, int]]  # topic -> partition -> next offset
 
 # The index of a stage's initial state: nothing received, nothing sent.
@@ -62,7 +64,7 @@ class CheckpointGraph:
         for stage in self.stages.values():
             for topic in stage.writes:
                 if topic in self.writer:
-                    raise ValueError(
+                    raise ConfigurationError(
                         f"topic {topic} is written by stages {self.writer[topic]} and "
                         f"{stage.name}; give each stage its own output topic"
                     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from recovery_lib.io.client_cache import cached, evict
 from recovery_lib.kafka.clients import RANGE_FETCHES
+from recovery_lib.kafka.exceptions import RecordsUnreadable
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
 
@@ -101,10 +102,11 @@ def _read_header_range(
                 break
             stalled = time.monotonic() - progress_at
             if stalled > timeout:
-                raise RuntimeError(
+                raise RecordsUnreadable(
                     f"{topic}/{part}: offsets {position}..{end} not readable: no record came "
                     f"for {timeout} s on two consumers (last error: {last_error}; the log "
-                    f"holds {_log_bounds(kafka, topic, part)})"
+                    f"holds {_log_bounds(kafka, topic, part)}); check the broker is up and kept "
+                    "them"
                 )
             if stalled > timeout / 2 and not renewed:
                 log.warning(

@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from recovery_lib.errors import ProtocolError
 from recovery_lib.io.client_cache import cached
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.protocols.communication_induced import CIC_HEADER, batch_state
@@ -94,7 +95,7 @@ class StageCommitHook:
 
         state = batch_state(self.protocol_dir, self.log.stage, record.batch)
         if state is None:
-            raise RuntimeError(
+            raise ProtocolError(
                 f"stage {self.log.stage}: no CIC clocks for batch {record.batch}; run the "
                 "stage's inputs with cutPolicy forced"
             )
@@ -150,8 +151,9 @@ class StageHeaders:
     def for_batch(self, batch_id: int) -> list[tuple[str, bytes]]:
         state = batch_state(self.protocol_dir, self.stage, batch_id)
         if state is None:
-            raise RuntimeError(
+            raise ProtocolError(
                 f"stage {self.stage}: no CIC clocks for batch {batch_id} (the cut policy "
-                "writes them before the batch is planned)"
+                "writes them before the batch is planned); run the stage's inputs with cutPolicy "
+                "forced"
             )
         return [(CIC_HEADER, state.clocks.piggyback())]

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.protocols.checkpoints import INITIAL, CheckpointGraph, StageCheckpoint
 
 
@@ -80,7 +81,9 @@ def recovery_line(
     failed = frozenset(failed)
     unknown = failed - set(graph.stages)
     if unknown:
-        raise ValueError(f"unknown stages {sorted(unknown)}; stages: {sorted(graph.stages)}")
+        raise ConfigurationError(
+            f"unknown stages {sorted(unknown)}; stages: {sorted(graph.stages)}"
+        )
     current = current or {}
     start = {
         name: (current[name] if name in current and name not in failed else graph.latest(name))

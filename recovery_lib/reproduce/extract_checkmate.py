@@ -41,6 +41,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import ReportError
 from recovery_lib.metrics.recovery import DISTURBANCE_KEY
 from recovery_lib.protocols.base import CHECKMATE_PROTOCOLS
 from recovery_lib.reproduce.measured import Measured
@@ -122,7 +123,9 @@ def _measured(
 def _need(entry: Mapping[str, Any], key: str, where: str) -> Any:
     """``entry[key]``; a missing field is an error naming it (a changed report format)."""
     if key not in entry:
-        raise ValueError(f"{REPORT}: {where} has no field {key!r}")
+        raise ReportError(
+            f"{REPORT}: {where} has no field {key!r}; re-run the benchmark that writes it"
+        )
     return entry[key]
 
 

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import ReportError
+
 
 @dataclass(frozen=True)
 class Measured:
@@ -59,7 +61,9 @@ def field(where: str, obj: Any, *keys: str | int) -> Any:
             obj = obj[key]
         except (KeyError, IndexError, TypeError):
             name = ".".join(str(k) for k in keys[: i + 1])
-            raise ValueError(f"{where}: missing field {name}") from None
+            raise ReportError(
+                f"{where}: missing field {name}; re-run the benchmark that writes it"
+            ) from None
     return obj
 
 

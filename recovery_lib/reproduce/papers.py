@@ -9,6 +9,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import ConfigurationError
+
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.json")
 PAPERS = ("clonos", "checkmate", "active-replication", "cec", "flamestream")
 
@@ -68,7 +70,7 @@ def _load() -> tuple[dict[str, Paper], tuple[PaperRow, ...]]:
 def paper(key: str) -> Paper:
     papers, _ = _load()
     if key not in papers:
-        raise ValueError(f"unknown paper {key!r}; choose from {', '.join(PAPERS)}")
+        raise ConfigurationError(f"unknown paper {key!r}; choose from {', '.join(PAPERS)}")
     return papers[key]
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.runtime.progress import progress_display
 
 
@@ -107,7 +108,7 @@ def plan(papers: list[str]) -> list[BenchRun]:
     runs: list[BenchRun] = []
     for key in papers:
         if key not in PLANS:
-            raise ValueError(f"unknown paper {key!r}; choose from {', '.join(PLANS)}")
+            raise ConfigurationError(f"unknown paper {key!r}; choose from {', '.join(PLANS)}")
         runs += [r for r in PLANS[key] if r not in runs]
     return runs
 

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.kafka.admin import delete_records_below
 from recovery_lib.runtime.checkpoint import (
     SNAPSHOT_KINDS,
@@ -118,7 +119,9 @@ def plan_gc(
     pipeline's recovery line, recovery_lib/pipeline/gc.py); nothing from it on is removed."""
     checkpoint = Path(checkpoint)
     if keep_batches < 1:
-        raise ValueError("keep_batches must be >= 1: the recovery line itself is always kept")
+        raise ConfigurationError(
+            "keep_batches must be >= 1: the recovery line itself is always kept"
+        )
     line = last_committed(checkpoint)
     plan = GcPlan(str(checkpoint), line, shipped, None)
     if line is None:

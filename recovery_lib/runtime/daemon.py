@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import JobFailed, NotStarted
 from recovery_lib.kafka.broker import pid_alive as _alive
 
 ACTIVE = ("starting", "running", "restarting")
@@ -74,18 +75,18 @@ def start_detached(
         if status is not None and status.supervisor_pid == proc.pid:
             return status
         if proc.poll() is not None:
-            raise RuntimeError(
+            raise JobFailed(
                 f"the daemon of {what} exited with {proc.returncode} at start; "
                 f"see {workdir / 'daemon.log'}"
             )
         time.sleep(0.2)
-    raise RuntimeError(f"the daemon of {what} wrote no status in 30 s")
+    raise JobFailed(f"the daemon of {what} wrote no status in 30 s; see {workdir / 'daemon.log'}")
 
 
 def seen_alive(status: DaemonStatus | None, log: Path, never_started: str) -> DaemonStatus:
     """``status`` as seen now; a daemon that died without saying so is 'failed'."""
     if status is None:
-        raise RuntimeError(never_started)
+        raise NotStarted(never_started)
     if status.status in ACTIVE and not status.alive:
         status.status = "failed"
         status.message = (

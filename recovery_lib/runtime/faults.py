@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import ConfigurationError
+
 log = logging.getLogger(__name__)
 
 MIDWRITE_ENV = "RECOVERY_FAULT_MIDWRITE"
@@ -40,7 +42,7 @@ class MidWriteKill:
         try:
             return cls(batch=int(fields["batch"]), rows=int(fields["rows"]))
         except (KeyError, ValueError) as exc:
-            raise ValueError(
+            raise ConfigurationError(
                 f"{MIDWRITE_ENV}={spec!r} is malformed; expected 'batch=N,rows=M'"
             ) from exc
 

@@ -57,12 +57,12 @@ class LaunchRefused(ConfigurationError):
 
 def parse_pairs(items: list[str], option: str, require_value: bool = False) -> dict[str, str]:
     """``name=value`` arguments (``--param``, ``--input``, ``--replay``) as a dict; raises
-    ``ValueError`` naming ``option`` for one without a name (or a value, if required)."""
+    ``LaunchRefused`` naming ``option`` for one without a name (or a value, if required)."""
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name or (require_value and not value):
-            raise ValueError(f"{option} takes name=value, got {item!r}")
+            raise LaunchRefused(f"{option} takes name=value, got {item!r}")
         out[name] = value
     return out
 

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import ConfigurationError, JobError, JobFailed
 from recovery_lib.io.parked import POISON_BATCH_ENV
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.checkpoint import batch_ids, last_committed
 from recovery_lib.runtime.faults import signal_groups
 from recovery_lib.runtime.heartbeat import Heartbeat, read_heartbeat
-from recovery_lib.runtime.launch import JobLaunch
+from recovery_lib.runtime.launch import JobLaunch, LaunchRefused
 from recovery_lib.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,10 @@ class ProcessSpec:
     def for_job(cls, launch: JobLaunch, **kw: Any) -> ProcessSpec:
         """A process of the job ``launch.job`` (module:attr) through the generic launcher."""
         if not launch.name:
-            raise ValueError(f"the launch of {launch.job} has no job name")
+            raise LaunchRefused(
+                f"the launch of {launch.job} has no job name; set its name (the checkpoint "
+                "subdirectory)"
+            )
         return cls(LAUNCHER, name=launch.name, launch=launch, **kw)
 
     def with_launch(self, launch: JobLaunch, **changes: Any) -> ProcessSpec:
@@ -174,7 +178,10 @@ class Supervisor:
             return Path(self.spec.launch.checkpoints)
         args = self.spec.args
         if "--checkpoints" not in args:
-            raise ValueError(f"job {self.spec.module} runs without --checkpoints")
+            raise ConfigurationError(
+                f"job {self.spec.module} runs without --checkpoints; add --checkpoints DIR to "
+                "its arguments"
+            )
         return Path(args[args.index("--checkpoints") + 1])
 
     @property
@@ -210,12 +217,12 @@ class Supervisor:
         deadline = time.monotonic() + timeout_s
         while not self.is_ready():
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(
+                raise JobFailed(
                     f"job exited with {self.proc.returncode} before it was ready; "
                     f"see {self.workdir / 'job.log'}"
                 )
             if time.monotonic() > deadline:
-                raise RuntimeError(
+                raise JobFailed(
                     f"job not ready within {timeout_s:.0f} s; see {self.workdir / 'job.log'}"
                 )
             time.sleep(0.2)
@@ -252,7 +259,7 @@ class Supervisor:
         self.kill_group(signal.SIGKILL)
         if len(self.restarts) >= self.spec.max_restarts:
             self.event("gave_up", {"restarts": len(self.restarts)})
-            raise RuntimeError(
+            raise JobFailed(
                 f"job died ({cause}) and the restart budget "
                 f"({self.spec.max_restarts}) is spent; see {self.workdir / 'job.log'}"
             )
@@ -303,7 +310,7 @@ class Supervisor:
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                raise RuntimeError(
+                raise JobFailed(
                     f"job process {self.proc.pid} survived SIGKILL for 30 s (uninterruptible "
                     "sleep?); it is still running"
                 ) from None
@@ -364,5 +371,5 @@ class Supervisor:
 def _module_path(module: str) -> str:
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
-        raise ValueError(f"cannot find module {module!r}")
+        raise JobError(f"cannot find module {module!r}; is its directory on PYTHONPATH?")
     return spec.origin

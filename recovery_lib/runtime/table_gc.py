@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.io.sinks.delta_sink import vacuum_delta
 from recovery_lib.io.sinks.iceberg_sink import (
     DEFAULT_CATALOG_NAME,
@@ -44,7 +45,7 @@ def vacuum_table(
     plan, nothing removed. Returns ``TableVacuum.to_dict()``: what was (or would be) removed,
     what the table's settings kept and why."""
     if keep_from_batch < 0:
-        raise ValueError("keep_from_batch must be >= 0: it is a batch id")
+        raise ConfigurationError("keep_from_batch must be >= 0: it is a batch id")
     if table_kind(kind) is TableKind.DELTA:
         done = vacuum_delta(
             location, app_id, keep_from_batch, dry_run, retention_hours, storage_options

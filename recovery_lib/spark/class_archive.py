@@ -24,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from recovery_lib.errors import SparkUnavailable
 from recovery_lib.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,9 @@ def create(settings: Settings | None = None, timeout_s: float = 300.0) -> Path:
     settings = settings or get_settings()
     path = archive_path(settings)
     if path is None:
-        raise RuntimeError("no java found (JAVA_HOME or PATH): Spark cannot start either")
+        raise SparkUnavailable(
+            "no java found (JAVA_HOME or PATH): Spark cannot start either; install a JDK (17)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -107,7 +110,7 @@ def create(settings: Settings | None = None, timeout_s: float = 300.0) -> Path:
         )
         if done.returncode != 0 or not Path(tmp).exists():
             tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-            raise RuntimeError(f"the archiving JVM failed (exit {done.returncode}): {tail}")
+            raise SparkUnavailable(f"the archiving JVM failed (exit {done.returncode}): {tail}")
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
+from recovery_lib.errors import OracleError
 from recovery_lib.verify.schema import OutputSchema
 
 if TYPE_CHECKING:
@@ -194,9 +195,9 @@ class KeyTotals:
         if isinstance(self.keys, str):
             object.__setattr__(self, "keys", (self.keys,))
         if not self.keys:
-            raise ValueError("KeyTotals needs at least one key field")
+            raise OracleError("KeyTotals needs at least one key field")
         if self.how not in ("sum", "max"):
-            raise ValueError(f"KeyTotals.how must be 'sum' or 'max', got {self.how!r}")
+            raise OracleError(f"KeyTotals.how must be 'sum' or 'max', got {self.how!r}")
 
     def ignored(self, output: Output) -> bool:
         try:
@@ -292,9 +293,9 @@ class Windows:
 
     def __post_init__(self) -> None:
         if self.clock not in ("event", "processing"):
-            raise ValueError(f"Windows.clock is 'event' or 'processing', not {self.clock!r}")
+            raise OracleError(f"Windows.clock is 'event' or 'processing', not {self.clock!r}")
         if self.clock == "event" and self.event_times is None:
-            raise ValueError("event-time Windows need event_times: the input's event times")
+            raise OracleError("event-time Windows need event_times: the input's event times")
 
     def bounds(self, value: dict[str, Any]) -> tuple[Any, Any]:
         """(start, end) as the output holds them (end None: neither an end field nor a size)."""
@@ -456,18 +457,20 @@ class ConsistencyContract:
 
     def __post_init__(self) -> None:
         if self.closed_by is not None and self.window_end is None:
-            raise ValueError("closed_by needs window_end: the end of an output's window")
+            raise OracleError("closed_by needs window_end: the end of an output's window")
         judged = self.view.fields if self.view is not None else ()
         if self.free and judged is None:
-            raise ValueError(
+            raise OracleError(
                 f"free fields {', '.join(self.free)}: an Exact agreement compares every field; "
                 "name the agreed fields with Fields(...) instead"
             )
         clash = set(self.free) & set(judged or ())
         if clash:
-            raise ValueError(f"fields {', '.join(sorted(clash))} are both free and agreed on")
+            raise OracleError(
+                f"fields {', '.join(sorted(clash))} are both free and agreed on; keep each in one"
+            )
         if not self.deterministic and self.agreement is None and not self.invariants:
-            raise ValueError(
+            raise OracleError(
                 "a nondeterministic job's contract needs an agreement (Fields, KeyTotals) or "
                 "invariants: otherwise the oracle could not tell a lost output from a "
                 "different one"

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
 from recovery_lib.metrics.store import now_ms, read_frame
 from recovery_lib.settings import get_settings
@@ -59,7 +60,7 @@ def load_suite_spec(name: str) -> dict[str, Any]:
     path = suites_dir() / f"{name}.json"
     if not path.exists():
         known = sorted(p.stem for p in suites_dir().glob("*.json"))
-        raise ValueError(f"no expectation suite {name!r} in {suites_dir()}; known: {known}")
+        raise ConfigurationError(f"no expectation suite {name!r} in {suites_dir()}; known: {known}")
     return json.loads(path.read_text())
 
 
