@@ -108,3 +108,58 @@ def test_a_write_task_waits_for_a_stalled_broker_instead_of_failing_the_batch(mo
     skip = writer._released_rows(None, batch_id=4, partition=1, config={})  # noqa: SLF001
     assert skip == 7  # rows 0..6 of batch 4 were released before the stall
     assert calls == {"count": 3, "barrier": 2}
+
+
+class RecordingProducer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes | str | None, bytes | str]] = []
+
+    def produce(self, topic, value, key, part, on_delivery, headers=None):  # noqa: ANN001, ANN201
+        self.sent.append((key, value))
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+
+def produce_rerun(rows: list[tuple[str, str]], released: Released, caplog):  # noqa: ANN001, ANN201
+    """A re-run of batch ``released.batch`` through the sink's produce loop (no broker)."""
+    import logging
+
+    import pyarrow as pa
+
+    from recovery_lib.io.sinks.kafka_sink import KafkaStreamWriter, SinkOptions
+
+    writer = KafkaStreamWriter.__new__(KafkaStreamWriter)
+    writer.options = SinkOptions(topic="out", kafka={}, mode="release", sink_id="")
+    producer = RecordingProducer()
+    batch = pa.RecordBatch.from_pydict({"key": [k for k, _ in rows], "value": [v for _, v in rows]})
+    with caplog.at_level(logging.ERROR, logger="recovery_lib.io.sinks.kafka_sink"):
+        numbered = writer._produce_all(  # noqa: SLF001
+            producer, iter([batch]), released.batch, 0, skip=released.seq + 1, pin=0,
+            released=released,
+        )  # fmt: skip
+    return numbered, producer.sent
+
+
+def test_a_rerun_that_numbers_the_released_rows_alike_is_quiet(caplog):
+    rows = [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")]
+    released = Released(4, 1, key=b"b", value=b"2")  # rows 0 and 1 were released
+    numbered, sent = produce_rerun(rows, released, caplog)
+    assert numbered == 4 and sent == [("c", "3"), ("d", "4")]
+    assert not caplog.records
+
+
+def test_a_rerun_that_numbers_other_rows_says_which_batch_and_partition(caplog):
+    """The first run released rows 0-1 of another order (a record read twice, or an order
+    no re-run reproduces): the skip by number loses one row and repeats another, and the
+    job log names it instead of staying silent."""
+    rows = [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")]
+    released = Released(4, 1, key=b"c", value=b"3")  # the first run's row 1 was "c"
+    _, sent = produce_rerun(rows, released, caplog)
+    assert sent == [("c", "3"), ("d", "4")]  # "c" twice overall, "b" never: what it warns of
+    (record,) = caplog.records
+    assert "batch 4 partition 0" in record.getMessage()
+    assert "row 1 is not the record released" in record.getMessage()

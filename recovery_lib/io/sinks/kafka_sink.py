@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -74,10 +75,12 @@ from recovery_lib.io.hooks import CommitHook, WriteFault, WriteGuard, load_hook,
 from recovery_lib.io.sinks.commit_gate import COMMIT_HEADER, TXN_HEADER, commit_record
 from recovery_lib.io.sinks.ids import DET_COLUMN, DET_HEADER, EPOCH_HEADER, ID_HEADER, output_id
 from recovery_lib.io.sinks.modes import NEEDS_BROKER_TRANSACTIONS, REPLAY_BY_ID, SINK_MODES
-from recovery_lib.io.sinks.release import ReleaseBarrier
+from recovery_lib.io.sinks.release import ReleaseBarrier, Released
 from recovery_lib.io.task import task_info
 from recovery_lib.kafka.outage import ride_out
 from recovery_lib.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 HEADERS_SPARK_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -266,6 +269,29 @@ def stable_order(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     return iter(table.sort_by(keys).combine_chunks().to_batches())
 
 
+def check_replayed(released: Released, key: Any, value: Any, partition: int) -> bool:
+    """A re-run skips the rows its first run released, by number: that is right only if it
+    numbers the same rows the same way. Its row at the last released number must be the
+    released record; if not, the rows around it are lost or sent twice, and the job log says
+    so (the oracle's verdict is the judge; this names the batch and partition)."""
+
+    def raw(item: Any) -> bytes | None:
+        return item.encode() if isinstance(item, str) else item
+
+    same = raw(key) == released.key and raw(value) == released.value
+    if not same:
+        log.error(
+            "release barrier: batch %d partition %d: the re-run's row %d is not the record "
+            "released under that number (key %r, value %.120r; released: key %r, value "
+            "%.120r). The re-run does not reproduce the first run's rows or their order "
+            "(nondeterminism outside causal logging, or input read differently), so outputs "
+            "near it are lost or duplicated",
+            released.batch, partition, released.seq, raw(key), raw(value), released.key,
+            released.value,
+        )  # fmt: skip
+    return same
+
+
 @dataclass
 class SinkCommit(WriterCommitMessage):
     batch_id: int
@@ -355,10 +381,11 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                 f"batch {batch_id} partition {partition}: earlier records of this process were "
                 "not acknowledged, so the release barrier cannot tell what was released"
             )
-        skip = self._released_rows(producer, batch_id, partition, self.options.kafka)
+        last = self._last_released(producer, partition, self.options.kafka)
+        skip = last.skip_for(batch_id) if last is not None else 0
         try:
             rows = self._produce_all(
-                producer, iterator, batch_id, partition, skip=skip, pin=partition
+                producer, iterator, batch_id, partition, skip=skip, pin=partition, released=last
             )
         except WriterFenced:
             raise
@@ -371,6 +398,13 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         self, producer: Any, batch_id: int, partition: int, config: Mapping[str, str]
     ) -> int | None:
         """Rows of this task already in its partition (release.py); None: all of them."""
+        last = self._last_released(producer, partition, config)
+        return last.skip_for(batch_id) if last is not None else 0
+
+    def _last_released(
+        self, producer: Any, partition: int, config: Mapping[str, str]
+    ) -> Released | None:
+        """The last output of this sink in its partition (release.py)."""
         topic = self.options.topic
         # A broker that stalls (a pause, a network fault) is waited for up to the outage
         # budget, as the source does: a write task that gave up after one request timeout
@@ -390,8 +424,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             config,
             lambda c: ReleaseBarrier(c, settings.kafka_request_timeout_s),
         )
-        last = ride_out(lambda: barrier.last_released(topic, partition, self.options.sink_id), what)
-        return last.skip_for(batch_id) if last is not None else 0
+        return ride_out(lambda: barrier.last_released(topic, partition, self.options.sink_id), what)
 
     def _write_transactional(
         self, iterator: Iterator[pa.RecordBatch], batch_id: int, partition: int
@@ -415,11 +448,12 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         what = f"transactional writer of {self.options.topic}/{partition}"
         producer = ride_out(lambda: _new_transactional_producer(config), what)
         committed = {**self.options.kafka, "isolation.level": "read_committed"}
-        skip = self._released_rows(producer, batch_id, partition, committed)
+        last = self._last_released(producer, partition, committed)
+        skip = last.skip_for(batch_id) if last is not None else 0
         producer.begin_transaction()
         try:
             rows = self._produce_all(
-                producer, iterator, batch_id, partition, skip=skip, pin=partition
+                producer, iterator, batch_id, partition, skip=skip, pin=partition, released=last
             )
             producer.commit_transaction(timeout)
         except BaseException:
@@ -437,9 +471,12 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         headers: list[tuple[str, bytes]] | None = None,
         skip: int | None = 0,
         pin: int | None = None,
+        released: Released | None = None,
     ) -> int:
         """Produce every row; the first ``skip`` rows (all, if None) are numbered and not
-        sent. ``pin``: the Kafka partition of every record. Returns the rows numbered."""
+        sent. ``pin``: the Kafka partition of every record. ``released``: the last record
+        released, which the row of its number must match (``check_replayed``). Returns the
+        rows numbered."""
         failures: list[str] = []
 
         def on_delivery(err: Any, _msg: Any) -> None:
@@ -468,6 +505,8 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             produce = producer.produce
             for i, value in enumerate(values):
                 if skip is None or seq < skip:
+                    if released is not None and released.batch == batch_id and seq == released.seq:
+                        check_replayed(released, keys[i] if keys else None, value, partition)
                     seq += 1
                     continue
                 record_headers = [

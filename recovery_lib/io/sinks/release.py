@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -38,10 +38,13 @@ SCAN_STEP = 64
 
 @dataclass(frozen=True)
 class Released:
-    """The last output released in a partition: its batch and sequence number."""
+    """The last output released in a partition: its batch and sequence number, and the record
+    itself (a re-run checks that its row at that number is the same one)."""
 
     batch: int
     seq: int
+    key: bytes | None = field(default=None, compare=False, repr=False)
+    value: bytes | None = field(default=None, compare=False, repr=False)
 
     def skip_for(self, batch_id: int) -> int | None:
         """How many rows of batch ``batch_id`` (numbered from 0) were released already; None:
@@ -129,7 +132,7 @@ class ReleaseBarrier:
                 position = msg.offset() + 1
                 released = _released(dict(msg.headers() or ()), prefix)
                 if released is not None:
-                    last = released
+                    last = replace(released, key=msg.key(), value=msg.value())
         finally:
             self._consumer.unassign()
         return last
