@@ -29,6 +29,7 @@ from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import RANGE_FETCHES, client_config
 from recovery_lib.metrics.stats import percentile
+from recovery_lib.runtime.pacing import Pacer
 from recovery_lib.spark.session import build_session
 
 PAYLOAD = b"x" * 100
@@ -156,12 +157,12 @@ def _latency(spark: Any, workdir: Path, rate: float, seconds: float) -> dict:
     def pace() -> None:
         producer = Producer({**client_config(), "linger.ms": "0"})
         n = 0
-        t0 = time.perf_counter()
-        while not stop.is_set() and time.perf_counter() - t0 < seconds:
+        pacer = Pacer(rate)
+        while not stop.is_set() and pacer.elapsed_s() < seconds:
             producer.produce(src, value=f"e{n}".encode())
             producer.poll(0)
             n += 1
-            time.sleep(max(0.0, t0 + n / rate - time.perf_counter()))
+            pacer.wait(n)
         producer.flush(10)
 
     time.sleep(8)  # let the query warm up before measuring

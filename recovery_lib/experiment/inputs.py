@@ -14,7 +14,6 @@ faulty run is watched.
 from __future__ import annotations
 
 import heapq
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -31,6 +30,7 @@ from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.generator import Draws
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
 from recovery_lib.nexmark.streams import KINDS
+from recovery_lib.runtime.pacing import Pacer
 from recovery_lib.verify.inputs import InputView
 
 
@@ -163,12 +163,10 @@ class KeyedInput:
         producer = Producer(client_config())
         total = int(rate * duration_s)
         step = max(1, int(rate / 20))  # 50 ms of events at a time
-        started = time.monotonic()
+        pacer = Pacer(rate)
         sent = 0
         while sent < total and not stop():
-            delay = started + sent / rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+            pacer.wait(sent)
             count = min(step, total - sent)
             self._send(producer, first + sent, count)
             sent += count
@@ -278,15 +276,12 @@ class RecordedInput:
         stop: Callable[[], bool],
     ) -> None:
         producer = Producer(client_config())
-        started = time.monotonic()
+        pacer = Pacer(rate)
         sent = 0
         for record in self.records[first:]:
             if stop():
                 break
-            due = started + sent / rate
-            delay = due - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+            pacer.wait(sent)
             self._send(producer, record)
             producer.poll(0)
             sent += 1

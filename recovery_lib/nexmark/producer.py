@@ -15,6 +15,7 @@ from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.generator import AUCTION, BID, PERSON, NexmarkGenerator
+from recovery_lib.runtime.pacing import Pacer
 
 UNPACED_BLOCK = 20_000
 
@@ -78,6 +79,7 @@ def produce_events(
         )
     by_kind = {PERSON: 0, AUCTION: 0, BID: 0}
     started = time.perf_counter()
+    pacer = Pacer(rate)
     block = UNPACED_BLOCK if rate is None else max(1, int(rate / 50))  # paced: 20 ms slices
     done = 0
     produce = producer.produce
@@ -97,10 +99,7 @@ def produce_events(
         producer.poll(0)
         if on_progress:
             on_progress(done)
-        if rate is not None:
-            ahead = started + done / rate - time.perf_counter()
-            if ahead > 0:
-                time.sleep(ahead)
+        pacer.wait(done)
     remaining = producer.flush(120)
     if remaining:
         raise RecordsNotAcknowledged(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
+from recovery_lib.runtime.pacing import Pacer
 from recovery_lib.verify.contract import Flaw, InvariantResult, Output
 
 MIX = (("link", 0.60), ("source", 0.15), ("unlink", 0.20), ("unsource", 0.05))
@@ -99,7 +99,7 @@ def produce(
 
     producer = Producer({**client_config(), "linger.ms": "5", "enable.idempotence": "true"})
     topics = {LINKS: config.links_topic, SOURCES: config.sources_topic}
-    started = time.perf_counter()
+    pacer = Pacer(rate)
     written = 0
     for name, key, value in generate(config, count):
         if stop is not None and stop():
@@ -112,9 +112,7 @@ def produce(
                 producer.poll(0.05)
         written += 1
         if rate is not None and written % max(1, int(rate / 50)) == 0:
-            ahead = written / rate - (time.perf_counter() - started)
-            if ahead > 0:
-                time.sleep(ahead)
+            pacer.wait(written)
             producer.poll(0)
     if producer.flush(30):
         raise RecordsNotAcknowledged(
