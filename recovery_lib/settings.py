@@ -24,6 +24,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from recovery_lib.errors import ConfigurationError
+
 CLIENT_ENV_PREFIX = "KAFKA_CLIENT_"
 CLIENT_CONFIG_ENV = "KAFKA_CLIENT_CONFIG"
 # The typed client security settings: field -> (librdkafka property, environment variable).
@@ -447,13 +449,16 @@ class Settings(BaseSettings):
                 loaded = json.loads(raw.get_secret_value())
             except json.JSONDecodeError as exc:
                 # Not the text or the decoder's excerpt of it: it may hold a password.
-                raise ValueError(
+                raise ConfigurationError(
                     f"{CLIENT_CONFIG_ENV} is not valid JSON (line {exc.lineno}, column "
                     f"{exc.colno}: {exc.msg}); set it to an object such as "
                     '{"security.protocol": "SASL_SSL"}'
                 ) from None
             if not isinstance(loaded, dict):
-                raise ValueError(f"{CLIENT_CONFIG_ENV} must be a JSON object of client properties")
+                raise ConfigurationError(
+                    f"{CLIENT_CONFIG_ENV} must be a JSON object of client properties, such as "
+                    '{"security.protocol": "SASL_SSL"}'
+                )
             config.update({str(k): str(v) for k, v in loaded.items()})
         for name, value in os.environ.items():
             if name.startswith(CLIENT_ENV_PREFIX) and name != CLIENT_CONFIG_ENV and value:
@@ -474,7 +479,9 @@ class Settings(BaseSettings):
                 f"{CLIENT_ENV_PREFIX}{k.upper().replace('.', '_')}"
                 for k in clashes
             )
-            raise ValueError(f"Kafka client property set twice, differently: {names}. Keep one")
+            raise ConfigurationError(
+                f"Kafka client property set twice, differently: {names}. Keep one"
+            )
         return {**passed, **typed}
 
     @property

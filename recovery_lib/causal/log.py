@@ -40,6 +40,7 @@ from recovery_lib.causal.determinants import (
     decode_runs,
     encode_runs,
 )
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.files import write_atomic
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.hooks import load_hook
@@ -47,6 +48,7 @@ from recovery_lib.io.sinks.dedup_reader import read_topic
 from recovery_lib.io.sinks.fences import FenceFilter
 from recovery_lib.io.sinks.ids import DET_HEADER
 from recovery_lib.kafka.control_topic import ControlTopic
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.kafka.headers import EPOCH_HEADER
 from recovery_lib.settings import get_settings
 
@@ -88,18 +90,26 @@ class CausalConfig:
 
     def __post_init__(self) -> None:
         if self.storage not in STORAGES:
-            raise ValueError(f"storage must be one of {STORAGES}, got {self.storage!r}")
+            raise ConfigurationError(
+                f"storage must be one of {STORAGES}, got {self.storage!r}; set "
+                "RECOVERY_CAUSAL_STORAGE to one of them"
+            )
         if self.on_missing not in ON_MISSING:
-            raise ValueError(f"on_missing must be one of {ON_MISSING}, got {self.on_missing!r}")
+            raise ConfigurationError(
+                f"on_missing must be one of {ON_MISSING}, got {self.on_missing!r}; set "
+                "RECOVERY_CAUSAL_ON_MISSING to one of them"
+            )
         if not self.topic:
             object.__setattr__(self, "topic", f"{self.job}.determinants")
         if self.source and self.storage != "kafka":
-            raise ValueError(
+            raise ConfigurationError(
                 "a shared determinant source needs storage 'kafka': the writers of one stream "
-                "meet in the determinant topic"
+                "meet in the determinant topic; set RECOVERY_CAUSAL_STORAGE=kafka"
             )
         if self.storage == "output" and not self.output_topic:
-            raise ValueError("storage='output' needs output_topic: the topic the sink writes")
+            raise ConfigurationError(
+                "storage='output' needs output_topic: set it to the topic the sink writes"
+            )
 
 
 class DeterminantLog(ABC):
@@ -284,9 +294,10 @@ class KafkaDeterminantLog(DeterminantLog):
         # for, not a failed task.
         remaining = producer.flush(get_settings().sink_flush_timeout_s)
         if remaining or errors:
-            raise RuntimeError(
+            raise RecordsNotAcknowledged(
                 f"determinant log {self.config.topic}: {remaining} records undelivered, "
-                f"errors {errors[:3]}; outputs depending on them are not released"
+                f"errors {errors[:3]}; outputs depending on them are not released (check the "
+                "broker is up)"
             )
         self._pending.clear()
 
@@ -424,4 +435,6 @@ def open_log(config: CausalConfig) -> DeterminantLog:
         return KafkaDeterminantLog(config)
     if config.storage == "output":
         return OutputCarriedLog(config)
-    raise ValueError(f"unknown determinant storage {config.storage!r}")
+    raise ConfigurationError(
+        f"unknown determinant storage {config.storage!r}; choose one of {', '.join(STORAGES)}"
+    )

@@ -35,6 +35,7 @@ from typing import Any
 from recovery_lib.causal.determinants import DeterminantError, StreamKey
 from recovery_lib.causal.log import CausalConfig, DeterminantLog, OutputCarriedLog, open_log
 from recovery_lib.causal.services import CausalContext
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.io.sinks.ids import DET_COLUMN
 from recovery_lib.io.task import task_info
 from recovery_lib.runtime.faults import maybe_kill_after_log
@@ -44,7 +45,7 @@ logger = logging.getLogger(__name__)  # not "log": that name is the determinant 
 
 def _needs_log_topic(config: CausalConfig, what: str) -> None:
     if config.storage == "output":
-        raise ValueError(
+        raise ConfigurationError(
             f"{what} cannot piggyback determinants on output records: nothing tells it which "
             "output depends on them. Use storage='kafka' (a determinant topic) for this job"
         )
@@ -63,7 +64,10 @@ def load_source(ref: str) -> Callable[[CausalConfig, StreamKey, DeterminantLog],
     try:
         return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise ValueError(f"determinant source {ref!r} (module:attr) not found: {exc}") from exc
+        raise ConfigurationError(
+            f"determinant source {ref!r} (module:attr) not found: {exc}; check the name and "
+            "that its module is on PYTHONPATH"
+        ) from exc
 
 
 def open_context(scope: str, config: CausalConfig, auto_flush: bool = False) -> CausalContext:

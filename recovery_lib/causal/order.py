@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from recovery_lib.errors import JobError
+
 LINEAGE = ("topic", "partition", "offset")
 
 
@@ -33,7 +35,7 @@ def ordered(
         if parts:
             missing = [c for c in columns if c not in parts[0].columns]
             if missing:
-                raise ValueError(
+                raise JobError(
                     f"ordered(): rows lack the lineage columns {missing}; keep "
                     f"{', '.join(columns)} from the source until the stateful function"
                 )

@@ -30,6 +30,7 @@ from rich.console import Console
 
 from recovery_lib.chaos.disk import UnwritableTree
 from recovery_lib.charts import new_figure, save_figure
+from recovery_lib.errors import JobFailed
 from recovery_lib.experiment.failures import ArmedHook, FailureStatus, InjectedFailure
 from recovery_lib.experiment.inputs import (
     ExperimentInput,
@@ -100,7 +101,7 @@ from recovery_lib.runtime.faults import (
     arm,
     resume_when_paused,
 )
-from recovery_lib.runtime.launch import JobLaunch
+from recovery_lib.runtime.launch import JobLaunch, LaunchRefused
 from recovery_lib.runtime.logs import ProgressThrottle
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec
@@ -225,77 +226,80 @@ class ExperimentConfig:
         if self.replay:
             unknown = sorted(set(self.replay) - set(job.inputs))
             if unknown:
-                raise ValueError(f"--replay {unknown}: job {job.name} has inputs {job.inputs}")
+                raise LaunchRefused(
+                    f"--replay {unknown}: job {job.name} has inputs {job.inputs}; replay only those"
+                )
         recovery = self.recovery_mode  # raises naming the modes there are
         for kind in self.kinds:
             if kind not in FAILURE_KINDS:
-                raise ValueError(
+                raise LaunchRefused(
                     f"unknown failure kind {kind!r}; choose one of {', '.join(FAILURE_KINDS)} "
                     "(several, comma-separated, take turns)"
                 )
         if self.rate <= 0:
-            raise ValueError(f"--rate must be positive, got {self.rate}")
+            raise LaunchRefused(f"--rate must be positive, got {self.rate}")
         if self.duration_s <= 0 or not 0 <= self.fail_at_s < self.duration_s:
-            raise ValueError("--fail-at must lie within [0, --duration)")
+            raise LaunchRefused("--fail-at must lie within [0, --duration)")
         if self.repeat < 1 or self.every_s <= 0:
-            raise ValueError("--repeat must be >= 1 and --every positive")
+            raise LaunchRefused("--repeat must be >= 1 and --every positive")
         if self.jitter_s < 0 or self.jitter_s >= self.every_s:
-            raise ValueError("--jitter must lie within [0, --every)")
+            raise LaunchRefused("--jitter must lie within [0, --every)")
         last = self.fail_at_s + (self.repeat - 1) * self.every_s + self.jitter_s
         if last >= self.duration_s:
-            raise ValueError(
+            raise LaunchRefused(
                 f"{self.repeat} failures every {self.every_s:g} s from {self.fail_at_s:g} s do "
                 f"not fit in --duration {self.duration_s:g} s"
             )
         if self.keys is not None:
             if self.keys < 1:
-                raise ValueError(f"--keys must be at least 1, got {self.keys}")
+                raise LaunchRefused(f"--keys must be at least 1, got {self.keys}")
             if self.replay or len(job.inputs) != 1:
-                raise ValueError(
+                raise LaunchRefused(
                     f"--keys generates one keyed input; job {job.name} reads {job.inputs}"
                     + (" and --replay gives recorded input" if self.replay else "")
+                    + ": drop --keys or choose a job with one generated input"
                 )
         if self.catch_up_timeout_s <= 0:
-            raise ValueError("the catch-up timeout must be positive")
+            raise LaunchRefused("--catch-up-timeout must be positive")
         kinds = self.kinds
         poisons = sum(1 for k in range(self.repeat) if kinds and kinds[k % len(kinds)] == "poison")
         if poisons > 1:
-            raise ValueError(
+            raise LaunchRefused(
                 f"{poisons} poison records in one run: the job parks one per search; use one "
                 "poison per run (--repeat with other kinds between is fine if it comes once)"
             )
         if needs_network(self.kinds):
             if self.net_reset_api not in RESET_APIS:
-                raise ValueError(
+                raise LaunchRefused(
                     f"--net-reset-api must be one of {', '.join(RESET_APIS)}, "
                     f"got {self.net_reset_api!r}"
                 )
             if self.replay:
-                raise ValueError(
+                raise LaunchRefused(
                     "network faults run on the experiment's own broker behind its fault proxy; "
                     "a --replay reads recorded topics of your broker: record the input into "
                     "generated topics or choose another failure kind"
                 )
             if self.cluster:
-                raise ValueError(
+                raise LaunchRefused(
                     "network faults need every client on the experiment's own broker; a "
                     "standalone cluster's executors keep the broker they started with: drop "
                     "--cluster for these failure kinds"
                 )
             if self.pause_s <= 0:
-                raise ValueError("--pause (how long a network fault lasts) must be positive")
+                raise LaunchRefused("--pause (how long a network fault lasts) must be positive")
             mixed = sorted(set(self.kinds) & set(PROXY_KINDS))
             if needs_cluster(self.kinds) and mixed:
-                raise ValueError(
+                raise LaunchRefused(
                     f"broker-kill runs on a private three-node Kafka cluster, {', '.join(mixed)} "
                     "on one broker behind the fault proxy: run them in separate experiments"
                 )
         if self.sink not in SINKS and self.sink not in TABLE_SINKS:
-            raise ValueError(
+            raise LaunchRefused(
                 f"--sink must be one of {', '.join([*SINKS, *TABLE_SINKS])}, got {self.sink!r}"
             )
         if self.table and self.sink not in TABLE_SINKS:
-            raise ValueError("--table is where a table sink writes: add --sink delta or iceberg")
+            raise LaunchRefused("--table is where a table sink writes: add --sink delta or iceberg")
         recovery.validate(self.request)
 
     @property
@@ -784,7 +788,10 @@ class Experiment:
             state = cluster_mod.cluster_state()
             pids = cluster_mod.executor_pids(state) if state else []
             if not pids:
-                raise RuntimeError("no executor process found to kill")
+                raise cluster_mod.ClusterError(
+                    "no executor process found to kill; start the standalone cluster "
+                    "(`recovery cluster start`) and run with --cluster"
+                )
             for pid in pids:
                 import os
 
@@ -847,7 +854,7 @@ class Experiment:
         while not (self._drained(self._checkpoint(sup, name)) and sup.ready_for_next_failure()):
             sup.tick()
             if time.monotonic() > deadline:
-                raise RuntimeError(
+                raise JobFailed(
                     f"the job did not process its {count:,} warm-up events (or its standby or "
                     f"replica was not ready) within {timeout:g} s; see the job's log (job.log) "
                     f"under {self.workdir / name}"

@@ -29,6 +29,7 @@ from recovery_lib.io.hooks import writer_epoch
 from recovery_lib.io.sinks.fences import FENCE_HEADER, FenceFilter
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.settings import get_settings
 
 # Readers' side of fencing, defined by io (fence records, the filter); re-exported here.
@@ -123,5 +124,7 @@ def write_fences(topics: Iterable[str], epoch: int, config: Mapping[str, str] | 
             written += 1
     remaining = producer.flush(get_settings().sink_flush_timeout_s)
     if remaining:
-        raise RuntimeError(f"{remaining} fence records not acknowledged; is the broker up?")
+        raise RecordsNotAcknowledged(
+            f"{remaining} fence records not acknowledged; check the broker is up"
+        )
     return written

@@ -31,6 +31,11 @@ class BadRecord(IOLayerError):
     """A record does not match the declared format and the policy is to fail."""
 
 
+class BadFenceHeader(BadRecord, ValueError):
+    """A record's fence header (``rl.fence``) is not an epoch number; a ``ValueError`` as
+    before, for readers that caught one."""
+
+
 class SinkDeliveryError(IOLayerError):
     """The broker did not acknowledge every record of a sink task."""
 

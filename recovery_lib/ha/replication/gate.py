@@ -26,6 +26,7 @@ from typing import Any
 from recovery_lib.io.sinks.ids import parse_output_id
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
+from recovery_lib.kafka.exceptions import RecordsUnreadable
 from recovery_lib.kafka.headers import CONTROL_HEADER, GATE_SOURCE_HEADER, ID_HEADER, REPLICA_HEADER
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
@@ -78,7 +79,10 @@ class ReplicaGate:
                 msg = reader.poll(0.1)
                 while msg is None or msg.error() is not None or msg.offset() != end - 1:
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"{self.output_topic}/{part}: last record unreadable")
+                        raise RecordsUnreadable(
+                            f"{self.output_topic}/{part}: last record unreadable; check the "
+                            "broker is up, then start the gate again"
+                        )
                     msg = reader.poll(0.1)
                 headers = dict(msg.headers() or ())
                 key = id_key(headers.get(ID_HEADER, b""))

@@ -27,6 +27,7 @@ from typing import Any
 from recovery_lib.io.offsets import Offsets
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.control_topic import ControlTopic
+from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.kafka.headers import CONTROL_HEADER, HEARTBEAT_HEADER
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
@@ -133,7 +134,9 @@ class HeartbeatGenerator:
         expected = sum(len(p) for p in self.partitions().values())
         if errors or sum(len(p) for p in at.values()) != expected:
             # Not indexed: every replica skips this heartbeat alike.
-            raise RuntimeError(f"heartbeat {self.seq} not written everywhere: {errors[:3]}")
+            raise RecordsNotAcknowledged(
+                f"heartbeat {self.seq} not written everywhere: {errors[:3]}; check the broker is up"
+            )
         entry = HeartbeatEntry(self.seq, at)
         self.index.append(entry.encode())
         self.beats += 1

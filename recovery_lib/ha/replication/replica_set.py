@@ -43,7 +43,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recovery_lib.errors import ProtocolError
+from recovery_lib.errors import ConfigurationError, JobFailed, NotStarted, ProtocolError
 from recovery_lib.ha.replication.gate import REPLICA_HEADERS_HOOK, ReplicaGate, raw_topic
 from recovery_lib.ha.replication.shared_determinants import SHARED_SOURCE
 from recovery_lib.ha.replication.strategies import (
@@ -62,7 +62,7 @@ from recovery_lib.kafka.control_topic import ControlTopic
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.checkpoint import last_committed
 from recovery_lib.runtime.faults import ARM_DIR_ENV
-from recovery_lib.runtime.launch import JobLaunch
+from recovery_lib.runtime.launch import JobLaunch, LaunchRefused
 from recovery_lib.runtime.supervisor import Restart, Supervisor
 from recovery_lib.settings import get_settings
 
@@ -83,6 +83,9 @@ __all__ = [
     "order_topic",
     "replica_checkpoint_roots",
 ]
+
+# A fault aimed at the victim while it is dead (not replaced yet) or not elected yet.
+_WAIT_FOR_VICTIM = ": it died or is not elected yet; wait until the set is whole (a longer --every)"
 
 
 def replica_dir(home: str | Path, replica: str) -> Path:
@@ -270,7 +273,7 @@ class ReplicaSet:
         self.strategy = replication_strategy(strategy) if isinstance(strategy, str) else strategy
         victim = victim or self.strategy.default_victim
         if victim not in self.strategy.victims:
-            raise ValueError(
+            raise ConfigurationError(
                 f"victim {victim!r}: choose {' or '.join(self.strategy.victims)}"
                 + (
                     ""
@@ -279,9 +282,9 @@ class ReplicaSet:
                 )
             )
         if spec.launch is None or not spec.launch.output_topic:
-            raise ValueError(
-                "a replica set runs a job through the launcher with its output topic set "
-                "(ProcessSpec.for_job(JobLaunch(..., output_topic=...)))"
+            raise LaunchRefused(
+                "a replica set runs a job through the launcher with its output topic set: "
+                "build its spec with ProcessSpec.for_job(JobLaunch(..., output_topic=...))"
             )
         self.spec = spec
         self.launch: JobLaunch = spec.launch
@@ -454,7 +457,7 @@ class ReplicaSet:
             self._said_single = True
             log.warning("replica set %s: running on one replica (%s)", self.output_topic, live)
         if not live:
-            raise RuntimeError(
+            raise JobFailed(
                 f"both replicas of {self.name} died; see {self.home / 'replicas'}/*/job.log"
             )
         return live
@@ -611,7 +614,7 @@ class ReplicaSet:
         """Send ``sig`` to the victim replica (a whole Spark application)."""
         replica = self.victim_replica()
         if replica is None:
-            raise RuntimeError(f"no live {self.victim} replica to signal")
+            raise NotStarted(f"no live {self.victim} replica to signal{_WAIT_FOR_VICTIM}")
         self.event("replica_signalled", {"replica": replica, "signal": int(sig)})
         self.replicas[replica].sup.kill_group(sig)
 
@@ -619,14 +622,14 @@ class ReplicaSet:
         """The victim replica's arm directory (its processes read ``base/<replica>``)."""
         replica = self.victim_replica()
         if replica is None:
-            raise RuntimeError(f"no live {self.victim} replica to aim a fault at")
+            raise NotStarted(f"no live {self.victim} replica to aim a fault at{_WAIT_FOR_VICTIM}")
         return base / replica
 
     def pause(self, seconds: float) -> None:
         """SIGSTOP the victim replica for ``seconds`` (past KaZoo's lease: a zombie leader)."""
         replica = self.victim_replica()
         if replica is None:
-            raise RuntimeError(f"no live {self.victim} replica to pause")
+            raise NotStarted(f"no live {self.victim} replica to pause{_WAIT_FOR_VICTIM}")
         self.event("replica_paused", {"replica": replica, "seconds": seconds})
         self.replicas[replica].sup.pause(seconds)
 

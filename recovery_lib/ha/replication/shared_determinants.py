@@ -39,6 +39,7 @@ from recovery_lib.causal.determinants import (
     StreamKey,
 )
 from recovery_lib.causal.log import CausalConfig, DeterminantLog
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.ha.fencing import FencedError
 from recovery_lib.ha.replication.leases import incarnation, lease_expired
 from recovery_lib.settings import get_settings
@@ -193,7 +194,10 @@ def claimed_stream(config: CausalConfig, key: StreamKey, log: DeterminantLog) ->
     try:
         replica, lease_dir = opts["replicaid"], opts["leasedir"]
     except KeyError as missing:
-        raise ValueError(f"shared determinants need source option {missing}") from None
+        raise ConfigurationError(
+            f"shared determinants need source option {missing}; set replicaId and leaseDir in "
+            "the causal config's source_options (a replica set does)"
+        ) from None
     settings = get_settings()
     return ClaimedStream(
         key,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from recovery_lib.errors import ConfigurationError
 from recovery_lib.ha.replication.heartbeats import HeartbeatGenerator
 from recovery_lib.ha.replication.kazoo import KAZOO_GUARD, KAZOO_POLICY, role_path
 from recovery_lib.ha.replication.liverobin import LIVEROBIN_POLICY
@@ -197,7 +198,10 @@ class Leaderless:
 
     def start(self, view: ReplicaView) -> None:
         if not view.input_topics:
-            raise ValueError("LiveRobin's heartbeats need the job's input topics")
+            raise ConfigurationError(
+                "LiveRobin's heartbeats need the job's input topics: pass input_topics to the "
+                "replica set"
+            )
         self.generator = HeartbeatGenerator(
             view.input_topics,
             heartbeat_index_topic(view.output_topic),
@@ -248,4 +252,6 @@ def replication_strategy(name: str) -> ReplicationStrategy:
     try:
         return STRATEGIES[name]()
     except KeyError:
-        raise ValueError(f"replication {name!r}: choose one of {', '.join(STRATEGIES)}") from None
+        raise ConfigurationError(
+            f"replication {name!r}: choose one of {', '.join(STRATEGIES)}"
+        ) from None

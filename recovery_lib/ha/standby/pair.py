@@ -23,9 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from recovery_lib.errors import JobFailed, NotStarted
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.heartbeat import Heartbeat
-from recovery_lib.runtime.launch import Role, StandbyRole
+from recovery_lib.runtime.launch import LaunchRefused, Role, StandbyRole
 from recovery_lib.runtime.supervisor import ProcessSpec, Restart, Supervisor
 from recovery_lib.settings import get_settings
 
@@ -84,7 +85,10 @@ class StandbyPair:
         self._nodes += 1
         launch = self.spec.launch
         if launch is None:
-            raise ValueError("a standby pair runs a job through the launcher (ProcessSpec.for_job)")
+            raise LaunchRefused(
+                "a standby pair runs a job through the launcher: build its spec with "
+                "ProcessSpec.for_job"
+            )
         if role is Role.STANDBY:
             assert primary is not None
             watch = StandbyRole(
@@ -149,14 +153,14 @@ class StandbyPair:
         deadline = time.monotonic() + timeout_s
         while not self.standby_ready():
             if self.standby is None or self.standby.proc is None:
-                raise RuntimeError("no standby was started")
+                raise NotStarted("no standby was started; call start() first")
             if self.standby.proc.poll() is not None:
-                raise RuntimeError(
+                raise JobFailed(
                     f"the standby exited with {self.standby.proc.returncode} before it was warm; "
                     f"see {self.standby.workdir / 'job.log'}"
                 )
             if time.monotonic() > deadline:
-                raise RuntimeError(
+                raise JobFailed(
                     f"standby not warm within {timeout_s:.0f} s; see "
                     f"{self.standby.workdir / 'job.log'}"
                 )
@@ -268,7 +272,7 @@ class StandbyPair:
         assert self.primary is not None
         if len(self.restarts) >= self.spec.max_restarts + len(self.takeovers):
             self.event("gave_up", {"cause": cause, "standby": "none"})
-            raise RuntimeError(
+            raise JobFailed(
                 f"primary died ({cause}), no standby is running and the restart budget "
                 f"({self.spec.max_restarts}) is spent; see {self.primary.workdir / 'job.log'}"
             )
@@ -395,5 +399,8 @@ class StandbyPair:
 def _query_name(spec: ProcessSpec) -> str:
     """The checkpoint subdirectory the job uses: its name."""
     if not spec.name:
-        raise ValueError(f"process spec of {spec.module} has no job name")
+        raise LaunchRefused(
+            f"process spec of {spec.module} has no job name; set its name (the checkpoint "
+            "subdirectory)"
+        )
     return spec.name

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
+from recovery_lib.io.exceptions import BadFenceHeader
 from recovery_lib.io.sinks.fences import FENCE_HEADER, FenceFilter
 from recovery_lib.io.sinks.ids import CONTROL_HEADER, EPOCH_HEADER, ID_HEADER
 from recovery_lib.kafka import block_consumer
@@ -30,6 +31,7 @@ from recovery_lib.kafka.clients import (
     SLOW_BULK_READS,
     client_config,
 )
+from recovery_lib.kafka.exceptions import RecordsUnreadable
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
 
@@ -83,7 +85,9 @@ def read_topic(
                         if err.code() == KafkaError._PARTITION_EOF:
                             done = done or msg.offset() >= end
                             continue
-                        raise RuntimeError(f"reading {topic}/{part}: {err}")
+                        raise RecordsUnreadable(
+                            f"reading {topic}/{part}: {err}; check the broker is up"
+                        )
                     if msg.offset() >= end:
                         done = True
                         break
@@ -213,8 +217,9 @@ class _IdleWatch:
     def switch_to_slow(self, todo: set[int]) -> bool:
         idle = time.monotonic() - self.since
         if idle > _STALL_S:
-            raise RuntimeError(
-                f"reading {self.topic}: partitions {sorted(todo)} stopped short of their ends"
+            raise RecordsUnreadable(
+                f"reading {self.topic}: partitions {sorted(todo)} stopped short of their ends; "
+                "check the broker is up and kept them"
             )
         if idle > self.slow_after and not self.slow:
             self.slow = True
@@ -290,8 +295,10 @@ def _kept(topic: str, block: Block, end_of: np.ndarray, fence: FenceFilter) -> n
 def _accepted_in_block(topic: str, block: Block, i: int, fence: FenceFilter) -> bool:
     part, flags = int(block.partition[i]), int(block.flags[i])
     if flags & BAD_FENCE:
-        raise ValueError(f"{topic}/{part}@{block.offset[i]}: its {FENCE_HEADER} header is not an "
-                         "integer")  # fmt: skip
+        raise BadFenceHeader(
+            f"{topic}/{part}@{block.offset[i]}: its {FENCE_HEADER} header is not an integer; "
+            "only fencing (ha/fencing.py write_fences) may write that header"
+        )
     headers = {FENCE_HEADER: str(block.fence[i]).encode()} if flags & FENCE else {}
     epoch = int(block.epoch[i]) if block.epoch_valid[i] else None
     return fence.accept(topic, part, epoch, headers)
@@ -352,7 +359,7 @@ def _message_batches(read: _TopicRead) -> Iterator[pa.RecordBatch]:
             watch.got_records()
             errors = [e for e in map(Message.error, msgs) if e is not None]
             if errors:
-                raise RuntimeError(f"reading {topic}: {errors[0]}")
+                raise RecordsUnreadable(f"reading {topic}: {errors[0]}; check the broker is up")
             # Where each partition stands after this block (no per-message partition/offset).
             reached = {
                 tp.partition: tp.offset

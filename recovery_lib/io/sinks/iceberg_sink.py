@@ -26,6 +26,7 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
+from recovery_lib.io.exceptions import InvalidSinkOption
 from recovery_lib.io.sinks.lakehouse import (
     CommitMark,
     EpochFence,
@@ -77,7 +78,9 @@ class IcebergTableSink(MarkedTableSink):
         catalog_name: str = DEFAULT_CATALOG_NAME,
     ) -> None:
         if "." not in identifier:
-            raise ValueError(f"identifier {identifier!r} must be namespace.table")
+            raise InvalidSinkOption(
+                f"identifier {identifier!r} must be namespace.table; name it like default.bids"
+            )
         self.app_id = f"{job}:{query}"  # TableTarget.app_id
         self.identifier = identifier
         self.catalog_name = catalog_name

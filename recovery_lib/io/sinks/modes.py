@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from recovery_lib.io.exceptions import InvalidSinkOption
 from recovery_lib.io.sinks.commit_gate import CommitGate, CommittedReader
 from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic
 
@@ -38,7 +39,7 @@ def sink_mode(name: str) -> str:
     """The canonical name of a mode; the command line also takes ``two-phase`` etc."""
     mode = name.strip().lower().replace("-", "_")
     if mode not in SINK_MODES:
-        raise ValueError(
+        raise InvalidSinkOption(
             f"sink mode {name!r} is unknown; choose one of "
             f"{', '.join(m.replace('_', '-') for m in SINK_MODES)}"
         )

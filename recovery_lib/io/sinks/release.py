@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from recovery_lib.io.sinks.fences import FENCE_HEADER
 from recovery_lib.io.sinks.ids import ID_HEADER, parse_output_id
+from recovery_lib.kafka.exceptions import RecordsUnreadable
 from recovery_lib.kafka.tail_probe import TailProbe
 
 # Records read back per step when looking for the last id (another writer's records, fences).
@@ -126,7 +127,10 @@ class ReleaseBarrier:
                     if err.code() == KafkaError._PARTITION_EOF:
                         position = max(position, msg.offset(), end)
                         continue
-                    raise RuntimeError(f"release barrier reading {topic}/{partition}: {err}")
+                    raise RecordsUnreadable(
+                        f"release barrier reading {topic}/{partition}: {err}; check the broker "
+                        "is up"
+                    )
                 if msg.offset() >= end:
                     break
                 position = msg.offset() + 1

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from recovery_lib.io.exceptions import InvalidSinkOption
 from recovery_lib.io.hooks import WriteFault
 
 BATCH_COL, PARTITION_COL, SEQ_COL = "_batch_id", "_partition", "_seq"
@@ -54,7 +55,9 @@ class TableSink(ABC):
 class DuckDBTableSink(TableSink):
     def __init__(self, path: str | os.PathLike[str], table: str) -> None:
         if not table.replace("_", "").isalnum():
-            raise ValueError(f"table name {table!r} must be letters, digits and underscores")
+            raise InvalidSinkOption(
+                f"table name {table!r} must be letters, digits and underscores; rename it"
+            )
         self.path = str(path)
         self.table = table
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
