@@ -6,6 +6,12 @@ source -> Kafka sink, and the end-to-end latency of a stateless query at a low i
 Throughput of a Spark path = input rows / summed trigger execution time of its batches, after
 a warm-up run of the same path (a path's first query runs ~3x slower while its Python workers
 start); a long-running job is in the warm state.
+
+Beside the project's source, Spark's own Kafka source (``format("kafka")``, the one a team
+would pick) on the same topic in the same run: events/s into noop (all columns, and key +
+value), CPU seconds per million records (Spark's JVM and its Python workers, the broker left
+out), and NexMark q1's end-to-end p50/p99 at two input rates with each source, both writing
+through the project's Kafka sink, so only the way in differs.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from recovery_lib.io.sinks.dedup_reader import DedupReader
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import RANGE_FETCHES, client_config
+from recovery_lib.metrics.resources import ResourceSampler
 from recovery_lib.metrics.stats import percentile
 from recovery_lib.runtime.pacing import Pacer
 from recovery_lib.spark.session import build_session
@@ -80,17 +87,36 @@ def _consume(topic: str, count: int, tuned: bool = False) -> float:
     return seen / elapsed
 
 
+# The sources compared: the project's (io/source.py) and Spark's own Kafka connector.
+OURS, SPARKS = "ours", "spark"
+SOURCES = (OURS, SPARKS)
+LATENCY_RATES = (1_000.0, 4_000.0)  # q1's input, events/s: the low and the busy case here
+
+
+def _read(spark: Any, source: str, topic: str) -> Any:
+    """A stream of ``topic`` from its start through ``source``, 200k records per batch at most."""
+    if source == SPARKS:
+        reader = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", client_config()["bootstrap.servers"])
+            .option("startingOffsets", "earliest")
+        )
+    else:
+        reader = spark.readStream.format(SOURCE_NAME).option("startingOffsets", "earliest")
+    return reader.option("subscribe", topic).option("maxOffsetsPerTrigger", "200000").load()
+
+
 def _spark_rate(
-    spark: Any, topic: str, checkpoint: Path, kind: str, out_topic: str | None = None
+    spark: Any,
+    topic: str,
+    checkpoint: Path,
+    kind: str,
+    out_topic: str | None = None,
+    source: str = OURS,
 ) -> dict:
     from pyspark.sql import functions as F
 
-    df = (
-        spark.readStream.format(SOURCE_NAME)
-        .option("subscribe", topic)
-        .option("maxOffsetsPerTrigger", "200000")
-        .load()
-    )
+    df = _read(spark, source, topic)
     if kind == "noop":
         writer = df.writeStream.format("noop")
     elif kind == "noop_kv":
@@ -105,8 +131,11 @@ def _spark_rate(
             .option("mode", "dedup")
         )
     started = time.perf_counter()
-    query = writer.trigger(availableNow=True).option("checkpointLocation", str(checkpoint)).start()
-    query.awaitTermination()
+    with ResourceSampler(period_s=0.5) as resources:  # Spark's JVM and its Python workers
+        query = (
+            writer.trigger(availableNow=True).option("checkpointLocation", str(checkpoint)).start()
+        )
+        query.awaitTermination()
     wall = time.perf_counter() - started
     if query.exception() is not None:
         raise JobFailed(f"{kind} query failed: {query.exception()}")
@@ -115,28 +144,52 @@ def _spark_rate(
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in progress)
     _ = F  # keep the import local to Spark runs
     return {
+        "source": source,
         "rows": rows,
         "batches": len(progress),
         "events_per_s": rows / (busy_ms / 1000),
         "wall_s": wall,
+        "cpu_s": round(resources.cpu_s, 2),
+        "cpu_s_per_million": round(resources.cpu_s / rows * 1e6, 2) if rows else None,
     }
 
 
-def _latency(spark: Any, workdir: Path, rate: float, seconds: float) -> dict:
+BID_SCHEMA = "auction long, bidder long, price long, dateTime long"
+
+
+def _bid(n: int) -> bytes:
+    """NexMark bid ``n`` as JSON (q1's input)."""
+    return json.dumps(
+        {
+            "auction": 1000 + n % 997,
+            "bidder": 2000 + n % 4999,
+            "price": 100 + n % 9000,
+            "dateTime": 1_700_000_000_000 + n,
+        }  # fmt: skip
+    ).encode()
+
+
+def _latency(spark: Any, workdir: Path, rate: float, seconds: float, source: str = OURS) -> dict:
+    """NexMark q1 (a bid's price in euro) from ``source`` into the project's Kafka sink, fed
+    at ``rate``: each output's broker time less its input's."""
     from pyspark.sql import functions as F
 
     admin = TopicAdmin()
     src, out = f"bench.lat.{uuid.uuid4().hex[:6]}", f"bench.latout.{uuid.uuid4().hex[:6]}"
     admin.create(src, 1)
     admin.create(out, 1)
-    df = (
-        spark.readStream.format(SOURCE_NAME)
-        .option("subscribe", src)
-        .option("startingOffsets", "earliest")
-        .load()
+    df = _read(spark, source, src)
+    bid = F.from_json(F.col("value").cast("string"), BID_SCHEMA)
+    q1 = F.to_json(
+        F.struct(
+            bid.auction.alias("auction"),
+            bid.bidder.alias("bidder"),
+            (bid.price * 0.908).alias("price"),  # q1: dollars to euro
+            bid.dateTime.alias("dateTime"),
+        )
     )
     stamped = df.select(
-        "value",
+        q1.alias("value"),
         F.array(
             F.struct(
                 F.lit("in_ts").alias("key"),
@@ -148,7 +201,7 @@ def _latency(spark: Any, workdir: Path, rate: float, seconds: float) -> dict:
         stamped.writeStream.format(SOURCE_NAME)
         .option("topic", out)
         .option("mode", "dedup")
-        .option("checkpointLocation", str(workdir / "ck-lat"))
+        .option("checkpointLocation", str(workdir / f"ck-lat-{source}-{rate:g}"))
         .trigger(processingTime="0 seconds")
         .start()
     )
@@ -159,7 +212,7 @@ def _latency(spark: Any, workdir: Path, rate: float, seconds: float) -> dict:
         n = 0
         pacer = Pacer(rate)
         while not stop.is_set() and pacer.elapsed_s() < seconds:
-            producer.produce(src, value=f"e{n}".encode())
+            producer.produce(src, value=_bid(n))
             producer.poll(0)
             n += 1
             pacer.wait(n)
@@ -181,6 +234,7 @@ def _latency(spark: Any, workdir: Path, rate: float, seconds: float) -> dict:
             latencies.append(record.timestamp_ms - int(in_ts))
     latencies.sort()
     return {
+        "source": source,
         "rate_eps": rate,
         "outputs": len(latencies),
         "p50_ms": percentile(latencies, 50),
@@ -221,18 +275,30 @@ def run_io_bench(
             warm = f"bench.warm.{uuid.uuid4().hex[:6]}"
             admin.create(warm, PARTITIONS)
             _produce(warm, 20_000)
-            for kind in ("noop", "noop_kv", "count", "kafka_sink"):
+            paths = [(OURS, k) for k in ("noop", "noop_kv", "count", "kafka_sink")]
+            paths += [(SPARKS, k) for k in ("noop", "noop_kv")]
+            for source, kind in paths:
                 out_topic = None
                 if kind == "kafka_sink":
                     out_topic = f"bench.out.{uuid.uuid4().hex[:6]}"
                     admin.create(out_topic, PARTITIONS)
+                name = path_name(source, kind)
                 # Warm-up run of the same plan: Python workers of each kind start on first use.
-                status.update(f"warm-up: source -> {kind} ...")
-                _spark_rate(spark, warm, workdir / f"ck-warm-{kind}", kind, out_topic)
-                status.update(f"source -> {kind} over {events:,} events ...")
-                report[f"source_to_{kind}"] = _spark_rate(
-                    spark, topic, workdir / f"ck-{kind}", kind, out_topic
+                status.update(f"warm-up: {name} ...")
+                _spark_rate(
+                    spark, warm, workdir / f"ck-warm-{name}", kind, out_topic, source=source
                 )
+                status.update(f"{name} over {events:,} events ...")
+                report[name] = _spark_rate(
+                    spark, topic, workdir / f"ck-{name}", kind, out_topic, source=source
+                )
+            report["latency_by_source"] = []
+            for rate in LATENCY_RATES:
+                for source in SOURCES:
+                    status.update(f"q1 latency, {source} source, {rate:,.0f} ev/s ...")
+                    report["latency_by_source"].append(
+                        _latency(spark, workdir, rate, latency_seconds, source)
+                    )
             status.update(f"latency at {latency_rate:g} ev/s for {latency_seconds:g} s ...")
             report["latency"] = _latency(spark, workdir, latency_rate, latency_seconds)
         finally:
@@ -265,6 +331,7 @@ def run_io_bench(
             / report["source_to_noop"]["events_per_s"],
             3,
         ),
+        "against_sparks_source": against_sparks_source(report),
     }
     write_json_report(f"{out}.json", report)
     _chart(report, Path(f"{out}.png"))
@@ -273,9 +340,51 @@ def run_io_bench(
     return report
 
 
+# Issue 55's goals for the project's source against Spark's: throughput and q1's p50.
+GOAL_THROUGHPUT_RATIO = 0.8
+GOAL_P50_RATIO = 1.2
+
+
+def path_name(source: str, kind: str) -> str:
+    """The report key of a measured path (the project's keep their old names)."""
+    return f"source_to_{kind}" if source == OURS else f"{source}_source_to_{kind}"
+
+
+def against_sparks_source(report: dict[str, Any]) -> dict[str, Any]:
+    """The project's source over Spark's, each figure in the same run: throughput (goal
+    >= 0.8x), CPU per million records, and q1's p50/p99 at each rate (goal: p50 <= 1.2x)."""
+    out: dict[str, Any] = {}
+    for kind, label in (("noop", "all_columns"), ("noop_kv", "key_value")):
+        ours, theirs = report[path_name(OURS, kind)], report[path_name(SPARKS, kind)]
+        ratio = ours["events_per_s"] / theirs["events_per_s"]
+        out[label] = {
+            "ours_eps": round(ours["events_per_s"]),
+            "spark_eps": round(theirs["events_per_s"]),
+            "ours_over_spark": round(ratio, 3),
+            "within_goal": ratio >= GOAL_THROUGHPUT_RATIO,
+            "ours_cpu_s_per_million": ours.get("cpu_s_per_million"),
+            "spark_cpu_s_per_million": theirs.get("cpu_s_per_million"),
+        }
+    latency: dict[str, Any] = {}
+    for rate in sorted({r["rate_eps"] for r in report.get("latency_by_source", [])}):
+        at = {r["source"]: r for r in report["latency_by_source"] if r["rate_eps"] == rate}
+        ours, theirs = at[OURS], at[SPARKS]
+        p50_ratio = ours["p50_ms"] / theirs["p50_ms"] if theirs["p50_ms"] else None
+        latency[f"{rate:g}"] = {
+            "ours_p50_ms": ours["p50_ms"],
+            "spark_p50_ms": theirs["p50_ms"],
+            "ours_p99_ms": ours["p99_ms"],
+            "spark_p99_ms": theirs["p99_ms"],
+            "p50_ours_over_spark": round(p50_ratio, 3) if p50_ratio is not None else None,
+            "within_goal": p50_ratio is not None and p50_ratio <= GOAL_P50_RATIO,
+        }
+    out["q1_latency_by_rate"] = latency
+    return out
+
+
 def _chart(report: dict, path: Path) -> None:
     s = report["summary"]
-    fig, (ax1, ax2) = new_figure(1, 2, figsize=(12, 4.5))
+    fig, (ax1, ax2, ax3) = new_figure(1, 3, figsize=(18, 4.8))
     names = [
         "broker\nproduce",
         "broker\nconsume",
@@ -284,6 +393,8 @@ def _chart(report: dict, path: Path) -> None:
         "source(k,v)\n->noop",
         "source\n->count",
         "source\n->Kafka sink",
+        "Spark's\nsource\n->noop",
+        "Spark's\nsource(k,v)\n->noop",
     ]
     values = [
         s["broker_produce_msgs_per_s"],
@@ -293,8 +404,11 @@ def _chart(report: dict, path: Path) -> None:
         s["source_key_value_to_noop_eps"],
         s["source_to_count_eps"],
         s["source_to_kafka_sink_eps"],
+        s["against_sparks_source"]["all_columns"]["spark_eps"],
+        s["against_sparks_source"]["key_value"]["spark_eps"],
     ]
-    bars = ax1.bar(names, [v / 1000 for v in values], color=["#999"] * 3 + ["#1f77b4"] * 4)
+    colors = ["#999"] * 3 + ["#1f77b4"] * 4 + ["#ff7f0e"] * 2
+    bars = ax1.bar(names, [v / 1000 for v in values], color=colors)
     ax1.bar_label(bars, fmt="%.0fk")
     ax1.set_ylabel("thousand events / s")
     ax1.set_title("throughput (one run, one machine)")
@@ -316,4 +430,21 @@ def _chart(report: dict, path: Path) -> None:
         ax2.legend()
     ax2.set_xlabel("end-to-end latency (ms)")
     ax2.set_title(f"stateless query at {report['latency']['rate_eps']:g} ev/s")
+    by_rate = s["against_sparks_source"]["q1_latency_by_rate"]
+    rates = list(by_rate)
+    width = 0.2
+    for i, (field, label, color) in enumerate(
+        (
+            ("ours_p50_ms", "ours p50", "#1f77b4"),
+            ("spark_p50_ms", "Spark's p50", "#ff7f0e"),
+            ("ours_p99_ms", "ours p99", "#aec7e8"),
+            ("spark_p99_ms", "Spark's p99", "#ffbb78"),
+        )
+    ):
+        xs = [j + (i - 1.5) * width for j in range(len(rates))]
+        ax3.bar(xs, [by_rate[r][field] or 0 for r in rates], width, label=label, color=color)
+    ax3.set_xticks(range(len(rates)), [f"{float(r):,.0f} ev/s" for r in rates])
+    ax3.set_ylabel("end-to-end latency (ms)")
+    ax3.set_title("NexMark q1: the project's source vs Spark's")
+    ax3.legend()
     save_figure(fig, path, dpi=110)

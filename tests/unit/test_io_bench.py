@@ -1,0 +1,37 @@
+"""`recovery bench io`'s comparison with Spark's own Kafka source: ratios and goals from the
+figures of one run (the bench itself runs in `make bench-io`)."""
+
+from __future__ import annotations
+
+from recovery_lib.bench.io_bench import OURS, SPARKS, against_sparks_source, path_name
+
+
+def run(ours_eps: float, spark_eps: float, ours_p50: float, spark_p50: float) -> dict:
+    report = {}
+    for kind in ("noop", "noop_kv"):
+        report[path_name(OURS, kind)] = {"events_per_s": ours_eps, "cpu_s_per_million": 9.0}
+        report[path_name(SPARKS, kind)] = {"events_per_s": spark_eps, "cpu_s_per_million": 4.5}
+    report["latency_by_source"] = [
+        {"source": OURS, "rate_eps": 1000.0, "p50_ms": ours_p50, "p99_ms": 900.0},
+        {"source": SPARKS, "rate_eps": 1000.0, "p50_ms": spark_p50, "p99_ms": 700.0},
+    ]
+    return report
+
+
+def test_the_project_keeps_its_report_keys_and_sparks_get_their_own():
+    assert path_name(OURS, "noop") == "source_to_noop"
+    assert path_name(SPARKS, "noop_kv") == "spark_source_to_noop_kv"
+
+
+def test_within_goal_at_0_8x_throughput_and_1_2x_p50():
+    out = against_sparks_source(run(80_000, 100_000, 240.0, 200.0))
+    assert out["all_columns"]["ours_over_spark"] == 0.8 and out["all_columns"]["within_goal"]
+    assert out["q1_latency_by_rate"]["1000"]["p50_ours_over_spark"] == 1.2
+    assert out["q1_latency_by_rate"]["1000"]["within_goal"]
+
+
+def test_a_slower_source_misses_the_goals():
+    out = against_sparks_source(run(50_000, 100_000, 500.0, 200.0))
+    assert out["key_value"]["ours_over_spark"] == 0.5 and not out["key_value"]["within_goal"]
+    assert out["key_value"]["spark_cpu_s_per_million"] == 4.5
+    assert not out["q1_latency_by_rate"]["1000"]["within_goal"]
