@@ -10,6 +10,18 @@ The CLI turns them into one line and an exit code (cli/main.py ``run``).
 
 from __future__ import annotations
 
+__all__ = [
+    "ConfigurationError",
+    "JobError",
+    "JobFailed",
+    "NotStarted",
+    "OracleError",
+    "ProtocolError",
+    "RecoveryError",
+    "ReportError",
+    "SparkUnavailable",
+]
+
 
 class RecoveryError(Exception):
     """Something the library refused or could not do; the message says what to change."""

@@ -5,7 +5,11 @@ external calls break that. Functions get their nondeterminism from a ``CausalCon
 (services.py); its determinants go to a ``DeterminantLog`` (log.py) and are durable before any
 output that depends on them leaves the function (operators.py); a re-executed batch replays
 them in order. ``driver.enable`` prepares a (re)started query; ``driver.truncate`` forgets
-committed batches.
+committed batches. ``ordered`` (order.py) feeds an order-sensitive stateful function its rows
+in lineage order, so a re-executed batch computes what the first run did.
+
+A job in mode causal gets its ``CausalConfig`` as ``opts.causal`` (``JobOptions``) and passes
+it to the wrappers here.
 """
 
 from recovery_lib.causal.determinants import (
@@ -24,9 +28,11 @@ from recovery_lib.causal.operators import (
     pandas_udf,
     with_processing_time,
 )
-from recovery_lib.causal.services import CausalContext
+from recovery_lib.causal.order import ordered
+from recovery_lib.causal.services import CausalClock, CausalContext
 
 __all__ = [
+    "CausalClock",
     "CausalConfig",
     "CausalContext",
     "CorruptDeterminants",
@@ -38,6 +44,7 @@ __all__ = [
     "foreach_batch",
     "map_in_arrow",
     "map_in_pandas",
+    "ordered",
     "pandas_udf",
     "with_processing_time",
 ]

@@ -58,29 +58,55 @@ ON_MISSING = ("fail", "recompute")
 
 @dataclass(frozen=True)
 class CausalConfig:
-    """Everything an executor needs to log and replay determinants (pickled into closures)."""
+    """Everything an executor needs to log and replay determinants (pickled into closures).
+
+    A job in mode causal finds it as ``opts.causal`` (``JobOptions.enable_causal`` builds it)
+    and passes it to the ``recovery_lib.causal`` wrappers.
+
+    Attributes:
+        job: Whose determinants these are (the output topic's name).
+        state_dir: The causal state (the truncation mark), next to the Spark checkpoint;
+            shared storage on a cluster.
+        topic: Storage "kafka": the determinant topic (default ``<job>.determinants``).
+        kafka: Kafka client properties (may hold SASL passwords; left out of ``repr``).
+        storage: "kafka" (a determinant topic) or "output" (piggybacked on the output
+            records).
+        output_topic: Storage "output": the sink topic the determinants ride in.
+        on_missing: A replayed stream's log is unreadable: "fail" the task, or "recompute"
+            live (at-least-once for that batch).
+        epoch: The fencing epoch the determinants are logged in.
+        epoch_store: Fencing (standby takeover): refuse to log once a newer epoch exists.
+        write_guard: ``module:attr`` of the ``recovery_lib.io.hooks`` write-guard factory that
+            enforces ``epoch_store`` (the sink's guard, so the log is fenced like the
+            outputs).
+        epoch_file: A standby builds its query before it knows its epoch: it writes the
+            epoch here at takeover.
+        source: Several processes compute the same streams (active replication):
+            ``module:attr`` of a factory ``(config, key, log) -> DeterminantSource``.
+        source_options: That factory's options.
+
+    Raises:
+        ConfigurationError: An unknown ``storage`` or ``on_missing``; a shared ``source``
+            without storage "kafka"; storage "output" without ``output_topic``.
+    """
 
     job: str
-    state_dir: str  # <checkpoint>/causal: truncation mark (shared storage on a cluster)
-    topic: str = ""  # storage "kafka": the determinant topic (default <job>.determinants)
-    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # SASL passwords
+    state_dir: str
+    topic: str = ""
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)
     storage: str = "kafka"
-    output_topic: str = ""  # storage "output": the sink topic the determinants ride in
-    on_missing: str = "fail"  # replayed stream unreadable: fail the task, or run live
+    output_topic: str = ""
+    on_missing: str = "fail"
     epoch: int = 0
-    epoch_store: str = ""  # fencing (standby takeover): refuse to log once a newer epoch exists
-    # module:attr of the io.hooks writeGuard factory that enforces epoch_store (set by whoever
-    # configures fencing; the sink's guard, so the log is fenced like the outputs).
+    epoch_store: str = ""
     write_guard: str = ""
-    # A standby builds its query before it knows its epoch: it writes the epoch here at takeover.
     epoch_file: str = ""
-    # Several processes computing the same streams (active replication): module:attr of a
-    # factory (config, key, log) -> DeterminantSource, and its options.
     source: str = ""
     source_options: dict[str, str] = field(default_factory=dict)
 
     @property
     def current_epoch(self) -> int:
+        """The epoch to log in: ``epoch_file``'s number once it holds one, else ``epoch``."""
         if self.epoch_file:
             try:
                 return int(Path(self.epoch_file).read_text().strip())

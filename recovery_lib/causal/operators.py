@@ -111,8 +111,22 @@ _current: dict[tuple[str, str, int], CausalContext] = {}
 
 
 def current(scope: str, config: CausalConfig) -> CausalContext:
-    """The context of ``scope`` in the running task, opened on first use (flushes per
-    determinant)."""
+    """The context of ``scope`` in the running task, opened on first use.
+
+    For code no wrapper runs (a ``transformWithStateInPandas`` handler, a plain UDF): the
+    context flushes on every determinant, since nothing knows when its outputs leave.
+
+    Args:
+        scope: The operator's name; unique within the job.
+        config: The job's causal configuration (``opts.causal``).
+
+    Returns:
+        The task's context for ``scope``; a retried task gets a new one, which replays.
+
+    Raises:
+        ConfigurationError: ``config`` piggybacks determinants on the output (storage
+            "output"), which needs a wrapper.
+    """
     from pyspark import TaskContext
 
     _needs_log_topic(config, "current()")
@@ -176,9 +190,15 @@ def _with_carrier_column(schema: Any, config: CausalConfig) -> Any:
 
 
 def carried(df: Any) -> list[Any]:
-    """The determinant column of ``df`` as a one-item select list (empty if it has none):
-    ``df.select(..., *causal.carried(df))`` keeps piggybacked determinants on the way to
-    the sink."""
+    """The determinant column of ``df`` as a select list, to keep piggybacked determinants
+    on the way to the sink: ``df.select(..., *causal.carried(df))``.
+
+    Args:
+        df: A DataFrame that may carry the ``rl_determinants`` column (storage "output").
+
+    Returns:
+        ``[rl_determinants]``, or an empty list when ``df`` has no such column.
+    """
     from pyspark.sql import functions as F
 
     return [F.col(DET_COLUMN)] if DET_COLUMN in df.columns else []
@@ -203,7 +223,21 @@ def map_in_pandas(
     scope: str,
     config: CausalConfig,
 ) -> Any:
-    """``df.mapInPandas`` with ``fn(ctx, frames)``."""
+    """``df.mapInPandas`` with ``fn(ctx, frames)``: the task's context comes first, and its
+    determinants are durable before each frame ``fn`` yields leaves.
+
+    Args:
+        df: The input DataFrame.
+        fn: ``fn(ctx, frames)``: yields pandas DataFrames of ``schema``; takes its
+            nondeterminism from ``ctx`` (a ``CausalContext``).
+        schema: The output schema (a ``StructType`` or DDL string).
+        scope: The operator's name; unique within the job.
+        config: The job's causal configuration (``opts.causal``).
+
+    Returns:
+        The mapped DataFrame; with storage "output" it has the ``rl_determinants`` column
+        too (keep it up to the sink: ``carried``).
+    """
     return df.mapInPandas(_per_partition(fn, scope, config), _with_carrier_column(schema, config))
 
 
@@ -214,14 +248,42 @@ def map_in_arrow(
     scope: str,
     config: CausalConfig,
 ) -> Any:
-    """``df.mapInArrow`` with ``fn(ctx, batches)``."""
+    """``df.mapInArrow`` with ``fn(ctx, batches)``: as ``map_in_pandas``, for Arrow record
+    batches.
+
+    Args:
+        df: The input DataFrame.
+        fn: ``fn(ctx, batches)``: yields Arrow record batches of ``schema``; takes its
+            nondeterminism from ``ctx`` (a ``CausalContext``).
+        schema: The output schema (a ``StructType`` or DDL string).
+        scope: The operator's name; unique within the job.
+        config: The job's causal configuration (``opts.causal``).
+
+    Returns:
+        The mapped DataFrame; with storage "output" it has the ``rl_determinants`` column
+        too (keep it up to the sink: ``carried``).
+    """
     return df.mapInArrow(_per_partition(fn, scope, config), _with_carrier_column(schema, config))
 
 
 def pandas_udf(fn: Callable[..., Any], return_type: Any, scope: str, config: CausalConfig) -> Any:
-    """A scalar iterator pandas UDF: ``fn(ctx, *series)`` per Arrow batch returns a
-    ``pandas.Series`` (a ``pandas.DataFrame`` for a struct ``return_type``) of the same length;
-    call the result on one or more columns, ``df.withColumn("x", udf("a", "b"))``."""
+    """A scalar iterator pandas UDF whose function takes the task's context.
+
+    Args:
+        fn: ``fn(ctx, *series)``, called per Arrow batch: returns a ``pandas.Series`` (a
+            ``pandas.DataFrame`` for a struct ``return_type``) of the same length.
+        return_type: The UDF's Spark return type.
+        scope: The operator's name; unique within the job.
+        config: The job's causal configuration (``opts.causal``); storage "kafka".
+
+    Returns:
+        A nondeterministic pandas UDF; call it on one or more columns,
+        ``df.withColumn("x", udf("a", "b"))``.
+
+    Raises:
+        ConfigurationError: ``config`` piggybacks determinants on the output (storage
+            "output"): a UDF cannot tell which output depends on them.
+    """
     import pandas as pd
     from pyspark.sql.functions import pandas_udf as spark_pandas_udf
 
@@ -254,9 +316,19 @@ def pandas_udf(fn: Callable[..., Any], return_type: Any, scope: str, config: Cau
 
 
 def with_processing_time(df: Any, column: str, scope: str, config: CausalConfig) -> Any:
-    """Add ``column``: the wall-clock time at which each Arrow batch of rows reached this
-    operator, read through the causal clock, so a re-executed batch gets the same times (and
-    processing-time windows the same contents)."""
+    """Add the processing time, read through the causal clock, so a re-executed batch gets
+    the same times (and processing-time windows the same contents).
+
+    Args:
+        df: The input DataFrame.
+        column: The new timestamp column: when each Arrow batch of rows reached this
+            operator.
+        scope: The operator's name; unique within the job.
+        config: The job's causal configuration (``opts.causal``).
+
+    Returns:
+        ``df`` with ``column``.
+    """
     from pyspark.sql.types import StructField, StructType, TimestampType
 
     schema = StructType([*df.schema.fields, StructField(column, TimestampType(), True)])
@@ -297,7 +369,18 @@ def driver_context(scope: str, config: CausalConfig, batch_id: int) -> Iterator[
 def foreach_batch(
     fn: Callable[[CausalContext, Any, int], None], scope: str, config: CausalConfig
 ) -> Callable[[Any, int], None]:
-    """A ``foreachBatch`` function with ``fn(ctx, df, batch_id)``."""
+    """A ``foreachBatch`` function whose body takes a context (driver side): a re-executed
+    batch replays what its first run logged.
+
+    Args:
+        fn: ``fn(ctx, df, batch_id)``.
+        scope: The operator's name; unique within the job.
+        config: The job's causal configuration (``opts.causal``); storage "kafka".
+
+    Returns:
+        ``run(df, batch_id)`` for ``writeStream.foreachBatch``. It raises
+        ``ConfigurationError`` when ``config`` has storage "output".
+    """
 
     def run(df: Any, batch_id: int) -> None:
         with driver_context(scope, config, batch_id) as ctx:

@@ -24,8 +24,21 @@ def ordered(
     fn: Callable[[Any, Iterator[Any], Any], Iterator[Any]],
     by: Sequence[str] = LINEAGE,
 ) -> Callable[[Any, Iterator[Any], Any], Iterator[Any]]:
-    """Wrap an ``applyInPandasWithState`` function ``fn(key, frames, state)`` so that it sees
-    one frame per call with the key's rows sorted by ``by``."""
+    """Wrap an ``applyInPandasWithState`` function so that it sees one frame per call with
+    the key's rows sorted by ``by``.
+
+    The job must run with deterministic record order in the modes that re-execute batches
+    (``ConsistencyContract(ordered=True)``).
+
+    Args:
+        fn: ``fn(key, frames, state)``, order-sensitive.
+        by: The columns to sort by; default the source record's lineage (topic, partition,
+            offset), which the rows must keep up to here.
+
+    Returns:
+        The wrapped function (same arguments). It raises ``JobError`` when the rows lack a
+        column of ``by``.
+    """
     columns = list(by)
 
     def wrapped(key: Any, frames: Iterator[Any], state: Any) -> Iterator[Any]:

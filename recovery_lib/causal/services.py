@@ -58,7 +58,14 @@ class DeterminantSource(Protocol):
 
 class CausalClock:
     """Wall-clock milliseconds, logged only when the millisecond changes (Clonos caches the
-    timestamp per millisecond, so a busy function does not log a determinant per call)."""
+    timestamp per millisecond, so a busy function does not log a determinant per call).
+
+    A function reads it as ``ctx.clock``; ``CausalContext`` builds it.
+
+    Args:
+        ctx: The context whose stream the readings are logged in.
+        source: The live clock, in seconds.
+    """
 
     def __init__(self, ctx: CausalContext, source: Callable[[], float] = time.time) -> None:
         self._ctx = ctx
@@ -67,6 +74,15 @@ class CausalClock:
         self._current: int | None = None
 
     def now_ms(self) -> int:
+        """The time now, or, in a re-execution, the time the first run read at this call.
+
+        Returns:
+            Milliseconds since the epoch.
+
+        Raises:
+            DeterminantMismatch: A re-execution asks for the time where the first run did
+                not (its calls come in another order).
+        """
         call = self._calls
         self._calls += 1
         ctx = self._ctx
@@ -97,6 +113,29 @@ class CausalClock:
 
 
 class CausalContext:
+    """One stream of determinants: one scope in one partition of one micro-batch.
+
+    The wrappers (``map_in_pandas``, ``current``, ...) open it and hand it to the function;
+    a function takes its nondeterminism from it: ``ctx.clock.now_ms()``, ``ctx.random``,
+    ``ctx.call(fn, *args)``, ``ctx.service(fn)``.
+
+    Args:
+        key: The stream (job, batch, scope, partition).
+        log: Where its determinants go.
+        replay: Determinants a previous run logged, returned in order before anything runs
+            live.
+        attempt: Spark's attempt number of the task.
+        epoch: The fencing epoch the determinants are logged in.
+        auto_flush: Flush after every determinant (no wrapper flushes before outputs).
+        source: Another process computes the same stream (active replication): it gives
+            the determinants.
+
+    Attributes:
+        clock: The causal clock (``CausalClock``).
+        replayed: Determinants returned from the log so far.
+        logged: Determinants recorded live so far.
+    """
+
     def __init__(
         self,
         key: StreamKey,
@@ -127,10 +166,12 @@ class CausalContext:
 
     @property
     def replaying(self) -> bool:
+        """Whether the stream was opened with logged determinants to replay."""
         return bool(self._replay)
 
     @property
     def prefix_exhausted(self) -> bool:
+        """Whether every logged determinant has been replayed (the stream now runs live)."""
         return self._pos >= len(self._replay)
 
     def _peek(self, kind: str) -> Determinant | None:
@@ -212,7 +253,20 @@ class CausalContext:
         return self._random
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn`` live (and log its result) or return the logged result on replay."""
+        """Run ``fn`` live (and log its result) or return the logged result on replay.
+
+        Args:
+            fn: The nondeterministic call (an HTTP request, a lookup).
+            *args: Its positional arguments.
+            **kwargs: Its keyword arguments.
+
+        Returns:
+            ``fn``'s result: JSON-serialisable data or bytes, so that it can be logged.
+
+        Raises:
+            TypeError: ``fn`` returned something else.
+            DeterminantMismatch: A re-execution calls where the first run did something else.
+        """
 
         def live() -> Any:
             result = fn(*args, **kwargs)
@@ -230,7 +284,14 @@ class CausalContext:
         return self._next(CALL, live)
 
     def service(self, fn: Callable[..., T]) -> Callable[..., T]:
-        """``fn`` wrapped so that each call goes through :meth:`call`."""
+        """``fn`` wrapped so that each call goes through ``call``.
+
+        Args:
+            fn: Any nondeterministic callable.
+
+        Returns:
+            A callable with ``fn``'s arguments whose results are logged and replayed.
+        """
 
         def wrapped(*args: Any, **kwargs: Any) -> T:
             return self.call(fn, *args, **kwargs)

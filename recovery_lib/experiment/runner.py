@@ -149,70 +149,100 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ExperimentConfig:
-    # The job: a job of this repository's jobs/ by name (q3, prices) or a JobSpec's module:attr.
+    """What an experiment runs: the job, its recovery mode and sink, the failures, the input.
+
+    Attributes:
+        query: the job: one of this repository's jobs/ by name (q3, prices) or a JobSpec's
+            ``module:attr``.
+        mode: the recovery mode (modes/ registry: native, causal, cec, standby, kazoo,
+            liverobin).
+        fail: the failure kind, or several comma-separated that take turns; None: no failure.
+        fail_at_s: seconds into the faulty run of the first failure.
+        repeat: failures per faulty run: at fail_at_s, + every_s, + 2 every_s, ...
+        every_s: seconds between repeated failures.
+        jitter_s: each failure up to this much later (random, from ``seed``).
+        inject_grace_s: failures still due when the timed input ends (the job was not back
+            from the previous one in time) get up to this much more input, at the same rate,
+            to come in; 0: none (they are recorded as not injected).
+        rate: input events per second.
+        duration_s: seconds of timed input.
+        seed: the generator's and the jitter's seed.
+        sink: how outputs reach the topic (io/sinks/modes.py: dedup, release, transactional,
+            two-phase, at-least-once) or a table sink (delta, iceberg).
+        table: a table sink's location (default: the run's own).
+        cluster: run on the local standalone cluster instead of local mode.
+        executor_cores: on a cluster, cores per executor (1: one executor per worker core).
+        pause_s: how long a pause, a network fault or a broker outage lasts.
+        heartbeat_timeout_s: how long a silent job counts as alive.
+        midwrite_rows: mid-write failures fire after this many rows of a batch's write.
+        quiet_s: the quiet time that ends the drain after the input.
+        q12_window_s: q12's processing-time window.
+        warmup_s: seconds of input, unpaced, processed and committed before the timed phase,
+            so the measured run does not include the first batches' warm-up.
+        catch_up_timeout_s: how long the warm-up's processing, and the drain after the input,
+            may take.
+        keys: keyed input instead of the generator: events {account, amount} over this many
+            distinct keys, each once in the warm-up (a job with one JSON input of them).
+        keep_input: keep the input topics when the experiment ends (an in-memory broker keeps
+            every record: 150 s at 100k ev/s is ~5 GB).
+        keep_output: keep every topic of the experiment once judged (False: delete them; a
+            benchmark of many points needs that on the in-memory broker).
+        replay: recorded input instead of the generator: the job's input name -> a topic.
+        replay_start: the offsets to replay from, {topic: {partition: offset}}.
+        replay_end: the offsets to replay up to (exclusive); default: everything present.
+        params: the job's ``--param name=value`` (besides its services').
+        victim: active replication: which replica a failure hits (leader, follower, a, b).
+        heartbeat_period_s: LiveRobin's heartbeat period.
+        trigger_s: the job's processing-time trigger in seconds (None: each batch as soon as
+            the last ended); a KaZoo replacement catches up only with slack in it.
+        replace_after_s: active replication: when a dead replica is replaced.
+        slow_delay_s: LiveRobin: one input partition's heartbeats this late.
+        net_latency_ms: net-latency: the added latency.
+        net_jitter_ms: net-latency: up to this much more.
+        net_reset_api: net-reset: the request whose answer is cut off (produce, fetch, any).
+    """
+
     query: str = "q3"
     mode: str = "native"
     fail: str | None = "driver-kill"
     fail_at_s: float = 20.0
-    repeat: int = 1  # failures per faulty run: at fail_at_s, + every_s, + 2 every_s, ...
+    repeat: int = 1
     every_s: float = 20.0
-    jitter_s: float = 0.0  # each failure up to this much later (random, from --seed)
-    # Failures still due when the timed input ends (the job was not back from the previous one
-    # in time, e.g. while a new standby or replica is built) get up to this much more input,
-    # at the same rate, to come in; 0: none (they are recorded as not injected).
+    jitter_s: float = 0.0
     inject_grace_s: float = 0.0
     rate: float = 2_000.0
     duration_s: float = 60.0
     seed: int = 42
     sink: str = "dedup"
-    table: str | None = None  # --sink delta|iceberg: the table's location (default: the run's)
+    table: str | None = None
     cluster: bool = False
-    executor_cores: int | None = None  # cluster: 1 -> one executor per worker core
+    executor_cores: int | None = None
     pause_s: float = 5.0
     heartbeat_timeout_s: float = 10.0
     midwrite_rows: int = 20
     quiet_s: float = 6.0
     q12_window_s: int = 10
-    # Before the timed phase: this many seconds of input, unpaced, processed and committed, so
-    # the measured run does not include the first batches' warm-up (Python workers, JIT).
     warmup_s: float = 2.0
-    # How long the warm-up's processing, and the drain after the input, may take (a large
-    # keyed warm-up, a reference run catching up on it).
     catch_up_timeout_s: float = 300.0
-    # Keyed input instead of the generator (KeyedInput): events {account, amount} over this many
-    # distinct keys, each key once in the warm-up; for a job with one JSON input of them.
     keys: int | None = None
-    # The input topics are deleted when the experiment ends: the embedded broker keeps every
-    # record in memory (150 s at 100k ev/s is ~5 GB). Output topics stay for `recovery verify`.
     keep_input: bool = False
-    # False: every topic of the experiment (``exp.<id>.``: outputs, order and determinant logs)
-    # is deleted once the oracle has judged it. A benchmark of many points needs it on the
-    # in-memory broker: three 10^7-key points left 8.4 GB in tansu, which the kernel killed.
     keep_output: bool = True
-    # Recorded input instead of the generator: the job's input name -> an existing topic, and
-    # the offset range to replay ({topic: {partition: offset}}; default: everything present).
     replay: dict[str, str] | None = None
     replay_start: dict[str, dict[int, int]] | None = None
     replay_end: dict[str, dict[int, int]] | None = None
-    params: dict[str, str] | None = None  # the job's --param name=value (besides its services)
-    # Active replication (modes kazoo, liverobin): which replica a failure hits (leader,
-    # follower, a, b), LiveRobin's heartbeat period, when a dead replica is replaced.
+    params: dict[str, str] | None = None
     victim: str | None = None
     heartbeat_period_s: float | None = None
-    # The job's processing-time trigger in seconds (None: each batch as soon as the last ended).
-    # A KaZoo replacement replays the leader's cuts one by one: it catches up only if a batch
-    # of it runs faster than the leader cuts one, which needs slack a 0 s trigger leaves none of.
     trigger_s: float | None = None
     replace_after_s: float | None = None
-    slow_delay_s: float = 0.0  # LiveRobin: one input partition's heartbeats this late
-    # Network faults (net-latency: added latency and jitter; net-reset: the request whose
-    # answer is cut off). How long a blackhole, latency or broker pause lasts: pause_s.
+    slow_delay_s: float = 0.0
     net_latency_ms: float = 200.0
     net_jitter_ms: float = 50.0
     net_reset_api: str = "produce"
 
     @property
     def job(self) -> JobSpec:
+        """The job ``query`` names (raises JobError saying how to name one)."""
         return resolve_job(self.query)
 
     @property
@@ -222,6 +252,12 @@ class ExperimentConfig:
         return tuple(k.strip() for k in self.fail.split(",")) if self.fail else ()
 
     def validate(self) -> None:
+        """Refuse what cannot run, before anything starts.
+
+        Raises:
+            LaunchRefused: options that do not work together (the message says what to
+                change).
+        """
         job = self.job  # raises saying how to name a job
         if self.replay:
             unknown = sorted(set(self.replay) - set(job.inputs))
@@ -308,13 +344,21 @@ class ExperimentConfig:
         return SINKS.get(self.sink, "dedup")
 
     def table_target(self, workdir: Path) -> TableTarget | None:
-        """The faulty run's table (None: it writes its output topic)."""
+        """The faulty run's table.
+
+        Args:
+            workdir: the experiment's work directory (the default table lives there).
+
+        Returns:
+            The table, or None when the run writes its output topic.
+        """
         if self.sink not in TABLE_SINKS:
             return None
         return TableTarget.parse(f"{self.sink}:{self.table or workdir / 'faulty' / 'table'}")
 
     @property
     def recovery_mode(self) -> RecoveryMode:
+        """The registered mode ``mode`` names."""
         return get_mode(self.mode)
 
     @property
@@ -331,6 +375,7 @@ class ExperimentConfig:
 
     @property
     def mode_options(self) -> ModeOptions:
+        """What the mode's supervisor is told beyond the job's process."""
         return ModeOptions(
             self.victim, self.heartbeat_period_s, self.replace_after_s, self.slow_delay_s
         )
@@ -381,6 +426,22 @@ class _Run:
 
 
 class Experiment:
+    """A faulty run and a failure-free reference run of one job on the same input, judged by
+    the oracle (``run`` returns the report).
+
+    Args:
+        cfg: what to run; validated here.
+        console: where progress and tables go (default: a new rich console).
+        progress: a line-per-event progress callback (default: throttled lines on the
+            console, at most one per 10 s).
+        on_run: ``on_run(name, "start" | "end")`` around each run (faulty, reference), e.g.
+            to measure what the faulty run alone costs.
+
+    Raises:
+        LaunchRefused: ``cfg`` asks for something that cannot run (the message says what to
+            change).
+    """
+
     def __init__(
         self,
         cfg: ExperimentConfig,
@@ -388,8 +449,6 @@ class Experiment:
         progress: Callable[[str], None] | None = None,
         on_run: Callable[[str, str], None] | None = None,
     ) -> None:
-        """``on_run(name, "start" | "end")`` around each run (faulty, reference): e.g. to
-        measure what the faulty run alone costs."""
         cfg.validate()
         self.cfg = cfg
         self.job = cfg.job
@@ -475,6 +534,14 @@ class Experiment:
         return conf
 
     def run(self) -> dict[str, Any]:
+        """Run both, judge the faulty run's output against the reference's, stop everything
+        started.
+
+        Returns:
+            The report: failures (fired or not), throughput, latency, restarts and takeovers,
+            output gap and recovery time, and ``consistency`` (the oracle's verdict, with
+            ``evidence`` when inconsistent); ``write_report`` saves it.
+        """
         started = time.monotonic()
         try:
             if self.cfg.cluster:
@@ -1076,6 +1143,15 @@ def table_summary(target: TableTarget) -> dict[str, Any]:
 
 
 def write_report(report: dict[str, Any], path: str | Path) -> Path:
+    """Save an experiment's report as JSON, and its timeline as a PNG beside it.
+
+    Args:
+        report: what ``Experiment.run`` returned (its private timeline is taken out).
+        path: the JSON file to write (parent directories are made).
+
+    Returns:
+        The JSON file's path.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     timeline = report.pop("_timeline", None)

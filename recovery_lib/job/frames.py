@@ -64,14 +64,29 @@ def read_json_input(
     required: Sequence[str],
     clock_column: tuple[str, str] | None = None,
 ) -> DataFrame:
-    """Input ``name`` parsed as JSON records of ``schema``: columns ``key``, ``topic``,
-    ``partition``, ``offset``, ``ingest_ms`` and the schema's fields. A record that is not JSON
-    or lacks a ``required`` field goes to the dead-letter topic (reason + source position)
-    and is counted in the progress metrics.
+    """Input ``name`` parsed as JSON records of ``schema``, read through the library's source.
 
-    ``clock_column=(name, scope)`` (causal mode) adds ``name``: the processing time at which
-    rows passed the dead-letter router, read through the causal clock of ``scope``. The rows
-    pass through Python there anyway, so the clock costs no extra Python operator (Q12)."""
+    A record that is not JSON or lacks a ``required`` field goes to the dead-letter topic
+    (reason and source position) and is counted in the progress metrics.
+
+    Args:
+        spark: The job's session.
+        opts: The job's options (``build``'s second argument).
+        name: One of the job's inputs; its topic is ``opts.topic_for(name)``.
+        schema: The records' fields as a Spark DDL string (``"id long, amount double"``).
+        required: Fields a record must have; one without them is a dead letter.
+        clock_column: ``(column, scope)``, causal mode only: adds ``column``, the processing
+            time at which rows passed the dead-letter router, read through the causal clock
+            of ``scope``. The rows pass through Python there anyway, so the clock costs no
+            extra Python operator (Q12).
+
+    Returns:
+        A streaming DataFrame with columns ``key``, ``topic``, ``partition``, ``offset``,
+        ``ingest_ms`` and the schema's fields (and ``clock_column``'s).
+
+    Raises:
+        JobError: ``clock_column`` without causal mode (``opts.causal`` unset).
+    """
     reader = spark.readStream.format(SOURCE_NAME).options(**opts.kafka_options())
     reader = reader.option("subscribe", opts.topic_for(name))
     # Records parked as poison (job/poison.py) go to the job's dead letters, not to the query.
@@ -158,9 +173,25 @@ def offsets_of(text: str, topic: str) -> str:
 def route_dead_letters(
     df: DataFrame, opts: JobOptions, clock_column: tuple[str, str] | None = None
 ) -> DataFrame:
-    """Rows with a ``_reason`` are produced to the dead-letter topic (flushed before the task
-    ends, id = source position, so a re-run dedups); the others continue without ``value``
-    (and with the causal processing-time column, see ``read_events``)."""
+    """Send the rows with a ``_reason`` to the dead-letter topic; the others continue.
+
+    Dead letters are flushed before the task ends, with the source position as their id, so
+    a re-run dedups them. A task fails (RecordsNotAcknowledged) when the broker does not
+    acknowledge them.
+
+    Args:
+        df: Rows with ``value``, ``_reason`` (null: a good row), ``key``, ``topic``,
+            ``partition`` and ``offset``.
+        opts: The job's options (its dead-letter topic and Kafka properties).
+        clock_column: ``(column, scope)``, causal mode only: add ``column``, the processing
+            time read through the causal clock of ``scope``.
+
+    Returns:
+        The good rows, without ``value`` and ``_reason``.
+
+    Raises:
+        JobError: ``clock_column`` without causal mode (``opts.causal`` unset).
+    """
     kafka = dict(opts.kafka)
     topic = opts.dlq_topic
     out_fields = [f for f in df.schema.fields if f.name not in ("value", "_reason")]
@@ -223,9 +254,18 @@ def route_dead_letters(
 
 
 def output(key: Column, value_fields: list[Column], ingest_ms: Column) -> list[Column]:
-    """A job's output columns: ``key`` (string), ``value`` (a struct of ``value_fields``: the
-    writers serialize it as JSON and record its Spark type as the run's output schema, which
-    the oracle checks every output against) and ``ingest_ms``."""
+    """A job's output columns, for ``df.select(*output(...))``.
+
+    Args:
+        key: The output's Kafka key (cast to string).
+        value_fields: The value's fields. The writers serialize the struct as JSON and
+            record its Spark type as the run's output schema, which the oracle checks every
+            output against.
+        ingest_ms: The ingest time (ms) of the newest input the output depends on.
+
+    Returns:
+        The columns ``key``, ``value`` and ``ingest_ms``.
+    """
     return [
         key.cast("string").alias("key"),
         F.struct(*value_fields).alias("value"),
@@ -255,8 +295,20 @@ def serialized(df: DataFrame, opts: JobOptions) -> DataFrame:
 
 
 def write_output(df: DataFrame, opts: JobOptions, once: bool = False):  # noqa: ANN201
-    """Start the query writing ``df`` to the job's output (a StreamingQuery). ``once``: one
-    batch and stop (a standby's rehearsal)."""
+    """Start the query writing ``df`` to the job's output: the Kafka sink in
+    ``opts.sink_mode``, or the lakehouse table ``opts.table_sink``.
+
+    The job runtime calls it with what ``build`` returned; a job calls it only when it runs
+    its own queries.
+
+    Args:
+        df: The output (``key``, ``value``, ``ingest_ms``; see ``output``).
+        opts: The job's options.
+        once: Write one batch and stop (a standby's rehearsal).
+
+    Returns:
+        The started ``StreamingQuery``.
+    """
     if opts.table_sink:
         return write_table_output(df, opts)
     df = serialized(df, opts)

@@ -24,10 +24,57 @@ def input_topic(name: str, prefix: str, inputs: Mapping[str, str]) -> str:
 
 @dataclass
 class JobOptions:
-    """``query`` is the job's name: the checkpoint subdirectory and the query name in Spark.
-    Input ``x`` is read from ``inputs[x]`` if given, else ``<prefix>.x`` (``x`` without a
-    prefix; NexMark's generator names its topics by the same rule). ``partitions``: the output
-    topic's partitions when the job creates it."""
+    """What a running job is told; ``build(spark, opts)`` gets it.
+
+    A job reads its inputs' topics (``topic_for``), its params (``param``) and, in mode
+    causal, ``causal``; the runtime reads the rest. Defaults run on the embedded broker.
+
+    Attributes:
+        query: The job's name: the checkpoint subdirectory and the query's name in Spark.
+        prefix: Input ``x`` is read from ``<prefix>.x`` unless ``inputs`` names its topic
+            (``x`` without a prefix; NexMark's generator names its topics by the same rule).
+        partitions: The output topic's partitions when the job creates it.
+        checkpoint_dir: The directory holding the job's checkpoint (``checkpoint_path``).
+        output_topic: The output topic (default ``out_topic``'s rule).
+        dead_letter_topic: Where unreadable input records go (default ``dlq_topic``'s rule).
+        sink_mode: The Kafka sink's mode (``recovery_lib.io.sinks.modes.SINK_MODES``).
+        output_mode: "append", or "update": the output is a running aggregate
+            (``JobSpec.output_mode``); each batch writes the rows it changed, through
+            ``foreachBatch`` (``write_output``).
+        available_now: Process what the inputs hold, then stop.
+        trigger_interval: Spark's processing-time trigger ("0 seconds": each batch as soon
+            as the last ended).
+        max_records_per_batch: At most this many input records per micro-batch.
+        ending_offsets: JSON ``{topic: {partition: offset}}``: a bounded run stops there.
+        watermark_delay: How late an event may come (Spark's ``withWatermark``).
+        window_s: NexMark's sliding windows: their size in seconds.
+        slide_s: NexMark's sliding windows: their slide in seconds.
+        q12_window_s: NexMark Q12's processing-time window in seconds.
+        kafka: Kafka client properties (may hold secrets; left out of ``repr``). Empty:
+            the settings' client configuration.
+        inputs: Input name -> topic, overriding the prefix rule.
+        params: The job's own ``--param name=value``.
+        causal: Set in mode causal: where nondeterminism is logged. Pass it to the
+            ``recovery_lib.causal`` wrappers.
+        source_options: A mechanism's own source options (a pipeline's checkpoint protocol:
+            cut policy, record headers), given to every input as they are.
+        sink_options: A mechanism's own sink options (a commit hook, record headers), given
+            to the sink as they are (``recovery_lib.io.sinks.kafka_sink.SinkOptions``).
+        table_sink: The output goes to this lakehouse table instead of the output topic,
+            spelled as ``recovery_lib.io.sinks.table_target.TableTarget.parse`` reads it.
+        epoch: Standby jobs: the fencing epoch the sink writes with.
+        epoch_store: Standby jobs: the epoch store the sink checks.
+        follow_log: A standby replays its primary's batches from this shipped offset-log
+            tail.
+        takeover_marker: A hot standby runs its query before its takeover: until this file
+            exists it follows only batches the primary committed and writes nothing.
+        epoch_file: A hot standby reads its sink's epoch from this file once it took over.
+        parked_file: The job's parked input records (default: ``parked_path``).
+        stream_name: The query's name in Spark when it is not ``query``: a stage of a
+            pipeline hosted with others in one Spark application.
+        schema_store: Where the writers record the output's Spark type for the oracle
+            (``recovery_lib.verify.schema``); None: not recorded.
+    """
 
     query: str = "q1"
     prefix: str = "nexmark"
@@ -36,43 +83,29 @@ class JobOptions:
     output_topic: str | None = None
     dead_letter_topic: str | None = None
     sink_mode: str = "dedup"
-    # "update": the output is a running aggregate (JobSpec.output_mode); each batch writes the
-    # rows it changed, through foreachBatch (frames.write_output).
     output_mode: str = "append"
     available_now: bool = False
     trigger_interval: str = "0 seconds"
     max_records_per_batch: int | None = None
-    ending_offsets: str | None = None  # JSON {topic: {partition: offset}}: a bounded run
+    ending_offsets: str | None = None
     watermark_delay: str = "5 seconds"
     window_s: int = 10
     slide_s: int = 2
     q12_window_s: int = 10
-    kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
-    inputs: dict[str, str] = field(default_factory=dict)  # input name -> topic (overrides)
-    params: dict[str, str] = field(default_factory=dict)  # the job's own --param name=value
-    causal: CausalConfig | None = None  # set in mode "causal": nondeterminism is logged
-    # A mechanism's own source / sink options (a pipeline's checkpoint protocol: cut policy,
-    # commit hook, record headers), given to every input and to the sink as they are.
+    kafka: dict[str, str] = field(default_factory=dict, repr=False)
+    inputs: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+    causal: CausalConfig | None = None
     source_options: dict[str, str] = field(default_factory=dict)
     sink_options: dict[str, str] = field(default_factory=dict)
-    # The output goes to this lakehouse table instead of the output topic (TableTarget.parse).
     table_sink: str | None = None
-    # Standby jobs (recovery_lib/ha/standby): the fencing epoch the sink writes with and the epoch
-    # store it checks; a standby replays its primary's batches from this shipped offset-log tail.
     epoch: int = 0
     epoch_store: str | None = None
     follow_log: str | None = None
-    # A hot standby (ha/standby/process.py) runs its query before its takeover: until this
-    # marker file exists it follows only batches the primary committed and writes nothing;
-    # its sink's epoch is then read from ``epoch_file``.
     takeover_marker: str | None = None
     epoch_file: str | None = None
-    parked_file: str | None = None  # default: beside the checkpoint (parked_path)
-    # The query's name in Spark when it is not ``query``: a stage of a pipeline hosted with
-    # others in one Spark application (pipeline/host.py), whose queries need names of their own.
+    parked_file: str | None = None
     stream_name: str | None = None
-    # Where the writers record the output's Spark type (verify/schema.py SchemaStore; None:
-    # not recorded), for the oracle.
     schema_store: str | None = None
 
     def __post_init__(self) -> None:
@@ -86,11 +119,24 @@ class JobOptions:
 
     @property
     def checkpoint_path(self) -> str:
+        """The job's checkpoint: ``<checkpoint_dir>/<query>``."""
         return f"{self.checkpoint_dir}/{self.query}"
 
     def enable_causal(self, on_missing: str = "fail", storage: str = "kafka") -> CausalConfig:
-        """Causal logging for this job: determinants in ``<output topic>.determinants`` (or
-        piggybacked on the output records), the causal state next to the Spark checkpoint."""
+        """Turn on causal logging for this job: determinants in ``<output topic>.determinants``
+        (or piggybacked on the output records), the causal state next to the Spark checkpoint.
+
+        Args:
+            on_missing: A re-execution whose determinants cannot be read: "fail" the task, or
+                "recompute" live (at-least-once for that batch).
+            storage: "kafka" (a determinant topic) or "output" (on the output records).
+
+        Returns:
+            The configuration, also set as ``causal``.
+
+        Raises:
+            ConfigurationError: ``on_missing`` or ``storage`` is not one of the above.
+        """
         self.causal = CausalConfig(
             job=self.out_topic,
             state_dir=f"{self.checkpoint_path}.causal",
@@ -103,21 +149,43 @@ class JobOptions:
 
     @property
     def out_topic(self) -> str:
+        """The output topic: ``output_topic``, else ``<prefix>.out.<query>`` (``<query>.out``
+        without a prefix)."""
         if self.output_topic:
             return self.output_topic
         return f"{self.prefix}.out.{self.query}" if self.prefix else f"{self.query}.out"
 
     @property
     def dlq_topic(self) -> str:
+        """The dead-letter topic: ``dead_letter_topic``, else ``<prefix>.deadletter``
+        (``recovery.deadletter`` without a prefix)."""
         if self.dead_letter_topic:
             return self.dead_letter_topic
         return f"{self.prefix}.deadletter" if self.prefix else "recovery.deadletter"
 
     def topic_for(self, name: str) -> str:
-        """The topic input ``name`` is read from."""
+        """The topic input ``name`` is read from.
+
+        Args:
+            name: One of the job's inputs (``JobSpec.inputs``).
+
+        Returns:
+            ``inputs[name]`` if given, else ``<prefix>.<name>`` (``name`` without a prefix).
+        """
         return input_topic(name, self.prefix, self.inputs)
 
     def param(self, name: str) -> str:
+        """The job's param ``name`` (``--param name=value``, or a service's).
+
+        Args:
+            name: One of ``JobSpec.params``.
+
+        Returns:
+            Its value.
+
+        Raises:
+            LaunchRefused: The launch did not give it.
+        """
         try:
             return self.params[name]
         except KeyError:
@@ -131,4 +199,9 @@ class JobOptions:
         return self.parked_file or f"{self.checkpoint_path}.parked.json"
 
     def kafka_options(self) -> dict[str, str]:
+        """The Kafka client properties as Spark source options.
+
+        Returns:
+            ``kafka`` with each key prefixed by ``kafka.``.
+        """
         return {f"kafka.{k}": v for k, v in self.kafka.items()}

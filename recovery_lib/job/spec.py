@@ -59,7 +59,14 @@ class StartsItsQuery(Protocol):
 @dataclass(frozen=True)
 class ClosingTicks:
     """Records sent to an input after the real input ended, so that windows cut by processing
-    time close (Q12): ``count`` copies of ``value``, one every ``every_s`` seconds."""
+    time close (Q12).
+
+    Args:
+        input: The input (one of ``JobSpec.inputs``) the ticks go to.
+        value: Each tick's record value.
+        every_s: Seconds between two ticks.
+        count: How many ticks.
+    """
 
     input: str
     value: bytes
@@ -74,17 +81,36 @@ def _no_services() -> Iterator[dict[str, str]]:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A streaming job.
+    """A streaming job: what every part of the toolkit reads about it.
 
-    ``build(spark, opts)`` is called once per process (primary, restart, standby) and returns
-    the output DataFrame with columns ``key`` (string), ``value`` (a struct, written as JSON
-    with its Spark type recorded for the oracle, or a JSON string) and ``ingest_ms``
-    (the newest input's ingest time); the runtime writes it through the sink. ``inputs`` are
-    the job's input names (see ``JobOptions.topic_for``). ``services`` is entered around an
-    experiment's runs and yields the params the job needs (e.g. a local HTTP service's URL);
-    ``params`` names what the job requires (``--param name=value``). ``output_mode``
-    "update": the output is a running aggregate without a window (``groupBy(...).agg(...)``);
-    each micro-batch writes the rows whose aggregate changed."""
+    Name it ``module:attr`` (``--job``, the jobs file); ``load_job`` imports it.
+
+    Args:
+        name: The job's name: its checkpoint directory and its name in the metrics. Letters,
+            digits and ``_``.
+        build: ``build(spark, opts)``, called once per process (primary, restart, standby).
+            It returns the output DataFrame with columns ``key`` (string), ``value`` (a
+            struct, written as JSON with its Spark type recorded for the oracle, or a JSON
+            string) and ``ingest_ms`` (the newest input's ingest time); the runtime writes it
+            through the sink (``output`` builds these columns). It may instead return a plan
+            that starts its own query (``StartsItsQuery``, a CEC aggregate).
+        inputs: The job's input names, at least one (see ``JobOptions.topic_for``).
+        contract: What every failure-free run agrees on; the oracle judges by it.
+        default_prefix: The topic prefix when the launch gives none.
+        params: Names the job requires as ``--param name=value`` (``JobOptions.param``).
+        services: Entered around an experiment's runs; yields params the job needs (e.g. a
+            local HTTP service's URL).
+        closing_ticks: Records sent after the input ends so processing-time windows close.
+        description: One line for listings.
+        output_mode: "append", or "update": the output is a running aggregate without a
+            window (``groupBy(...).agg(...)``) and each micro-batch writes the rows whose
+            aggregate changed.
+        ref: Where the job was found (``module:attr``); ``load_job`` fills it in.
+
+    Raises:
+        JobError: The name has other characters, no input is declared, or the output mode
+            is neither append nor update.
+    """
 
     name: str
     build: Callable[[SparkSession, JobOptions], DataFrame]
@@ -96,7 +122,6 @@ class JobSpec:
     closing_ticks: ClosingTicks | None = None
     description: str = ""
     output_mode: str = "append"
-    # Where the job module was found (module:attr), filled in by load_job.
     ref: str = ""
 
     def __post_init__(self) -> None:
@@ -111,11 +136,24 @@ class JobSpec:
 
     @property
     def nondeterministic(self) -> bool:
+        """Whether failure-free runs on the same input may differ (the contract says so)."""
         return not self.contract.deterministic
 
 
 def load_job(ref: str) -> JobSpec:
-    """The job named ``module:attr`` or ``module`` (its ``JOB``), imported from PYTHONPATH."""
+    """The job named ``module:attr`` or ``module`` (its ``JOB``), imported from PYTHONPATH.
+
+    Args:
+        ref: ``module:attr`` or ``module``. The attribute is a ``JobSpec`` or a function
+            that returns one.
+
+    Returns:
+        The job, its ``ref`` set to ``module:attr``.
+
+    Raises:
+        JobError: The module cannot be imported, has no such attribute, or the attribute is
+            not a ``JobSpec``.
+    """
     module_name, _, attr = ref.partition(":")
     attr = attr or "JOB"
     try:

@@ -11,9 +11,23 @@ from typing import Any
 
 from recovery_lib.io.sinks.dedup_reader import read_topic
 
+__all__ = [
+    "InputRecord",
+    "InputView",
+]
+
 
 @dataclass(frozen=True)
 class InputRecord:
+    """One record of an input topic.
+
+    Attributes:
+        partition: Its partition.
+        offset: Its offset.
+        key: Its key.
+        value: Its value.
+    """
+
     partition: int
     offset: int
     key: bytes | None
@@ -22,22 +36,47 @@ class InputRecord:
 
 @dataclass
 class InputView:
-    """``topics``: the job's input name -> the topic the judged runs read."""
+    """The input of a judged run, which invariants read (``Invariant.check``'s ``inputs``).
+    Records are read on first use and kept.
+
+    Attributes:
+        topics: The job's input name -> the topic the judged runs read.
+        generator: The generator's configuration when the input was generated (NexMark's
+            ``GeneratorConfig``): an invariant of the generator's own job may re-generate
+            the events from it.
+        events: How many events the generator produced (with ``generator``).
+        reader: Reads a topic's records (default: every record of the topic on the broker).
+    """
 
     topics: Mapping[str, str]
-    # The generator's configuration when the input was generated (NexMark's GeneratorConfig):
-    # an invariant of the generator's own job may re-generate the events from it.
     generator: Any = None
     events: int | None = None
     reader: Callable[[str], list[InputRecord]] | None = None
     _cache: dict[str, list[InputRecord]] = field(default_factory=dict, repr=False)
 
     def has(self, name: str) -> bool:
-        """The run's input ``name`` can be read (its topic is known)."""
+        """Whether the run's input ``name`` can be read.
+
+        Args:
+            name: One of the job's inputs.
+
+        Returns:
+            True when its topic is known.
+        """
         return name in self.topics
 
     def records(self, name: str) -> list[InputRecord]:
-        """Every record of input ``name`` (partition by partition, in offset order)."""
+        """Every record of input ``name``.
+
+        Args:
+            name: One of the job's inputs.
+
+        Returns:
+            Its records, partition by partition, in offset order.
+
+        Raises:
+            KeyError: The run has no input ``name`` (see ``has``).
+        """
         if name not in self.topics:
             raise KeyError(f"no input {name!r}; the run's inputs are {sorted(self.topics)}")
         if name not in self._cache:
@@ -46,7 +85,15 @@ class InputView:
         return self._cache[name]
 
     def decoded(self, name: str) -> list[tuple[InputRecord, Any]]:
-        """Records of ``name`` with their JSON value (None where the value is not JSON)."""
+        """Records of input ``name`` with their JSON value.
+
+        Args:
+            name: One of the job's inputs.
+
+        Returns:
+            (record, value) pairs as ``records`` orders them; value None where it is not
+            JSON.
+        """
 
         out = []
         for record in self.records(name):

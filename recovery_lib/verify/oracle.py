@@ -56,8 +56,26 @@ from recovery_lib.verify.contract import (
 )
 from recovery_lib.verify.inputs import InputView
 
+__all__ = [
+    "ConsistencyReport",
+    "Guarantee",
+    "Verdict",
+    "judge",
+    "judge_topics",
+]
+
 
 class Guarantee(StrEnum):
+    """The delivery guarantee a run kept (paper 004, definitions 6-8).
+
+    Attributes:
+        EXACTLY_ONCE: Nothing lost, duplicated, extra, malformed or divergent; every
+            invariant holds.
+        AT_LEAST_ONCE: Only duplicated input explains the differences.
+        AT_MOST_ONCE: Only missing input explains them.
+        NONE: Anything else.
+    """
+
     EXACTLY_ONCE = "exactly-once"
     AT_LEAST_ONCE = "at-least-once"
     AT_MOST_ONCE = "at-most-once"
@@ -65,6 +83,15 @@ class Guarantee(StrEnum):
 
 
 class Verdict(StrEnum):
+    """The oracle's answer about one run.
+
+    Attributes:
+        CONSISTENT: Nothing wrong shown, and the evidence is there.
+        INCONSISTENT: A violation shown, whatever else happened.
+        INCONCLUSIVE: Nothing wrong shown, but the evidence is missing
+            (``ConsistencyReport.inconclusive_because`` says which).
+    """
+
     CONSISTENT = "consistent"
     INCONSISTENT = "inconsistent"
     INCONCLUSIVE = "inconclusive"
@@ -72,14 +99,36 @@ class Verdict(StrEnum):
 
 @dataclass
 class ConsistencyReport:
-    """The oracle's judgement of one run. ``lost``/``duplicated``/``extra`` are in units of the
-    contract's agreement (outputs for ``Exact``/``Fields``, totals for ``KeyTotals``); None
-    without a reference run. ``copies``: same-id copies a consumer without dedup sees;
-    ``malformed``: outputs no failure-free run can produce (e.g. a count that is text);
-    ``reference_problems``: why the reference run is not failure-free (then nothing measured
-    against it counts)."""
+    """The oracle's judgement of one run (``judge``, ``judge_topics``); ``verdict`` and
+    ``guarantee`` sum it up.
 
-    query: str  # the job's name
+    Attributes:
+        query: The job's name.
+        outputs: Outputs the consumer saw (first copies only with dedup).
+        reference_outputs: The reference run's outputs; None without a reference run.
+        lost: Units of the agreement (outputs for ``Exact``/``Fields``, totals for
+            ``KeyTotals``) the reference has and the run lacks; None without a reference.
+        duplicated: Surplus units of items the reference has (or same-id copies a consumer
+            sees, without a trusted reference).
+        divergent: Ids whose copies differ as values: two versions of one output released.
+        extra: Units of items the reference never has; None without a reference.
+        duplicates_dropped: Same-id copies the dedup reader dropped.
+        agreement: The agreement, in words.
+        invariants: Each invariant's result on the run.
+        failures_not_fired: Requested failures that did not fire (the run then shows
+            nothing about recovery).
+        examples: A few ids or units per kind of finding.
+        left_open: Outputs of windows past the contract's ``closed_by``, left out on each
+            side.
+        copies: Same-id copies a consumer without dedup sees.
+        malformed: Outputs no failure-free run can produce (e.g. a count that is text).
+        reference_problems: Why the reference run is not failure-free (then nothing
+            measured against it counts).
+        output_schema: The output schema's fields the malformed count checked (None: none).
+        window_span: The times the run's windows could hold (None: not checked).
+    """
+
+    query: str
     outputs: int
     reference_outputs: int | None
     lost: int | None
@@ -91,22 +140,21 @@ class ConsistencyReport:
     invariants: list[InvariantResult] = field(default_factory=list)
     failures_not_fired: int = 0
     examples: dict[str, list[str]] = field(default_factory=dict)
-    # Outputs of windows past the contract's ``closed_by``, left out on each side.
     left_open: dict[str, int] = field(default_factory=dict)
     copies: int = 0
     malformed: int = 0
     reference_problems: list[str] = field(default_factory=list)
-    # What the malformed count checked beyond the agreement: the output schema's fields, and
-    # the times the run's windows could hold (None: not checked).
     output_schema: list[str] | None = None
     window_span: TimeSpan | None = None
 
     @property
     def reference_trusted(self) -> bool:
+        """Whether there is a reference run and its own checks found nothing."""
         return self.reference_outputs is not None and not self.reference_problems
 
     @property
     def guarantee(self) -> Guarantee:
+        """The delivery guarantee the run kept, from what was found."""
         flaws: Counter[Flaw] = Counter()
         for result in self.invariants:
             flaws.update(result.violations)
@@ -159,6 +207,8 @@ class ConsistencyReport:
 
     @property
     def verdict(self) -> Verdict:
+        """Inconsistent when the guarantee is not exactly-once; else inconclusive when
+        ``inconclusive_because`` gives a reason; else consistent."""
         if self.guarantee is not Guarantee.EXACTLY_ONCE:
             return Verdict.INCONSISTENT
         if self.inconclusive_because is not None:
@@ -166,6 +216,11 @@ class ConsistencyReport:
         return Verdict.CONSISTENT
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as the experiment's JSON and the metrics store hold it.
+
+        Returns:
+            A JSON-serialisable dict, with ``verdict`` and ``guarantee``.
+        """
         return {
             "query": self.query,
             "verdict": str(self.verdict),
@@ -367,8 +422,30 @@ def judge(
     clock: TimeSpan | None = None,
     reference_clock: TimeSpan | None = None,
 ) -> ConsistencyReport:
-    """Judge ``run_output`` (every record of the sink topic, all copies) by the contract, in
-    the columnar engine (columnar.py); the same verdicts as ``judge_objects``."""
+    """Judge a run's output, held in memory, by the job's contract (module docstring).
+
+    The columnar engine (columnar.py) gives the same verdicts as ``judge_objects``, the
+    definition in plain Python. For a topic of any size, ``judge_topics``.
+
+    Args:
+        job: The job's name, for the report.
+        contract: The job's consistency contract (``JobSpec.contract``).
+        run_output: Every record of the run's sink topic, all copies
+            (``recovery_lib.io.sinks.modes.consumer_records``).
+        reference_output: The same of a failure-free reference run on the same input, or
+            None (then nothing is lost or extra, and a verdict needs invariants).
+        dedup: The consumer reads through the dedup reader (first copy of an id;
+            ``recovery_lib.io.sinks.modes.consumer_dedups``).
+        inputs: The run's input, for invariants and event-time windows.
+        failures_not_fired: Requested failures that did not fire; any makes a run with
+            nothing wrong inconclusive.
+        max_examples: Examples kept per kind of finding.
+        clock: The run's wall-clock span, where processing-time windows can lie.
+        reference_clock: The reference run's.
+
+    Returns:
+        The report; ``verdict`` and ``guarantee`` sum it up.
+    """
     return judge_batches(
         job,
         contract,
@@ -396,14 +473,31 @@ def judge_topics(
     clock: TimeSpan | None = None,
     reference_clock: TimeSpan | None = None,
 ) -> ConsistencyReport:
-    """Judge a run's sink topic against a reference run's, for millions of outputs: each
-    topic is read in Arrow batches (no object per output) while a DuckDB thread ingests the
-    previous batch, into a DuckDB file and IPC files (bounded memory). ``timings`` gets read_s
-    (reading both topics, the ingest overlapped) and judge_s (everything after).
+    """Judge a run's sink topic against a reference run's, for millions of outputs.
 
-    One process reads both topics, one after the other: its reading thread and its DuckDB
-    thread already keep both cores of this machine busy; a reader process per topic was
-    measured slower (10^7 outputs per side: 45-50 s instead of 40 s)."""
+    Each topic is read in Arrow batches (no object per output) while a DuckDB thread ingests
+    the previous batch, into a DuckDB file and IPC files (bounded memory). One process reads
+    both topics, one after the other: its reading thread and its DuckDB thread already keep
+    both cores of this machine busy; a reader process per topic was measured slower (10^7
+    outputs per side: 45-50 s instead of 40 s).
+
+    Args:
+        job: The job's name, for the report.
+        contract: The job's consistency contract (``JobSpec.contract``).
+        run_topic: The run's sink topic (every record, all copies).
+        reference_topic: A failure-free reference run's sink topic, or None.
+        dedup: The consumer reads through the dedup reader (``judge``).
+        inputs: The run's input, for invariants and event-time windows.
+        failures_not_fired: Requested failures that did not fire.
+        config: Kafka client properties (default: the settings').
+        timings: If given, receives ``read_s`` (reading both topics, the ingest overlapped)
+            and ``judge_s`` (everything after).
+        clock: The run's wall-clock span, where processing-time windows can lie.
+        reference_clock: The reference run's.
+
+    Returns:
+        The report, as ``judge`` gives it.
+    """
     started = time.perf_counter()
     with workspace() as directory:
         engine = ColumnarJudge(contract, Path(directory), on_disk=True)

@@ -27,6 +27,11 @@ from typing import Any
 
 from recovery_lib.errors import OracleError
 
+__all__ = [
+    "OutputSchema",
+    "array_of",
+]
+
 log = logging.getLogger(__name__)
 
 # Spark's integral types and the range each holds.
@@ -45,7 +50,19 @@ class SchemaError(OracleError):
 
 @dataclass(frozen=True)
 class OutputSchema:
-    """The Spark struct type of a job's output values, as ``StructType.jsonValue()``."""
+    """The Spark struct type of a job's output values, as ``StructType.jsonValue()``.
+
+    A job that serializes its values itself declares it in its contract
+    (``ConsistencyContract(output_schema=OutputSchema.declared({...}))``).
+
+    Args:
+        struct: The type's JSON (``StructType.jsonValue()``).
+        nulls_written: The writer writes null fields (``output()`` does), so a missing
+            field is never a null.
+
+    Raises:
+        SchemaError: ``struct`` is not a Spark struct type's JSON.
+    """
 
     struct: dict[str, Any]
     nulls_written: bool = True
@@ -59,13 +76,29 @@ class OutputSchema:
 
     @classmethod
     def from_spark(cls, struct_type: Any, nulls_written: bool = True) -> OutputSchema:
-        """From a pyspark ``StructType``."""
+        """The schema of a pyspark ``StructType``.
+
+        Args:
+            struct_type: The ``StructType``.
+            nulls_written: See the class.
+
+        Returns:
+            The schema.
+        """
         return cls(struct_type.jsonValue(), nulls_written)
 
     @classmethod
     def declared(cls, fields: dict[str, Any], nullable: bool = False) -> OutputSchema:
-        """A schema written by hand: field name -> Spark type name (``"long"``) or a type's
-        JSON (``array_of("long")``), for a job that serializes its values itself."""
+        """A schema written by hand, for a job that serializes its values itself.
+
+        Args:
+            fields: Field name -> Spark type name (``"long"``) or a type's JSON
+                (``array_of("long")``).
+            nullable: Whether every field may be null.
+
+        Returns:
+            The schema.
+        """
         return cls(
             {
                 "type": "struct",
@@ -78,6 +111,17 @@ class OutputSchema:
 
     @classmethod
     def from_json(cls, text: str) -> OutputSchema:
+        """A schema from ``to_json``'s text, or from a ``StructType.json()`` file's.
+
+        Args:
+            text: The JSON.
+
+        Returns:
+            The schema.
+
+        Raises:
+            SchemaError: ``text`` is not JSON, or not a struct type's.
+        """
         try:
             data = json.loads(text)
         except ValueError as exc:
@@ -87,23 +131,48 @@ class OutputSchema:
         return cls(data)
 
     def to_json(self) -> str:
+        """The schema as stored with a run.
+
+        Returns:
+            JSON text that ``from_json`` reads.
+        """
         return json.dumps({"struct": self.struct, "nulls_written": self.nulls_written})
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The top-level field names."""
         return tuple(f["name"] for f in self.struct["fields"])
 
     def problem(self, value: Any) -> str | None:
-        """Why ``value`` (a decoded JSON value) is not a value of this schema (None: it is)."""
+        """Why ``value`` is not a value of this schema.
+
+        Args:
+            value: A decoded JSON value (an output's value).
+
+        Returns:
+            The reason (the first field that does not fit), or None when it is one.
+        """
         return _problem(self.struct, value, "", self.nulls_written)
 
     def not_nullable(self) -> tuple[str, ...]:
-        """Top-level fields the schema says are never null."""
+        """The top-level fields the schema says are never null.
+
+        Returns:
+            Their names.
+        """
         return tuple(f["name"] for f in self.struct["fields"] if not f.get("nullable", True))
 
 
 def array_of(element: Any, contains_null: bool = False) -> dict[str, Any]:
-    """Spark's JSON of an array type (for ``OutputSchema.declared``)."""
+    """Spark's JSON of an array type, for ``OutputSchema.declared``.
+
+    Args:
+        element: The element's Spark type name (``"long"``) or JSON.
+        contains_null: Whether elements may be null.
+
+    Returns:
+        The array type's JSON.
+    """
     return {"type": "array", "elementType": element, "containsNull": contains_null}
 
 

@@ -2,25 +2,26 @@
 
 Every record carries headers ``rl.id`` (deterministic, see ids.py) and ``rl.epoch``. A
 delivery error fails the task; nothing is dropped silently. Modes:
-  at_least_once   produce and flush; a re-executed batch writes its records again
-  dedup           the same, and consumers read through ``DedupReader`` (first id wins)
-  release         the release barrier (release.py): records leave as soon as a task computed
-                  them, and a re-run drops those released before, so a plain consumer sees
-                  each once. Task partition p writes Kafka partition p; the replay must be
-                  deterministic (the job runtime checks)
-  two_phase       a commit-gated two-phase commit on any broker (commit_gate.py): records are
-                  tagged with their task attempt and visible to ``CommittedReader`` only when
-                  the driver's commit record for their batch arrives
-  transactional   one Kafka transaction per task (transactional.id = sink id + partition),
-                  task partition p on Kafka partition p, and a re-run task skips what its
-                  partition committed before (the release barrier, read_committed); needs a
-                  broker whose read_committed consumers hide aborted records (Apache Kafka).
-                  The embedded tansu does not, so it is refused unless
-                  ``brokerSupportsTransactions=true``.
 
-Options: topic (required), mode, epoch (written as header ``rl.epoch``, default 0), writeGuard
-(a hook ``module:attr``, io/hooks.py: a task refuses to write, and drops what it queued, once
-the guard says a newer writer took over; fencing epochs pass ``epochStore`` to theirs),
+- at_least_once: produce and flush; a re-executed batch writes its records again.
+- dedup: the same, and consumers read through ``DedupReader`` (first id wins).
+- release: the release barrier (release.py): records leave as soon as a task computed them,
+  and a re-run drops those released before, so a plain consumer sees each once. Task
+  partition p writes Kafka partition p; the replay must be deterministic (the job runtime
+  checks).
+- two_phase: a commit-gated two-phase commit on any broker (commit_gate.py): records are
+  tagged with their task attempt and visible to ``CommittedReader`` only when the driver's
+  commit record for their batch arrives.
+- transactional: one Kafka transaction per task (transactional.id = sink id + partition),
+  task partition p on Kafka partition p, and a re-run task skips what its partition
+  committed before (the release barrier, read_committed); needs a broker whose
+  read_committed consumers hide aborted records (Apache Kafka). The embedded tansu does
+  not, so it is refused unless ``brokerSupportsTransactions=true``.
+
+Options (``SinkOptions`` holds them parsed): topic (required), mode, epoch (written as header
+``rl.epoch``, default 0), writeGuard (a hook ``module:attr``, io/hooks.py: a task refuses to
+write, and drops what it queued, once the guard says a newer writer took over; fencing epochs
+pass ``epochStore`` to theirs),
 writeFault (a hook ``module:attr`` for fault injection inside the write), sinkId (id prefix when
 several queries share a topic), brokerSupportsTransactions, causalCarrier (``required``: the
 job piggybacks determinants on its outputs, refuse to start without their column),
@@ -32,9 +33,10 @@ those batches), epochFile (a file holding the epoch to write, read by each task:
 standby's changes at its takeover), batchShiftFile (a file holding a number added to Spark's
 batch id in output ids: a hot standby ran fewer, larger batches than its primary before its
 takeover, and its ids go on from the primary's; 0 while the file does not exist),
-kafka.<property>.
+``kafka.<property>``.
+
 Input columns: value (string or binary, required), key (string or binary), partition (int),
-headers (array<struct<key:string,value:binary>>), rl_determinants (binary: piggybacked
+headers (``array<struct<key:string,value:binary>>``), rl_determinants (binary: piggybacked
 determinants, written as header ``rl.det``; a task's records then all go to one partition, in
 order, so none is visible before the determinants it depends on).
 
@@ -80,6 +82,10 @@ from recovery_lib.io.task import task_info
 from recovery_lib.kafka.outage import ride_out
 from recovery_lib.settings import get_settings
 
+__all__ = [
+    "SinkOptions",
+]
+
 log = logging.getLogger(__name__)
 
 HEADERS_SPARK_TYPE = ArrayType(
@@ -104,25 +110,72 @@ _CAST_HINTS = {
 
 @dataclass(frozen=True)
 class SinkOptions:
+    """The sink's options (``.option(name, value)`` on ``format("rlkafka")``), parsed; the
+    module docstring says what each does. A job passes its own through
+    ``JobOptions.sink_options``.
+
+    Attributes:
+        topic: Option ``topic`` (required): the output topic.
+        kafka: Options ``kafka.<property>``: Kafka client properties (may hold SASL
+            credentials; left out of ``repr``).
+        mode: Option ``mode``, one of ``recovery_lib.io.sinks.modes.SINK_MODES``.
+        epoch: Option ``epoch``: the fencing epoch written as header ``rl.epoch``.
+        sink_id: Option ``sinkId``: the id prefix when several queries share a topic.
+        carrier_required: Option ``causalCarrier=required``: the job piggybacks
+            determinants on its outputs; refuse to start without their column.
+        stable_order: Option ``stableOrder=true``: number a task's rows in key and value
+            order, so a re-executed batch gives each output the id it had.
+        write_guard: Option ``writeGuard``: ``module:attr`` of a ``recovery_lib.io.hooks``
+            write-guard factory (fencing).
+        write_fault: Option ``writeFault``: ``module:attr`` of a write-fault factory (fault
+            injection inside the write).
+        commit_hook: Option ``commitHook``: ``module:attr`` of a commit-hook factory.
+        record_headers: Option ``recordHeaders``: ``module:attr`` of a factory of headers
+            added to each batch's records.
+        hook_options: Every option, as the hook factories are given them.
+        batch_id: Option ``batchId``: a batch write inside ``foreachBatch``, the streaming
+            batch it writes.
+        hold_until: Option ``holdUntil``: a hot standby's takeover marker; nothing is written
+            before the file exists.
+        epoch_file: Option ``epochFile``: a file holding the epoch to write, read by each
+            task (a hot standby's changes at its takeover).
+        batch_shift_file: Option ``batchShiftFile``: a file holding a number added to
+            Spark's batch id in output ids (a hot standby's, after its takeover).
+    """
+
     topic: str
-    kafka: dict[str, str] = field(repr=False)  # may hold SASL credentials
+    kafka: dict[str, str] = field(repr=False)
     mode: str = "at_least_once"
     epoch: int = 0
     sink_id: str = ""
     carrier_required: bool = False
     stable_order: bool = False
-    write_guard: str = ""  # hook module:attr, io.hooks.WriteGuard factory
-    write_fault: str = ""  # hook module:attr, io.hooks.WriteFault factory
-    commit_hook: str = ""  # hook module:attr, io.hooks.CommitHook factory
-    record_headers: str = ""  # hook module:attr, io.hooks.RecordHeaders factory
-    hook_options: tuple[tuple[str, str], ...] = ()  # what the guard factory is given
-    batch_id: int | None = None  # a batch write: the streaming batch it writes (foreachBatch)
-    hold_until: str = ""  # a hot standby's takeover marker: nothing is written before it
-    epoch_file: str = ""  # the epoch to write, read by each task (a hot standby's changes)
-    batch_shift_file: str = ""  # added to Spark's batch id in output ids (a hot standby's)
+    write_guard: str = ""
+    write_fault: str = ""
+    commit_hook: str = ""
+    record_headers: str = ""
+    hook_options: tuple[tuple[str, str], ...] = ()
+    batch_id: int | None = None
+    hold_until: str = ""
+    epoch_file: str = ""
+    batch_shift_file: str = ""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        """The options as the writer was given them.
+
+        Args:
+            options: Option name -> value, names in any case. Without
+                ``kafka.bootstrap.servers``, the settings' client configuration.
+
+        Returns:
+            The parsed options.
+
+        Raises:
+            InvalidSinkOption: No topic; an unknown mode; ``transactional`` without
+                ``brokerSupportsTransactions=true``; an epoch or batch id that is not a
+                number; ``holdUntil`` with a mode that commits.
+        """
         opts = {str(k).lower(): str(v) for k, v in options.items()}
         topic = opts.get("topic", "").strip()
         if not topic:
@@ -177,32 +230,66 @@ class SinkOptions:
         )
 
     def batch_shift(self) -> int:
-        """What output ids add to Spark's batch id (the batch shift file's number, else 0)."""
+        """What output ids add to Spark's batch id.
+
+        Returns:
+            The batch shift file's number, else 0.
+        """
         return read_batch_shift(self.batch_shift_file)
 
     def held(self) -> bool:
-        """A hot standby before its takeover: write nothing."""
+        """Whether the writer is a hot standby before its takeover (then it writes nothing).
+
+        Returns:
+            True while ``hold_until`` names a file that does not exist.
+        """
         return bool(self.hold_until) and not Path(self.hold_until).exists()
 
     def current_epoch(self) -> int:
-        """The epoch records carry: the epoch file's when there is one (a hot standby took
-        over), else the option's."""
+        """The epoch records carry.
+
+        Returns:
+            The epoch file's when there is one (a hot standby took over), else ``epoch``.
+        """
         return writer_epoch({"epoch": str(self.epoch), "epochFile": self.epoch_file})
 
     def guard(self) -> WriteGuard | None:
+        """The write guard, built from ``write_guard`` with the options.
+
+        Returns:
+            The guard, or None without one.
+        """
         if not self.write_guard:
             return None
         return load_hook(self.write_guard, "writeGuard")(dict(self.hook_options))
 
     def fault(self) -> WriteFault | None:
+        """The write fault, built from ``write_fault``.
+
+        Returns:
+            The fault hook, or None without one.
+        """
         return load_hook(self.write_fault, "writeFault")() if self.write_fault else None
 
     def on_commit(self) -> CommitHook | None:
+        """The commit hook, built from ``commit_hook`` with the options.
+
+        Returns:
+            The hook, or None without one.
+        """
         if not self.commit_hook:
             return None
         return load_hook(self.commit_hook, "commitHook")(dict(self.hook_options))
 
     def batch_headers(self, batch_id: int) -> list[tuple[str, bytes]]:
+        """Headers added to every record of a batch, from the ``record_headers`` hook.
+
+        Args:
+            batch_id: The batch.
+
+        Returns:
+            (name, value) pairs; none without a hook.
+        """
         if not self.record_headers:
             return []
         return load_hook(self.record_headers, "recordHeaders")(dict(self.hook_options)).for_batch(

@@ -22,23 +22,49 @@ from recovery_lib.io.sinks.iceberg_sink import DEFAULT_IDENTIFIER
 from recovery_lib.io.sinks.lakehouse import MarkedTableSink, TableCommit, TableKind, table_kind
 from recovery_lib.io.sinks.table_sink import BATCH_COL
 
+__all__ = [
+    "TableTarget",
+]
+
 PLAIN_APPEND = "-append"  # delta-append:<path>: the unguarded contrast
 
 
 @dataclass(frozen=True)
 class TableTarget:
-    """A lakehouse table a job writes: its format, location and (Iceberg) identifier."""
+    """A lakehouse table a job writes: its format, location and (Iceberg) identifier.
+
+    ``JobOptions.table_sink`` holds it spelled (``spell``); ``parse`` reads it back.
+
+    Attributes:
+        kind: Delta or Iceberg.
+        location: The Delta table's path or URI; the Iceberg root (its SQLite catalog and
+            warehouse).
+        identifier: Iceberg: ``namespace.table``.
+        guarded: False: a plain append (``delta-append:...``), every attempt of a batch
+            lands; for contrast in campaigns, never for a job's output.
+    """
 
     kind: TableKind
     location: str
     identifier: str = DEFAULT_IDENTIFIER
-    # False: a plain append (``delta-append:...``), every attempt of a batch lands; for
-    # contrast in campaigns, never for a job's output.
     guarded: bool = True
 
     @classmethod
     def parse(cls, spelled: str) -> TableTarget:
-        """``delta:/data/out`` or ``iceberg:/data/lake#sales.totals``; the error names the form."""
+        """The table a spelling names.
+
+        Args:
+            spelled: ``delta:<path or URI>`` or ``iceberg:<root>[#namespace.table]``
+                (``delta-append:``, ``iceberg-append:``: unguarded).
+
+        Returns:
+            The target.
+
+        Raises:
+            InvalidSinkOption: Another form (the message names the right one), an unknown
+                format, a Delta table with an identifier, or an Iceberg identifier without a
+                namespace.
+        """
         kind, sep, rest = spelled.partition(":")
         if not sep or not rest:
             raise InvalidSinkOption(
@@ -56,7 +82,11 @@ class TableTarget:
         return target
 
     def spell(self) -> str:
-        """The launch's spelling (``parse`` reads it back)."""
+        """The table as a launch spells it.
+
+        Returns:
+            Text that ``parse`` reads back.
+        """
         kind = self.kind.value + ("" if self.guarded else PLAIN_APPEND)
         if self.kind is TableKind.ICEBERG and self.identifier != DEFAULT_IDENTIFIER:
             return f"{kind}:{self.location}#{self.identifier}"
@@ -71,13 +101,32 @@ class TableTarget:
 
     @staticmethod
     def app_id(job: str, query: str) -> str:
-        """Whose commits a table sink of query ``query`` of ``job`` makes (its marks' app)."""
+        """Whose commits a table sink makes (its marks' app).
+
+        Args:
+            job: The job's prefix (shared by a restart, a standby and a replica).
+            query: The query's name.
+
+        Returns:
+            ``<job>:<query>``.
+        """
         return f"{job}:{query}"
 
     def sink(
         self, job: str, query: str, epoch: int = 0, newest_epoch: Callable[[], int] | None = None
     ) -> MarkedTableSink:
-        """The ``foreachBatch`` sink writing query ``query`` of ``job`` in fencing ``epoch``."""
+        """The ``foreachBatch`` sink writing the table: one commit per micro-batch; a batch
+        the table holds is skipped, a fenced epoch's batch refused.
+
+        Args:
+            job: The job's prefix (see ``app_id``).
+            query: The query's name.
+            epoch: The fencing epoch it writes in.
+            newest_epoch: Reads the newest epoch (fencing); None: not fenced.
+
+        Returns:
+            The sink, a ``foreachBatch`` callable.
+        """
         if self.kind is TableKind.DELTA:
             from recovery_lib.io.sinks.delta_sink import DeltaTableSink
 
@@ -92,7 +141,11 @@ class TableTarget:
         return sink
 
     def exists(self) -> bool:
-        """Whether the table has been created (a job's first batch creates it)."""
+        """Whether the table has been created (a job's first batch creates it).
+
+        Returns:
+            True when its history can be read.
+        """
         try:
             self.commits()
         except Exception:  # noqa: BLE001 - each format says "not there" its own way
@@ -100,7 +153,11 @@ class TableTarget:
         return True
 
     def commits(self) -> list[TableCommit]:
-        """Every commit still in the table's history, oldest first."""
+        """Every commit still in the table's history.
+
+        Returns:
+            The commits, oldest first, with the batch marks the sinks wrote.
+        """
         if self.kind is TableKind.DELTA:
             from deltalake import DeltaTable
 
@@ -112,7 +169,15 @@ class TableTarget:
         return iceberg_commits(load_iceberg_table(self.location, self.identifier))
 
     def batch_rows(self, batch_id: int, columns: list[str]) -> pa.Table:
-        """The rows the table holds for micro-batch ``batch_id`` (its lineage column)."""
+        """The rows the table holds for one micro-batch (by its lineage column).
+
+        Args:
+            batch_id: The micro-batch.
+            columns: The columns to read.
+
+        Returns:
+            The rows as an Arrow table.
+        """
         if self.kind is TableKind.DELTA:
             import pyarrow.dataset as ds
             from deltalake import DeltaTable
@@ -128,7 +193,11 @@ class TableTarget:
         return scan.to_arrow()
 
     def read_outputs(self) -> list[SinkRecord]:
-        """Every row as a sink record, copies kept (judge with ``dedup=False``)."""
+        """Every row as a sink record, for the oracle.
+
+        Returns:
+            The records, copies kept (judge them with ``dedup=False``).
+        """
         from recovery_lib.io.sinks.table_reader import read_table_outputs
 
         return read_table_outputs(self.kind, self.location, identifier=self.identifier)
