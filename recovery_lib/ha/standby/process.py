@@ -43,6 +43,7 @@ from typing import Any
 from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore, write_fences
 from recovery_lib.ha.standby.rehearsal import JobOutput, keep_sink_warm, rehearse
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
+from recovery_lib.io.sinks.modes import HOLDABLE_MODES
 from recovery_lib.metrics.store import now_ms
 from recovery_lib.runtime.checkpoint import batch_metadata, last_committed
 from recovery_lib.runtime.heartbeat import HeartbeatWriter, read_heartbeat
@@ -466,12 +467,11 @@ def hot_problem(opts: Any, inputs: int = 1) -> str | None:
         return "a causally logged job replays its determinants at the takeover"
     if opts.table_sink:
         return "a table sink commits per batch; a held batch would commit nothing"
-    if opts.sink_mode not in HOT_SINK_MODES:
+    if opts.sink_mode not in HOLDABLE_MODES:
         return f"sink mode {opts.sink_mode}: a held batch writes nothing (dedup or release)"
     return None
 
 
-HOT_SINK_MODES = ("dedup", "release", "at_least_once")
 # Ready for a failure: at most this many of the primary's committed batches not yet followed
 # (a hot query catches up on them in one batch of its own).
 HOT_READY_LAG_BATCHES = 5

@@ -38,14 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.ha.standby.shipping import latest_complete, restore
+from recovery_lib.io.sinks.modes import HOLDABLE_MODES
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.settings import get_settings
 from recovery_lib.spark.session import use_in_this_thread
 
 REHEARSAL_QUERY_PREFIX = "rehearsal_"
-# Sink modes a held writer takes (kafka_sink.SinkOptions.parse); others rehearse as dedup:
-# a held batch writes nothing, so the mode changes only which code stays cold.
-HOLDABLE_MODES = ("at_least_once", "dedup", "release")
+# A sink mode a held writer does not take (io/sinks/modes.py HOLDABLE_MODES) rehearses as
+# dedup: a held batch writes nothing, so the mode changes only which code stays cold.
 # Sink options a rehearsal drops: a checkpoint protocol's commit record, fault injection.
 DROPPED_SINK_OPTIONS = ("commithook", "writefault", "writeguard", "epochstore", "epochfile")
 HELD_MARKER = "never-taken-over"  # in the scratch copy; nothing creates it

@@ -76,7 +76,12 @@ from recovery_lib.io.exceptions import InvalidSinkOption, SinkDeliveryError, Wri
 from recovery_lib.io.hooks import CommitHook, WriteFault, WriteGuard, load_hook, writer_epoch
 from recovery_lib.io.sinks.commit_gate import COMMIT_HEADER, TXN_HEADER, commit_record
 from recovery_lib.io.sinks.ids import DET_COLUMN, DET_HEADER, EPOCH_HEADER, ID_HEADER, output_id
-from recovery_lib.io.sinks.modes import NEEDS_BROKER_TRANSACTIONS, REPLAY_BY_ID, SINK_MODES
+from recovery_lib.io.sinks.modes import (
+    HOLDABLE_MODES,
+    NEEDS_BROKER_TRANSACTIONS,
+    REPLAY_BY_ID,
+    SINK_MODES,
+)
 from recovery_lib.io.sinks.release import ReleaseBarrier, Released
 from recovery_lib.io.task import task_info
 from recovery_lib.kafka.outage import ride_out
@@ -193,7 +198,7 @@ class SinkOptions:
             epoch = int(opts.get("epoch", "0"))
         except ValueError:
             raise InvalidSinkOption(f"epoch must be an integer, got {opts['epoch']!r}") from None
-        if opts.get("holduntil") and mode not in ("at_least_once", "dedup", "release"):
+        if opts.get("holduntil") and mode not in HOLDABLE_MODES:
             raise InvalidSinkOption(
                 f"holdUntil (a hot standby) with mode {mode}: a held batch writes nothing, "
                 "which a commit record or transaction of its own would contradict; use mode "

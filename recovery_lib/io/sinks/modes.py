@@ -36,6 +36,9 @@ NEEDS_BROKER_TRANSACTIONS = frozenset({"transactional"})
 # Modes that drop a re-run's outputs by id (the release barrier): a re-run must recompute
 # what the first attempt wrote, in the same order.
 REPLAY_BY_ID = frozenset({"release", "transactional"})
+# Modes whose writer can be held (option holdUntil: a hot standby, a rehearsal): it computes its
+# rows and writes nothing, which a commit record or a transaction of its own would contradict.
+HOLDABLE_MODES = ("at_least_once", "dedup", "release")
 
 
 def sink_flag(mode: str) -> str:
