@@ -335,6 +335,10 @@ def campaign_entry(
         "rate": case.rate,
         "seed": seed,
         "failures": [{k: f.get(k) for k in FAILURE_FIELDS} for f in result["failures"]],
+        # Requested failures still due when the input ended: the run is inconclusive.
+        "not_injected": [
+            {"kind": f.get("kind"), "at_s": f.get("at_s")} for f in result.get("not_injected", [])
+        ],
         "restarts": len(result["restarts"]),
         "restart_time_s": result.get("restart_time_s"),
         "recovery_time_s": result.get("recovery_time_s"),
@@ -387,21 +391,27 @@ FAILURE_FIELDS = ("kind", "at_s", "fired", "output_gap_s", "recovery_time_s")
 
 
 def by_kind(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per failure kind and mode: faults fired, runs that had the kind and were exactly-once,
-    duplicates a plain consumer saw in at-least-once runs, median recovery time and output
-    gap of the kind's faults (the faults campaign's table)."""
+    """Per failure kind and mode: faults fired of those requested (a failure never injected
+    counts as requested and not fired), runs that had the kind and were judged exactly-once
+    (an inconclusive run is not, whatever its guarantee says), duplicates a plain consumer
+    saw in at-least-once runs, median recovery time and output gap of the kind's faults (the
+    faults campaign's table)."""
+
+    def requested(r: dict[str, Any]) -> list[dict[str, Any]]:
+        return [*r["failures"], *({**f, "fired": False} for f in r.get("not_injected") or [])]
+
     rows = []
-    kinds = sorted({f["kind"] for r in results for f in r["failures"]})
+    kinds = sorted({f["kind"] for r in results for f in requested(r)})
     for kind in kinds:
         for mode in sorted({r["mode"] for r in results}):
             runs = [
                 r
                 for r in results
-                if r["mode"] == mode and any(f["kind"] == kind for f in r["failures"])
+                if r["mode"] == mode and any(f["kind"] == kind for f in requested(r))
             ]
             if not runs:
                 continue
-            faults = [f for r in runs for f in r["failures"] if f["kind"] == kind]
+            faults = [f for r in runs for f in requested(r) if f["kind"] == kind]
             fired = [f for f in faults if f.get("fired") is not False]
             recoveries = _present(fired, "recovery_time_s")
             gaps = _present(fired, "output_gap_s")
@@ -412,8 +422,12 @@ def by_kind(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "runs": len(runs),
                     "faults": len(faults),
                     "fired": len(fired),
-                    "exactly_once_runs": sum(r.get("guarantee") == "exactly-once" for r in runs),
+                    "exactly_once_runs": sum(
+                        r["verdict"] == "consistent" and r.get("guarantee") == "exactly-once"
+                        for r in runs
+                    ),
                     "inconsistent_runs": sum(r["verdict"] == "inconsistent" for r in runs),
+                    "inconclusive_runs": sum(r["verdict"] == "inconclusive" for r in runs),
                     "duplicated_at_least_once": sum(
                         r.get("duplicated") or 0
                         for r in runs
@@ -439,11 +453,16 @@ def by_kind_table(rows: list[dict[str, Any]]) -> str:
         gap = r["output_gap_s_median"]
         lines.append(
             f"| {r['kind']} | {r['mode']} | {r['runs']} | {r['fired']} / {r['faults']} "
-            f"| {r['exactly_once_runs']} / {r['runs']} | {r['duplicated_at_least_once']} "
+            f"| {r['exactly_once_runs']} / {r['runs']}"
+            f"{_inconclusive(r.get('inconclusive_runs', 0))} | {r['duplicated_at_least_once']} "
             f"| {'-' if recovery is None else f'{recovery:.1f}'} ({r['recovered']} measured) "
             f"| {'-' if gap is None else f'{gap:.1f}'} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _inconclusive(count: int) -> str:
+    return f" ({count} inconclusive)" if count else ""
 
 
 def _present(faults: list[dict[str, Any]], key: str) -> list[float]:

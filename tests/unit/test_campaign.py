@@ -214,3 +214,28 @@ def test_a_campaign_stopped_halfway_keeps_the_runs_it_finished(tmp_path, monkeyp
     assert [r["mode"] for r in report["results"]] == ["native"]
     assert report["summary"]["native"]["failures"] == 1
     assert (tmp_path / "c_by_kind.md").exists()
+
+
+def test_an_inconclusive_run_is_not_counted_exactly_once_and_its_missing_fault_not_fired():
+    """A run whose last failure was never injected is inconclusive: the table by kind must not
+    count it as exactly-once, and the failure counts as requested and not fired."""
+    from recovery_lib.bench.campaign import by_kind, by_kind_table
+
+    def run(verdict: str, not_injected: list[dict]) -> dict:
+        return {
+            "mode": "release (kazoo)", "verdict": verdict, "guarantee": "exactly-once",
+            "duplicated": 0, "not_injected": not_injected,
+            "failures": [{"kind": "net-reset", "fired": True, "output_gap_s": 1.0}],
+        }  # fmt: skip
+
+    rows = by_kind(
+        [
+            run("consistent", []),
+            run("inconclusive", [{"kind": "checkpoint-unwritable", "at_s": 345.7}]),
+        ]
+    )
+    reset = next(r for r in rows if r["kind"] == "net-reset")
+    assert (reset["exactly_once_runs"], reset["inconclusive_runs"], reset["runs"]) == (1, 1, 2)
+    unwritable = next(r for r in rows if r["kind"] == "checkpoint-unwritable")
+    assert (unwritable["fired"], unwritable["faults"]) == (0, 1)
+    assert "| 1 / 2 (1 inconclusive) |" in by_kind_table(rows)
