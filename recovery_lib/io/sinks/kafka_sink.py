@@ -473,8 +473,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                 f"batch {batch_id} partition {partition}: earlier records of this process were "
                 "not acknowledged, so the release barrier cannot tell what was released"
             )
-        last = self._last_released(producer, partition, self.options.kafka)
-        skip = last.skip_for(batch_id) if last is not None else 0
+        last, skip = self._release_point(producer, batch_id, partition, self.options.kafka)
         try:
             rows = self._produce_all(
                 producer, iterator, batch_id, partition, skip=skip, pin=partition, released=last
@@ -490,8 +489,15 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         self, producer: Any, batch_id: int, partition: int, config: Mapping[str, str]
     ) -> int | None:
         """Rows of this task already in its partition (release.py); None: all of them."""
+        return self._release_point(producer, batch_id, partition, config)[1]
+
+    def _release_point(
+        self, producer: Any, batch_id: int, partition: int, config: Mapping[str, str]
+    ) -> tuple[Released | None, int | None]:
+        """The last output released in this task's partition and how many of this batch's
+        rows it says were released (None: all of them)."""
         last = self._last_released(producer, partition, config)
-        return last.skip_for(batch_id) if last is not None else 0
+        return last, last.skip_for(batch_id) if last is not None else 0
 
     def _last_released(
         self, producer: Any, partition: int, config: Mapping[str, str]
@@ -540,8 +546,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         what = f"transactional writer of {self.options.topic}/{partition}"
         producer = ride_out(lambda: _new_transactional_producer(config), what)
         committed = {**self.options.kafka, "isolation.level": "read_committed"}
-        last = self._last_released(producer, partition, committed)
-        skip = last.skip_for(batch_id) if last is not None else 0
+        last, skip = self._release_point(producer, batch_id, partition, committed)
         producer.begin_transaction()
         try:
             rows = self._produce_all(
