@@ -47,4 +47,4 @@ with DAG(
             )
         return result
 
-    ship.expand(name=sorted(n for n, job in load_jobs().items() if job.standby))
+    ship.expand(name=sorted(n for n, job in load_jobs().items() if job.standby_dir is not None))

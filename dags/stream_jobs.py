@@ -5,7 +5,7 @@ daemon spent its restart budget, fails with the reason unless the job's policy o
 ``restart_failed`` param says restart), then watches it for ``watch_minutes`` with a deferrable
 operator: the wait happens in the triggerer, not in a worker slot. A failure inside the window
 fails the run with the daemon's message: that is the alert. The next scheduled run picks up.
-A replicated job (``replication: kazoo|liverobin``) also gets ``replica_health`` after the
+A replicated job (``mode: kazoo|liverobin``) also gets ``replica_health`` after the
 watch: its replicas, leader, lag and replacements, failing when a dead replica was not
 replaced or its replacement did not catch up (the job itself still serves on one replica).
 """
@@ -23,8 +23,7 @@ from recovery_lib.ops.config import load_jobs
 for job in load_jobs().values():
     with DAG(
         dag_id=f"stream_{job.name}",
-        description=f"Launch and supervise {job.query} ({job.mode.value}, {job.placement}"
-        + (f", replicated: {job.replication})" if job.recovery_mode.replicated else ")"),
+        description=f"Launch and supervise {job.query} ({job.mode}, {job.placement})",
         schedule=timedelta(minutes=job.watch_minutes),
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
@@ -37,8 +36,7 @@ for job in load_jobs().values():
             ),
             "watch_minutes": Param(job.watch_minutes, type="number", minimum=0),
         },
-        tags=["streaming", job.query, job.mode.value]
-        + ([job.recovery_mode.name] if job.recovery_mode.replicated else []),
+        tags=["streaming", job.query, job.mode],
         doc_md=__doc__,
     ) as dag:
 

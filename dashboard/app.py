@@ -375,7 +375,7 @@ def checkpoints(path: Path) -> None:
     st.subheader("State shipping to standbys")
     if shipped.empty:
         st.info(
-            "No state shipped yet: jobs with `standby: true` ship continuously; the DAG "
+            "No state shipped yet: jobs with `mode: standby` ship continuously; the DAG "
             "`state_shipping` (or `recovery standby ship <job>`) records each round here."
         )
     else:
@@ -472,7 +472,7 @@ def replicas(path: Path) -> None:
     if states.empty:
         st.info(
             "No replicated job has reported yet: `recovery experiment run --mode kazoo` (or "
-            "liverobin), or a job with `replication:` in dags/streaming_jobs.yaml "
+            "liverobin), or a job with `mode: kazoo|liverobin` in dags/streaming_jobs.yaml "
             "(docs/replication.md)."
         )
         return

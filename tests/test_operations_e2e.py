@@ -36,12 +36,11 @@ jobs:
     job: q3
     input_prefix: {prefix}
     placement: local
-    mode: native
+    mode: {"standby" if standby else "native"}
     sink_mode: dedup
     heartbeat_timeout_s: 10
     max_restarts: 3
     keep_batches: 2
-    standby: {str(standby).lower()}
     extra_args: ["--max-records", "200"]
 """
     )
@@ -101,7 +100,7 @@ def test_jobs_file_errors_say_what_to_fix(tmp_path):
 def test_every_dag_imports_cleanly(tmp_path, recovery_home):
     jobs = write_jobs(tmp_path / "jobs.yaml", "nx")
     with jobs.open("a") as more:  # a replicated job: its DAG checks the replicas' health too
-        more.write("  - {name: q3_kazoo, job: q3, replication: kazoo, sink_mode: release}\n")
+        more.write("  - {name: q3_kazoo, job: q3, mode: kazoo, sink_mode: release}\n")
     env = airflow_env(tmp_path, recovery_home, jobs)
     result = dag_test(env, "--import-errors")
     assert result["errors"] == {}, result["errors"]
@@ -423,7 +422,7 @@ jobs:
   - {{name: q1_release, job: q1, input_prefix: {prefix}, sink_mode: release}}
   - {{name: q1_two_phase, job: q1, input_prefix: {prefix}, sink_mode: two_phase}}
   - {{name: avgprice_cec, job: avgprice, input_prefix: {prefix}, mode: cec}}
-  - {{name: q3_liverobin, job: q3, input_prefix: {prefix}, replication: liverobin,
+  - {{name: q3_liverobin, job: q3, input_prefix: {prefix}, mode: liverobin,
       heartbeat_period_s: 4, sink_mode: release}}
 """
 
@@ -517,7 +516,7 @@ def test_the_consistency_dag_judges_a_job_of_every_mode(
     each output as its consumers do (the release and two-phase topics through their gates,
     the replicas' through theirs)."""
     from recovery_lib.ops import daemon
-    from recovery_lib.ops.config import NO_REPLICATION, get_job, load_jobs
+    from recovery_lib.ops.config import get_job, load_jobs
     from recovery_lib.pipeline import daemon as pipeline_daemon
     from recovery_lib.pipeline.runner import stage_checkpoint
     from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
@@ -539,7 +538,7 @@ def test_the_consistency_dag_judges_a_job_of_every_mode(
             daemon.stop,
             lambda j=job, t=topics: [(j.checkpoint, t)],
             [job.out_topic],
-            gated=job.replication != NO_REPLICATION,
+            gated=job.recovery_mode.replicated,
         )
         assert not daemon.pid_alive(final.job_pid)
     spec = get_pipeline("q1_unc")

@@ -178,6 +178,11 @@ def experiment_run(
         keep_input=keep_input,
     )
     try:
+        cfg.validate()  # what to fix, before a broker starts
+    except ValueError as exc:
+        abort(exc)
+        return
+    try:
         with (
             broker_mod.broker_for_run(console.print),
             status_lines(console) as status,

@@ -18,7 +18,7 @@ standby_app = typer.Typer(
 
 @standby_app.command("ship")
 def standby_ship(
-    name: str = typer.Argument(None, help="A configured job with `standby: true`."),
+    name: str = typer.Argument(None, help="A configured job with `mode: standby`."),
     checkpoint: str = typer.Option(None, help="Or: a query checkpoint directory to ship ..."),
     to: str = typer.Option(None, help="... into this standby directory."),
 ) -> None:
@@ -51,7 +51,7 @@ def standby_ship(
 
 @standby_app.command("status")
 def standby_status(
-    name: str = typer.Argument(None, help="A configured job with `standby: true`."),
+    name: str = typer.Argument(None, help="A configured job with `mode: standby`."),
     checkpoint: str = typer.Option(None, help="Or: the primary's query checkpoint ..."),
     to: str = typer.Option(None, help="... and the standby directory."),
 ) -> None:

@@ -55,7 +55,7 @@ def job_entry(name: str) -> Surface:
     """A job of the jobs file (dags/streaming_jobs.yaml)."""
     return Surface(
         sink=lambda m: f"set sink_mode: {m}",
-        process=lambda m: f"set mode: {m}",
+        process=lambda m: f"set process: {m}",
         local="use placement: local",
         release_fix=f"In job {name}, set mode: causal, or sink_mode: two_phase or dedup",
         prefix=f"job {name}: ",

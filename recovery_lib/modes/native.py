@@ -30,6 +30,9 @@ class NativeMode(RecoveryMode):
     def with_causal_logging(self, causal: bool) -> str:
         return CausalMode.name if causal else self.name
 
+    def process_mode(self, request: ModeRequest) -> ProcessMode:
+        return ProcessMode.NATIVE  # causal logging is mode causal (it parks no poison)
+
     def supervisor(
         self,
         spec: ProcessSpec,

@@ -4,8 +4,9 @@ job needs on disk lives under ``<RECOVERY_HOME>/jobs/<name>/``."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
@@ -21,7 +22,10 @@ from recovery_lib.modes import JobPlace, ModeRequest, RecoveryMode, get_mode, jo
 from recovery_lib.runtime.launch import JobLaunch, ProcessMode
 from recovery_lib.settings import get_settings
 
-NO_REPLICATION = "none"
+# What an entry of the old ``replication:`` key said for "no replicas".
+LEGACY_NO_REPLICATION = "none"
+
+log = logging.getLogger(__name__)
 
 
 class StreamJob(BaseModel):
@@ -31,16 +35,12 @@ class StreamJob(BaseModel):
     job: str
     input_prefix: str = "nexmark"
     placement: Literal["local", "cluster"] = "local"
-    # What the job's process runs (runtime/launch.py ProcessMode): native | causal
-    # (recovery_lib/causal) | cec (a job whose build returns a CEC aggregate, recovery_lib/cec)
-    mode: ProcessMode = ProcessMode.NATIVE
-    # A warm standby fed by shipped checkpoints takes over when the job's lease expires
-    # (recovery_lib/ha/standby); the checkpoint then lives in the new primary's directory.
-    standby: bool = False
-    # Two live replicas on identical micro-batches (recovery_lib/ha/replication): kazoo (a
-    # leader publishes its cuts) or liverobin (heartbeats cut both); needs sink_mode release.
-    # (The replicated modes of the registry, recovery_lib/modes.)
-    replication: str = NO_REPLICATION
+    # The recovery mode, one name from the registry (recovery_lib/modes): native | causal |
+    # standby | cec | kazoo | liverobin (``recovery experiment run --help`` lists them all).
+    mode: str = "native"
+    # What the job's processes run where the mode leaves it open (standby, kazoo, liverobin):
+    # native or causal. Default: causal when the job's contract needs a replay to recompute.
+    process: ProcessMode | None = None
     heartbeat_period_s: float | None = Field(default=None, gt=0)  # liverobin's batch interval
     # How outputs reach consumers (recovery_lib/io/sinks/modes.py); release needs a
     # deterministic job or mode causal.
@@ -73,32 +73,61 @@ class StreamJob(BaseModel):
     def _known_sink_mode(cls, value: str) -> str:
         return sink_mode(value)  # raises naming the sink modes
 
-    @field_validator("replication")
+    @model_validator(mode="before")
     @classmethod
-    def _replicated_mode(cls, value: str) -> str:
-        choices = (NO_REPLICATION, *mode_names(replicated=True))
-        if value not in choices:
-            raise ValueError(f"replication {value!r}: choose one of {', '.join(choices)}")
+    def _one_mode_key(cls, data: Any) -> Any:
+        """Entries written before the one ``mode`` key (``standby: true``, ``replication:
+        kazoo``, beside ``mode`` as the process) still load, as they ran."""
+        if not isinstance(data, dict) or not {"standby", "replication"} & data.keys():
+            return data
+        data = dict(data)
+        name = data.get("name", "?")
+        standby = bool(data.pop("standby", False))
+        replication = data.pop("replication", LEGACY_NO_REPLICATION)
+        if standby and replication != LEGACY_NO_REPLICATION:
+            raise ValueError(
+                f"job {name}: a standby or replication {replication}, not both: leave standby "
+                "off (replication recovers)"
+            )
+        chosen = "standby" if standby else replication
+        if chosen != LEGACY_NO_REPLICATION:
+            log.warning(
+                "jobs file: job %s chooses its mode with standby/replication; write "
+                "`mode: %s` instead (the old keys will go)",
+                name,
+                chosen,
+            )
+            data["process"] = data.get("process", data.get("mode", ProcessMode.NATIVE.value))
+            data["mode"] = chosen
+        return data
+
+    @field_validator("mode")
+    @classmethod
+    def _registered_mode(cls, value: str) -> str:
+        if value not in mode_names():
+            raise ValueError(f"mode {value!r}: choose one of {', '.join(mode_names())}")
         return value
 
     @model_validator(mode="after")
     def _its_recovery_mode_accepts_it(self) -> StreamJob:
-        if self.standby and self.replication != NO_REPLICATION:
+        if self.process is not None and self.process_mode is not self.process:
             raise ValueError(
-                f"job {self.name}: a standby or replication {self.replication}, not both: "
-                "leave standby off (replication recovers)"
+                f"job {self.name}: mode {self.mode} runs its processes "
+                f"{self.process_mode.value}; leave process out (or choose the mode that runs "
+                f"{self.process.value})"
             )
         self.recovery_mode.validate(self.mode_request)
         return self
 
     @property
     def recovery_mode(self) -> RecoveryMode:
-        """The registry's mode (recovery_lib/modes) this entry's keys choose."""
-        if self.standby:
-            return get_mode("standby")
-        if self.replication != NO_REPLICATION:
-            return get_mode(self.replication)
-        return get_mode(self.mode.value)
+        """The registry's mode (recovery_lib/modes) this entry names."""
+        return get_mode(self.mode)
+
+    @property
+    def process_mode(self) -> ProcessMode:
+        """What the job's processes run under its recovery mode."""
+        return self.recovery_mode.process_mode(self.mode_request)
 
     @property
     def mode_request(self) -> ModeRequest:
@@ -107,7 +136,7 @@ class StreamJob(BaseModel):
             sink_mode=self.sink_mode,
             table_sink=self.table_target is not None,
             cluster=self.placement == "cluster",
-            process=self.mode,
+            process=self.process,
             surface=job_entry(self.name),
         )
 

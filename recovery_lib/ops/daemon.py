@@ -138,7 +138,7 @@ def run_daemon(name: str) -> int:
     store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
     me = os.getpid()
     run_id = store.start_run(
-        job.query, job.mode.value, {"job": job.name, **job.model_dump(mode="json")}
+        job.query, job.mode, {"job": job.name, **job.model_dump(mode="json")}
     )
     status = DaemonStatus(job.name, "starting", me, now_ms(), run_id=run_id)
     _write_status(job, status, store)
@@ -296,7 +296,7 @@ def _observe(
             ends = probe.ends(list(positions), exact=False)
             waiting = {tp: o for tp, o in positions.items() if ends.get(tp, 0) > o}
             metrics.observe_input_lag(committed, ends, probe.oldest_timestamp(waiting), now_ms())
-        causal = job.causal_config() if job.mode.causal else None
+        causal = job.causal_config() if job.process_mode.causal else None
         if causal is not None and causal.storage == "kafka":  # the log's one partition
             topic = causal.topic
             kept = probe.ends([(topic, 0)], exact=False)[(topic, 0)] - probe.first_offset(topic, 0)

@@ -44,7 +44,7 @@ def gc_job(
     """GC of one configured job, reported to the metrics store; returns the result as a dict."""
 
     job = get_job(name)
-    causal = job.causal_config() if job.mode.causal else None
+    causal = job.causal_config() if job.process_mode.causal else None
     truncate = None
     if causal is not None:
         from recovery_lib.causal.driver import truncate as truncate_log

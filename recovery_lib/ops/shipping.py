@@ -26,7 +26,7 @@ def shipper_for(name: str) -> Shipper:
     job = get_job(name)
     if job.standby_dir is None:
         raise NoStandby(
-            f"job {name} has no standby: set `standby: true` for it in the jobs file "
+            f"job {name} has no standby: set `mode: standby` for it in the jobs file "
             "(dags/streaming_jobs.yaml or RECOVERY_JOBS_FILE) and restart it"
         )
     if not job.standby_dir.parent.exists():

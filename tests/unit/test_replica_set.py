@@ -188,9 +188,9 @@ def test_a_replacement_takes_its_steps_in_order():
     ("changes", "message"),
     [
         ({"sink_mode": "dedup"}, "set sink_mode: release"),
-        ({"standby": True}, "standby off"),
         ({"placement": "cluster"}, "placement: local"),
-        ({"job": "prices", "params": {"price_url": "x"}}, "set mode: causal"),
+        ({"job": "prices", "params": {"price_url": "x"}, "process": "native"}, "process: causal"),
+        ({"mode": "kazo"}, "mode 'kazo': choose one of native, causal"),
     ],
 )
 def test_jobs_file_replication_says_what_to_fix(changes, message):
@@ -198,12 +198,56 @@ def test_jobs_file_replication_says_what_to_fix(changes, message):
 
     from recovery_lib.ops.config import StreamJob
 
-    entry = {"name": "q3r", "job": "q3", "replication": "kazoo", "sink_mode": "release"}
+    entry = {"name": "q3r", "job": "q3", "mode": "kazoo", "sink_mode": "release"}
     job = StreamJob(**entry)
     assert [p.parts[-2] for p in job.replica_checkpoint_dirs] == ["a", "b"]
     assert job.checkpoint_dir == job.replica_checkpoint_dirs[0]
     with pytest.raises(ValidationError, match=message):
         StreamJob(**{**entry, **changes})
+
+
+def test_a_nondeterministic_replicated_job_runs_causal_unless_told_otherwise():
+    from recovery_lib.ops.config import StreamJob
+
+    entry = {"name": "p", "job": "prices", "params": {"price_url": "x"}, "sink_mode": "release"}
+    assert StreamJob(**entry, mode="kazoo").process_mode.causal
+    assert StreamJob(**entry, mode="liverobin", process="causal").process_mode.causal
+
+
+@pytest.mark.parametrize(
+    ("legacy", "mode", "process"),
+    [
+        ({"standby": True}, "standby", "native"),
+        ({"standby": True, "mode": "causal"}, "standby", "causal"),
+        ({"replication": "kazoo", "sink_mode": "release"}, "kazoo", "native"),
+        ({"replication": "none", "mode": "causal"}, "causal", None),
+    ],
+)
+def test_entries_with_the_old_standby_and_replication_keys_load_as_they_ran(
+    legacy, mode, process
+):
+    from recovery_lib.ops.config import StreamJob
+
+    job = StreamJob(name="j", job="q3", **legacy)
+    assert (job.mode, job.process and job.process.value) == (mode, process)
+
+
+def test_the_old_keys_cannot_ask_for_both_a_standby_and_replicas():
+    from pydantic import ValidationError
+
+    from recovery_lib.ops.config import StreamJob
+
+    with pytest.raises(ValidationError, match="standby off"):
+        StreamJob(name="j", job="q3", standby=True, replication="kazoo", sink_mode="release")
+
+
+def test_a_process_the_mode_does_not_run_is_refused():
+    from pydantic import ValidationError
+
+    from recovery_lib.ops.config import StreamJob
+
+    with pytest.raises(ValidationError, match="mode causal runs its processes causal; leave"):
+        StreamJob(name="j", job="q3", mode="causal", process="native")
 
 
 # -- supervision: death, replacement from the survivor's state, joining ---------------------------

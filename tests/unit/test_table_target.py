@@ -138,7 +138,7 @@ def test_a_jobs_file_entry_writes_a_table_through_its_launch_and_refuses_replica
     jobs.write_text(
         "jobs:\n"
         "  - {name: d, job: q1, sink: delta}\n"
-        "  - {name: i, job: q1, sink: iceberg, table: /lake#ns.q1, standby: true}\n"
+        "  - {name: i, job: q1, sink: iceberg, table: /lake#ns.q1, mode: standby}\n"
         "  - {name: t, job: q1}\n"
     )
     loaded = load_jobs(jobs)
@@ -151,7 +151,7 @@ def test_a_jobs_file_entry_writes_a_table_through_its_launch_and_refuses_replica
     assert loaded["t"].table_target is None and "--table-sink" not in loaded["t"].launch().to_argv()
     # The reference run of a table job writes a topic.
     assert loaded["d"].launch().as_reference("/ck", "ref").table_sink is None
-    jobs.write_text("jobs:\n  - {name: r, job: q3, sink: delta, replication: kazoo}\n")
+    jobs.write_text("jobs:\n  - {name: r, job: q3, sink: delta, mode: kazoo}\n")
     with pytest.raises(ValueError, match="job r: mode kazoo cannot write a lakehouse table"):
         load_jobs(jobs)
     jobs.write_text("jobs:\n  - {name: p, job: q1, sink: parquet}\n")
