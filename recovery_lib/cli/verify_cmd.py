@@ -107,7 +107,9 @@ def verify(
     if expectations:
         from recovery_lib.verify.expectations import validate_output
 
-        gx_result = validate_output(spec.name, list(read_topic(topic)), dedup, topic)
+        gx_result = validate_output(
+            spec.name, list(read_topic(topic)), dedup, topic, lineage_ids=not spec.own_sink
+        )
         report["expectations"] = gx_result.to_dict()
     if metrics:
         from recovery_lib.metrics.store import MetricsStore

@@ -248,9 +248,10 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
                 epoch_store=str(launch.epoch_store),
             ),
             heartbeat,
-            build=build,
+            build=None if spec.own_sink else build,  # nothing of the project's to rehearse
             inputs=len(spec.inputs),
             output=OUTPUT,
+            own_sink=spec.own_sink,
         )
     elif launch.epoch_store:  # a primary under fencing: a new incarnation takes a new epoch
         from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore
@@ -268,7 +269,10 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
             heartbeat.epoch = opts.epoch
             heartbeat.beat()
     poison_batch = os.environ.pop(POISON_BATCH_ENV, None)
-    if poison_batch is not None and standby is None:  # the same batch failed again and again
+    if poison_batch is not None and spec.own_sink:
+        log.error("batch %s fails again and again; a job that writes its output itself is "
+                  "not searched for a poison record", poison_batch)  # fmt: skip
+    elif poison_batch is not None and standby is None:  # the same batch failed again and again
         batch = int(poison_batch)
 
         def parked(record: ParkedRecord) -> None:  # the dashboard's and the report's record

@@ -106,6 +106,9 @@ class JobSpec:
             window (``groupBy(...).agg(...)``) and each micro-batch writes the rows whose
             aggregate changed.
         ref: Where the job was found (``module:attr``); ``load_job`` fills it in.
+        own_sink: The job writes its output itself (a team's unchanged Spark job,
+            ``spark_query_job``): the project's sink modes, fence records, rehearsals and
+            replicas do not apply, and its output carries no lineage ids.
 
     Raises:
         JobError: The name has other characters, no input is declared, or the output mode
@@ -123,6 +126,7 @@ class JobSpec:
     description: str = ""
     output_mode: str = "append"
     ref: str = ""
+    own_sink: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.replace("_", "").isalnum():

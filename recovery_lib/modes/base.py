@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from recovery_lib.runtime.supervisor import ProcessSpec
 
 
+# The sink modes a job that writes its output itself runs under: nothing of the project's sink
+# is used, and the oracle reads every record (its output carries no lineage ids to dedup by).
+OWN_SINK_MODES = frozenset({"dedup", "at_least_once"})
+
+
 class ModeRefused(ConfigurationError):
     """A mode does not accept what was asked of it; the message says what to change."""
 
@@ -129,6 +134,9 @@ class RecoveryMode(ABC):
     # One writer per batch commits to a lakehouse table (the table's marks and epochs keep a
     # re-run or a zombie out); replicas write their own outputs through a gate instead.
     writes_tables = True
+    # Why the mode cannot run a job that writes its output itself (a team's unchanged Spark
+    # job, JobSpec.own_sink); None: it can.
+    own_sink_refusal: str | None = None
 
     def with_causal_logging(self, causal: bool) -> str:
         """The mode to recommend when the job needs causal logging (``causal``): this one,
@@ -169,7 +177,9 @@ class RecoveryMode(ABC):
                 "on the output (RECOVERY_CAUSAL_STORAGE=output): a table row does not carry "
                 "them; set RECOVERY_CAUSAL_STORAGE=kafka"
             )
-        problem = self.problem(request)
+        problem = self._own_sink_problem(request)
+        if problem is None:
+            problem = self.problem(request)
         if problem is None and request.cluster and "pause-mid-write" in request.failures:
             problem = (
                 "pause-mid-write stops the job's process group, which on a cluster does not "
@@ -194,6 +204,27 @@ class RecoveryMode(ABC):
                 problem = str(exc)
         if problem is not None:
             raise ModeRefused(f"{request.surface.prefix}{problem}")
+
+    def _own_sink_problem(self, request: ModeRequest) -> str | None:
+        job = request.job
+        if not job.own_sink:
+            return None
+        if self.own_sink_refusal is not None:
+            return f"job {job.name} writes its output itself: {self.own_sink_refusal}"
+        if request.table_sink or request.sink_mode not in OWN_SINK_MODES:
+            chosen = "a table sink" if request.table_sink else f"sink mode {request.sink_mode}"
+            return (
+                f"job {job.name} writes its output itself (Spark's Kafka sink, at-least-once): "
+                f"{chosen} needs the project's sink; {request.surface.sink('dedup')} (the "
+                "default), or make it a JobSpec whose build returns its output DataFrame "
+                "(recovery_lib.job.output) to choose a sink mode"
+            )
+        if "poison" in request.failures:
+            return (
+                f"job {job.name} writes its output itself: a poison record is searched for "
+                "through the project's sink; use another failure kind"
+            )
+        return None
 
     def problem(self, request: ModeRequest) -> str | None:
         """The mode's own refusal (None: accepted)."""

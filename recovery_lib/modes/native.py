@@ -53,6 +53,11 @@ class CausalMode(NativeMode):
     outage_rank = None
     # A probe of the query would log determinants (or need the causal clock): not yet.
     parks_poison = False
+    own_sink_refusal = (
+        "causal logging replays what a job logs through recovery_lib.causal, and an unchanged "
+        "job logs nothing; run it native or standby, or declare it as a JobSpec that calls "
+        "causal.* where it is nondeterministic"
+    )
 
     def with_causal_logging(self, causal: bool) -> str:
         return self.name
@@ -71,6 +76,7 @@ class CECMode(NativeMode):
     outage_rank = None
     parks_poison = False  # its build starts its own query: no probe
     writes_tables = False
+    own_sink_refusal = "mode cec needs a job whose build returns recovery_lib.cec.cec_aggregate"
 
     def process_mode(self, request: ModeRequest) -> ProcessMode:
         return ProcessMode.CEC

@@ -47,6 +47,11 @@ class ReplicationMode(RecoveryMode):
         self.compute = f"two live replicas (2x compute), {kind}"
 
     writes_tables = False
+    own_sink_refusal = (
+        "replicas write through the project's release sink and the replica gate; declare it "
+        "as a JobSpec whose build returns its output DataFrame (recovery_lib.job.output), or "
+        "run it native or standby"
+    )
 
     def process_mode(self, request: ModeRequest) -> ProcessMode:
         return replay_process_mode(request)

@@ -149,7 +149,7 @@ def consistency_report(
     if expectations:
         from recovery_lib.verify.expectations import validate_output
 
-        gx = validate_output(spec.name, run, dedup, run_topic)
+        gx = validate_output(spec.name, run, dedup, run_topic, lineage_ids=not spec.own_sink)
         report["expectations"] = gx.to_dict()
     report["ok"] = report["verdict"] == "consistent" and (gx is None or gx.success)
     if store is not None:

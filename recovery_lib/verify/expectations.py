@@ -27,6 +27,8 @@ from recovery_lib.settings import get_settings
 from recovery_lib.verify.oracle import consumer_view
 
 GENERIC_OUTPUT_SUITE = "job_output"  # for jobs without a suite of their own
+# ... whose output carries no lineage ids (a job that writes its output itself).
+GENERIC_PLAIN_OUTPUT_SUITE = "plain_output"
 METRICS_SUITES = {
     "runs": "metrics_runs",
     "micro_batches": "metrics_micro_batches",
@@ -128,17 +130,21 @@ def output_frame(records: Iterable[SinkRecord], dedup: bool) -> pd.DataFrame:
     return pd.DataFrame([{**o.value, "_id": o.id} for o in consumer_view(records, dedup)])
 
 
-def output_suite(job: str) -> str:
+def output_suite(job: str, lineage_ids: bool = True) -> str:
     """The suite of a job's output: ``<suites dir>/<job name>.json``, else the generic one
-    (ids present, unique in dedup modes)."""
-    return job if (suites_dir() / f"{job}.json").exists() else GENERIC_OUTPUT_SUITE
+    (ids present, unique in dedup modes; without ``lineage_ids``, a job that writes its output
+    itself: records with a value)."""
+    if (suites_dir() / f"{job}.json").exists():
+        return job
+    return GENERIC_OUTPUT_SUITE if lineage_ids else GENERIC_PLAIN_OUTPUT_SUITE
 
 
 def validate_output(  # noqa: ANN201 - SuiteResult
-    job: str, records: Iterable[SinkRecord], dedup: bool, target: str
+    job: str, records: Iterable[SinkRecord], dedup: bool, target: str, lineage_ids: bool = True
 ):
     """The job's output suite (``output_suite``) on the consumer's view of ``records``."""
-    return validate_frame(output_frame(records, dedup), output_suite(job), target, dedup)
+    suite = output_suite(job, lineage_ids)
+    return validate_frame(output_frame(records, dedup), suite, target, dedup)
 
 
 def validate_metrics(store_path: str | Path) -> list[SuiteResult]:

@@ -84,6 +84,7 @@ class StandbyJob:
         build: Callable[[Any, Any], Any] | None = None,
         inputs: int = 1,
         output: JobOutput | None = None,
+        own_sink: bool = False,  # the job writes its output itself (JobSpec.own_sink)
     ) -> None:
         self.build = build  # for the rehearsal (rehearsal.py)
         self.output = output  # the job's output path, for the rehearsal and the warm loop
@@ -101,9 +102,13 @@ class StandbyJob:
         self.marker = self.dir / "taken_over"
         self.follower: Any = None  # a hot standby's running query
         self._shipper_thread: threading.Thread | None = None
-        self.hot_refused = (
-            hot_problem(opts, inputs) if get_settings().standby_hot else "setting off"
-        )
+        self.own_sink = own_sink
+        if own_sink:  # its sink neither holds a hot query's output nor reads fence records
+            self.hot_refused: str | None = "the job writes its output itself"
+        else:
+            self.hot_refused = (
+                hot_problem(opts, inputs) if get_settings().standby_hot else "setting off"
+            )
         self.hot = self.hot_refused is None
         opts.follow_log = str(self.dir / "tail")
         if self.hot:  # the primary's own logs: its committed batches, read as they appear
@@ -196,7 +201,8 @@ class StandbyJob:
 
         df = self.spark.range(0, 8, numPartitions=2)
         df.mapInArrow(identity, df.schema).count()
-        keep_sink_warm(self.spark, self.opts, self.dir, self.output)
+        if not self.own_sink:
+            keep_sink_warm(self.spark, self.opts, self.dir, self.output)
 
     def _warm_loop(self) -> None:
         """Off the lease loop: a warm-up job can take seconds on a loaded machine."""
@@ -297,7 +303,7 @@ class StandbyJob:
         self.epoch_file.write_text(str(epoch))
         # A table sink is fenced by the epoch store and the epochs its table's commits carry,
         # not by fence records in a topic.
-        topics = [] if self.opts.table_sink else [self.opts.out_topic]
+        topics = [] if self.opts.table_sink or self.own_sink else [self.opts.out_topic]
         if self.opts.causal is not None and self.opts.causal.storage == "kafka":
             topics.append(self.opts.causal.topic)
         fences = write_fences(topics, epoch, self.opts.kafka)
