@@ -12,8 +12,20 @@ def run(ours_eps: float, spark_eps: float, ours_p50: float, spark_p50: float) ->
         report[path_name(OURS, kind)] = {"events_per_s": ours_eps, "cpu_s_per_million": 9.0}
         report[path_name(SPARKS, kind)] = {"events_per_s": spark_eps, "cpu_s_per_million": 4.5}
     report["latency_by_source"] = [
-        {"source": OURS, "rate_eps": 1000.0, "p50_ms": ours_p50, "p99_ms": 900.0},
-        {"source": SPARKS, "rate_eps": 1000.0, "p50_ms": spark_p50, "p99_ms": 700.0},
+        {
+            "source": OURS,
+            "rate_eps": 1000.0,
+            "p50_ms": ours_p50,
+            "p99_ms": 900.0,
+            "phase_p50_ms": {"addBatch": 150.0, "commitOffsets": 90.0},
+        },
+        {
+            "source": SPARKS,
+            "rate_eps": 1000.0,
+            "p50_ms": spark_p50,
+            "p99_ms": 700.0,
+            "phase_p50_ms": {"addBatch": 120.0, "commitOffsets": 40.0},
+        },
     ]
     return report
 
@@ -28,6 +40,8 @@ def test_within_goal_at_0_8x_throughput_and_1_2x_p50():
     assert out["all_columns"]["ours_over_spark"] == 0.8 and out["all_columns"]["within_goal"]
     assert out["q1_latency_by_rate"]["1000"]["p50_ours_over_spark"] == 1.2
     assert out["q1_latency_by_rate"]["1000"]["within_goal"]
+    phases = out["q1_latency_by_rate"]["1000"]["batch_phase_p50_ms"]
+    assert phases["commitOffsets"] == {OURS: 90.0, SPARKS: 40.0}
 
 
 def test_a_slower_source_misses_the_goals():
