@@ -10,7 +10,7 @@ SPARK_KAFKA_JARS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install demo ops ops-down test test-all test-flaky browser dashboard dashboard-screenshots lint docs-api bench-io bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
+.PHONY: install demo ops ops-down test test-all test-flaky browser dashboard dashboard-screenshots lint docs-api bench-io bench-realtime bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
 
 $(STAMP): pyproject.toml requirements.lock recovery_lib/kafka/_block_consumer.c recovery_lib/kafka/pom.xml recovery_lib/spark/kafka_connector_pom.xml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -84,6 +84,9 @@ docs-api: $(STAMP)
 
 bench-io: $(STAMP)
 	$(BIN)/recovery bench io
+
+bench-realtime: $(STAMP)
+	$(BIN)/recovery bench realtime --out docs/benchmarks/bench_realtime
 
 bench-nexmark: $(STAMP)
 	$(BIN)/recovery bench nexmark --query q1 --query q3 --query q8 --query q12

@@ -20,12 +20,18 @@ class TopicAdmin:
         check_reachable(self.config, self.timeout_s)
         self.admin = AdminClient(self.config)
 
-    def create(self, name: str, partitions: int = 1, replication: int = -1) -> bool:
+    def create(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication: int = -1,
+        config: Mapping[str, str] | None = None,
+    ) -> bool:
         """Create a topic; returns False when it already exists (idempotent). ``replication``
-        -1: the broker's default (3 in the project's Kafka cluster, 1 on a single node)."""
-        futures = self.admin.create_topics(
-            [NewTopic(name, partitions, replication)], request_timeout=self.timeout_s
-        )
+        -1: the broker's default (3 in the project's Kafka cluster, 1 on a single node);
+        ``config``: topic settings (e.g. message.timestamp.type)."""
+        topic = NewTopic(name, partitions, replication, config=dict(config or {}))
+        futures = self.admin.create_topics([topic], request_timeout=self.timeout_s)
         try:
             futures[name].result(timeout=self.timeout_s)
         except KafkaException as exc:

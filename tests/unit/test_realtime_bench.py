@@ -1,0 +1,46 @@
+"""`recovery bench realtime`'s summary: the pipeline against q1 alone in real-time mode (goal:
+within 2x and below 1 s), real-time against micro-batch, and the killed stage's verdicts, from
+one run's figures (the bench itself runs in `make bench-realtime`)."""
+
+from __future__ import annotations
+
+from recovery_lib.bench.realtime_bench import STAGES, summarize
+
+
+def row(trigger: str, stages: int, rate: float, p50: float) -> dict:
+    return {"trigger": trigger, "stages": stages, "rate_eps": rate, "p50_ms": p50, "p99_ms": p50}
+
+
+KILL = {
+    "restart_s": 14.2,
+    "output_gap_ms": 15_000,
+    "plain_consumer": {"guarantee": "at-least-once"},
+    "dedup_reader": {"guarantee": "exactly-once"},
+}
+
+
+def test_a_pipeline_within_twice_q1_and_under_a_second_meets_the_goal():
+    rows = [
+        row("realtime", 1, 1000.0, 10.0),
+        row("realtime", STAGES, 1000.0, 20.0),
+        row("microbatch", 1, 1000.0, 300.0),
+        row("microbatch", STAGES, 1000.0, 900.0),
+    ]
+    out = summarize(rows, KILL)
+    assert out["1000"]["pipeline_over_q1_realtime"] == 2.0 and out["1000"]["within_goal"]
+    assert out["1000"]["pipeline_realtime_over_microbatch"] == round(20 / 900, 3)
+    assert out["stage_kill"] == {
+        "restart_s": 14.2, "output_gap_ms": 15_000,
+        "plain_consumer": "at-least-once", "dedup_reader": "exactly-once",
+    }  # fmt: skip
+
+
+def test_a_slow_pipeline_misses_it_either_way():
+    too_slow = summarize(
+        [row("realtime", 1, 5000.0, 600.0), row("realtime", STAGES, 5000.0, 1100.0)], None
+    )
+    assert too_slow["5000"]["pipeline_over_q1_realtime"] < 2 and not too_slow["5000"]["within_goal"]
+    too_far = summarize(
+        [row("realtime", 1, 5000.0, 5.0), row("realtime", STAGES, 5000.0, 50.0)], None
+    )
+    assert not too_far["5000"]["within_goal"] and "stage_kill" not in too_far
