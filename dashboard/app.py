@@ -283,6 +283,7 @@ def recoveries(path: Path) -> None:
         )
     by_mode = rec.groupby(["mode", "query", "recovery"], as_index=False)[times].mean()
     st.dataframe(present(by_mode), hide_index=True)
+    restart_waterfall(path)
     st.dataframe(present(rec.drop(columns=["ts_ms"])), hide_index=True, width="stretch")
     parked = views.parked_records(path)
     if not parked.empty:
@@ -294,6 +295,42 @@ def recoveries(path: Path) -> None:
         )
         shown = parked.assign(when=parked["ts_ms"].map(ago)).drop(columns=["ts_ms"])
         st.dataframe(present(shown), hide_index=True, width="stretch")
+
+
+def restart_waterfall(path: Path) -> None:
+    """The last restarts phase by phase (metrics/views.restart_phases), one bar each."""
+    phases = views.restart_phases(path).head(8)
+    if phases.empty:
+        return
+    st.subheader("Restarts, phase by phase")
+    st.caption(
+        "Where a restart's time goes: detecting the failure, the new process and its imports, "
+        "the JVM and Spark session, building the query, its first micro-batch with input "
+        "(output resumes), and catching up (latency back within 10 %; the run's first failure)."
+    )
+    phases = phases.assign(
+        restart=phases["query"]
+        + " "
+        + phases["detected_ms"].map(ago)
+        + " ("
+        + phases["run_id"].str[:8]
+        + ")"
+    )
+    long = phases.melt(["restart"], list(views.RESTART_PHASES), "phase", "seconds").dropna()
+    order = {phase: i for i, phase in enumerate(views.RESTART_PHASES)}
+    long = long.assign(order=long["phase"].map(order))
+    st.altair_chart(
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            y=alt.Y("restart:N", title=None, sort=None),
+            x=alt.X("sum(seconds):Q", title="seconds from the failure"),
+            color=alt.Color("phase:N", sort=list(views.RESTART_PHASES), title="phase"),
+            order=alt.Order("order:Q"),
+            tooltip=["restart", "phase", "seconds"],
+        ),
+        width="stretch",
+    )
 
 
 def consistency(path: Path) -> None:

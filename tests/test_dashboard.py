@@ -50,6 +50,9 @@ def populated_store(path: Path) -> Path:
             )  # fmt: skip
             store.event(run, "failure_injected", {"kind": "mid-write"}, T0 + 20_000)
             store.event(run, "failure_detected", {"cause": "exit -9"}, T0 + 21_000)
+            started = {"imported_ms": T0 + 23_000, "session_ready_ms": T0 + 26_000,
+                       "query_built_ms": T0 + 26_100, "query_started_ms": T0 + 26_500}  # fmt: skip
+            store.event(run, "job_phases", started, T0 + 26_500)
             store.event(run, "ready", {"restart_time_s": restart_s}, T0 + 21_000 + restart_s * 1000)
             recovered = {"recovery_time_s": restart_s + 9, "output_gap_s": restart_s + 2}
             store.event(run, "recovery_measured", recovered, T0 + 90_000)
@@ -164,6 +167,7 @@ def test_the_dashboard_shows_jobs_recoveries_consistency_and_experiments(tmp_pat
     reports = next(f for f in frames if "verdict" in f.columns and "lost" in f.columns)
     assert sorted(reports["verdict"]) == ["consistent", "inconsistent"]
     assert sorted(reports["guarantee"]) == ["exactly-once", "none"]
+    assert "Restarts, phase by phase" in [h.value for h in at.subheader]
     every = next(f for f in frames if "recovery (s)" in f.columns and "time (UTC)" in f.columns)
     assert set(every["recovery"]) == {"restart", "replica replaced", "pipeline stage restart"}
     restarted = every[every["recovery"] == "restart"]

@@ -47,6 +47,12 @@ class JobMetrics:
         self.replacements = counter("replica_replacements", "dead replicas replaced and joined")
         self.replicas_missing = gauge("replicas_missing", "replicas dead and not joined again")
         self.last_restart = gauge("last_restart_seconds", "failure detected -> job serves again")
+        self.last_restart_phase = gauge(
+            "last_restart_phase_seconds",
+            "the last restart, phase by phase (detect, process and imports, JVM and session, "
+            "query build, first batch, caught up)",
+            ("phase",),
+        )
         self.last_recovery = gauge(
             "last_recovery_seconds", "failure -> latency back within 10 % (DESIGN 4)"
         )
@@ -185,6 +191,20 @@ class JobMetrics:
             [job],
         )
         self._advance(self.gc_freed, "gc", float(freed["b"].iloc[0]))
+        if run_id is not None:
+            self.observe_restart_phases(path, run_id)
+
+    def observe_restart_phases(self, path: str | Path, run_id: str) -> None:
+        """The phases of the run's last restart (metrics/views.restart_phases)."""
+        from recovery_lib.metrics.views import RESTART_PHASES, restart_phases
+
+        phases = restart_phases(path, run_id)
+        if phases.empty:
+            return
+        last = phases.iloc[0]
+        for phase in RESTART_PHASES:
+            if last[phase] is not None and last[phase] == last[phase]:  # not None, not NaN
+                self.last_restart_phase.labels(**self.labels, phase=phase).set(float(last[phase]))
 
     def observe_input_lag(
         self,

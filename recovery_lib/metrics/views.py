@@ -364,3 +364,84 @@ def alerts(path: str | Path) -> list[str]:
                     f"({row.guarantee or 'no guarantee'}), not exactly-once"
                 )
     return out
+
+
+# The phases of a native restart, in order (restart_phases): what a user waits for.
+RESTART_PHASES = (
+    "detect",  # the failure -> the supervisor notices it (injected failures only)
+    "process and imports",  # detected -> the new process imported the library and PySpark
+    "JVM and session",  # -> its SparkSession is up
+    "query build",  # -> the job built and started its query
+    "first batch",  # -> the first micro-batch with input is done (output resumes)
+    "caught up",  # -> latency back within 10 % of before (the run's first failure only)
+)
+
+
+def restart_phases(path: str | Path, run_id: str | None = None) -> pd.DataFrame:
+    """One row per restart of a job's process (a failure detected, a new process started):
+    its run, job, when it was detected, and the seconds of each of ``RESTART_PHASES`` (None
+    where the store does not say, e.g. no injected failure before a crash). Newest first."""
+    where = "WHERE e.run_id = ?" if run_id is not None else ""
+    events = read_frame(
+        path,
+        f"""SELECT e.run_id, r.query, e.kind, e.ts_ms, e.detail FROM events e
+            JOIN runs r USING (run_id) {where}
+            {"AND" if where else "WHERE"} e.kind IN ('failure_injected', 'failure_detected',
+                'job_phases', 'recovery_measured')
+            ORDER BY e.ts_ms""",
+        [run_id] if run_id is not None else [],
+    )
+    columns = ["run_id", "query", "detected_ms", *RESTART_PHASES]
+    if events.empty or not (events["kind"] == "failure_detected").any():
+        return pd.DataFrame(columns=columns)
+    batches = read_frame(
+        path,
+        f"""SELECT run_id, ts_ms + coalesce(trigger_ms, 0) AS done_ms FROM micro_batches
+            WHERE input_rows > 0 {"AND run_id = ?" if run_id is not None else ""}
+            ORDER BY done_ms""",
+        [run_id] if run_id is not None else [],
+    )
+    rows = [
+        _phases_of(run, query, run_events, batches[batches["run_id"] == run]["done_ms"].tolist())
+        for (run, query), run_events in events.groupby(["run_id", "query"], sort=False)
+    ]
+    flat = [row for per_run in rows for row in per_run]
+    if not flat:
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame(flat, columns=columns).sort_values("detected_ms", ascending=False)
+
+
+def _phases_of(
+    run: str, query: str, events: pd.DataFrame, batches_done: list[int]
+) -> list[list[object]]:
+    def detail(row: pd.Series) -> dict:
+        return json.loads(row["detail"]) if isinstance(row["detail"], str) else {}
+
+    injected = events[events["kind"] == "failure_injected"]["ts_ms"].tolist()
+    started = [detail(r) for _, r in events[events["kind"] == "job_phases"].iterrows()]
+    measured = [detail(r) for _, r in events[events["kind"] == "recovery_measured"].iterrows()]
+    recovery_s = measured[0].get("recovery_time_s") if measured else None
+    detections = events[events["kind"] == "failure_detected"]["ts_ms"].tolist()
+    out = []
+    for i, detected in enumerate(detections):
+        before = [t for t in injected if t <= detected and (i == 0 or t > detections[i - 1])]
+        failure = before[-1] if before else None
+        process = next((p for p in started if p.get("imported_ms", 0) >= detected), None)
+        marks: list[float | None] = [failure, detected]
+        if process is not None:
+            query_started = process.get("query_started_ms")
+            first = next((t for t in batches_done if query_started and t >= query_started), None)
+            marks += [process.get("imported_ms"), process.get("session_ready_ms"), query_started]
+            marks.append(first)
+        else:
+            marks += [None] * 4
+        caught_up = None
+        if i == 0 and failure is not None and recovery_s is not None:
+            caught_up = failure + float(recovery_s) * 1000
+        marks.append(caught_up)
+        phases = [
+            (b - a) / 1000 if a is not None and b is not None and b >= a else None
+            for a, b in zip(marks, marks[1:], strict=False)
+        ]
+        out.append([run, query, detected, *phases])
+    return out
