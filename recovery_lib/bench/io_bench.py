@@ -159,7 +159,7 @@ def _spark_rate(
 BID_SCHEMA = "auction long, bidder long, price long, dateTime long"
 
 
-def _bid(n: int) -> bytes:
+def bid_json(n: int) -> bytes:
     """NexMark bid ``n`` as JSON (q1's input)."""
     return json.dumps(
         {
@@ -214,7 +214,7 @@ def _latency(spark: Any, workdir: Path, rate: float, seconds: float, source: str
         n = 0
         pacer = Pacer(rate)
         while not stop.is_set() and pacer.elapsed_s() < seconds:
-            producer.produce(src, value=_bid(n))
+            producer.produce(src, value=bid_json(n))
             producer.poll(0)
             n += 1
             pacer.wait(n)
@@ -224,7 +224,7 @@ def _latency(spark: Any, workdir: Path, rate: float, seconds: float, source: str
     # measures that restart cost), so a few records go through before the measured ones.
     warm = Producer(client_config())
     for n in range(LATENCY_WARMUP_RECORDS):
-        warm.produce(src, value=_bid(-1 - n))
+        warm.produce(src, value=bid_json(-1 - n))
     warm.flush(10)
     deadline = time.monotonic() + LATENCY_WARMUP_TIMEOUT_S
     while sum(p["numInputRows"] for p in query.recentProgress) < LATENCY_WARMUP_RECORDS:

@@ -36,6 +36,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from recovery_lib.bench.io_bench import bid_json
 from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.errors import JobFailed
 from recovery_lib.files import write_json_report
@@ -225,23 +226,12 @@ def _wait(done: Callable[[], bool], timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def _bid(n: int) -> bytes:
-    return json.dumps(
-        {
-            "auction": 1000 + n % 997,
-            "bidder": 2000 + n % 4999,
-            "price": 100 + n % 9000,
-            "dateTime": 1_700_000_000_000 + n,
-        }  # fmt: skip
-    ).encode()
-
-
 def _feed(topic: str, rate: float, seconds: float, first: int = 0) -> int:
     producer = Producer({**client_config(), "linger.ms": "0"})
     pacer = Pacer(rate)
     n = 0
     while pacer.elapsed_s() < seconds:
-        producer.produce(topic, value=_bid(first + n))
+        producer.produce(topic, value=bid_json(first + n))
         producer.poll(0)
         n += 1
         pacer.wait(n)
@@ -292,7 +282,7 @@ def measure_latency(workdir: Path, stages: int, trigger: str, rate: float, secon
         pipe.start()
         producer = Producer(client_config())
         for n in range(WARMUP_RECORDS):
-            producer.produce(pipe.source, value=_bid(-1 - n))
+            producer.produce(pipe.source, value=bid_json(-1 - n))
         producer.flush(30)
         _wait(pipe.output_reached(WARMUP_RECORDS), READY_TIMEOUT_S, "the warm-up output")
         measured_from = int(time.time() * 1000)

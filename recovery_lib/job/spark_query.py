@@ -28,7 +28,6 @@ output as plain records (no lineage ids), against the failure-free reference run
 # ruff: noqa: A002 - the wrappers keep PySpark's parameter names (format=...)
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 import threading
@@ -38,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from recovery_lib.errors import JobError
-from recovery_lib.job.spec import JobSpec
+from recovery_lib.job.spec import JobSpec, import_job_module
 from recovery_lib.verify.contract import ConsistencyContract
 
 if TYPE_CHECKING:
@@ -58,13 +57,7 @@ def _load_callable(ref: str) -> Callable[..., Any]:
     module_name, _, attr = ref.partition(":")
     if not attr:
         raise JobError(f"{ref!r}: name the job's function as module:function")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise JobError(
-            f"cannot import {module_name!r} ({exc}); is its directory on PYTHONPATH?"
-        ) from exc
-    fn = getattr(module, attr, None)
+    fn = getattr(import_job_module(module_name), attr, None)
     if not callable(fn):
         raise JobError(f"{ref}: module {module_name} has no function {attr!r}")
     return fn

@@ -26,6 +26,7 @@ import importlib.util
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from recovery_lib.errors import JobError
@@ -144,6 +145,16 @@ class JobSpec:
         return not self.contract.deterministic
 
 
+def import_job_module(name: str) -> ModuleType:
+    """Module ``name`` of a job from PYTHONPATH; ``JobError`` says where to look."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise JobError(
+            f"cannot import job module {name!r} ({exc}); is its directory on PYTHONPATH?"
+        ) from exc
+
+
 def load_job(ref: str) -> JobSpec:
     """The job named ``module:attr`` or ``module`` (its ``JOB``), imported from PYTHONPATH.
 
@@ -160,13 +171,7 @@ def load_job(ref: str) -> JobSpec:
     """
     module_name, _, attr = ref.partition(":")
     attr = attr or "JOB"
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise JobError(
-            f"cannot import job module {module_name!r} ({exc}); is its directory on PYTHONPATH?"
-        ) from exc
-    spec = getattr(module, attr, None)
+    spec = getattr(import_job_module(module_name), attr, None)
     if spec is None:
         raise JobError(f"module {module_name} has no {attr!r}: define {attr} = JobSpec(...)")
     if callable(spec) and not isinstance(spec, JobSpec):

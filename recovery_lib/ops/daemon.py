@@ -137,9 +137,7 @@ def run_daemon(name: str) -> int:
     settings = get_settings()
     store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
     me = os.getpid()
-    run_id = store.start_run(
-        job.query, job.mode, {"job": job.name, **job.model_dump(mode="json")}
-    )
+    run_id = store.start_run(job.query, job.mode, {"job": job.name, **job.model_dump(mode="json")})
     status = DaemonStatus(job.name, "starting", me, now_ms(), run_id=run_id)
     _write_status(job, status, store)
 
