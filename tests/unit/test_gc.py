@@ -143,8 +143,7 @@ def test_gc_of_a_replicated_job_collects_each_replicas_checkpoint(tmp_path, sett
 
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text(
-        "jobs:\n  - {name: q3r, job: q3, mode: liverobin, sink_mode: release, "
-        "keep_batches: 2}\n"
+        "jobs:\n  - {name: q3r, job: q3, mode: liverobin, sink_mode: release, keep_batches: 2}\n"
     )
     settings_env(RECOVERY_JOBS_FILE=jobs, RECOVERY_HOME=tmp_path / "home")
     job = get_job("q3r")

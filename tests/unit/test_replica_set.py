@@ -223,9 +223,7 @@ def test_a_nondeterministic_replicated_job_runs_causal_unless_told_otherwise():
         ({"replication": "none", "mode": "causal"}, "causal", None),
     ],
 )
-def test_entries_with_the_old_standby_and_replication_keys_load_as_they_ran(
-    legacy, mode, process
-):
+def test_entries_with_the_old_standby_and_replication_keys_load_as_they_ran(legacy, mode, process):
     from recovery_lib.ops.config import StreamJob
 
     job = StreamJob(name="j", job="q3", **legacy)
