@@ -371,6 +371,7 @@ class ExperimentConfig:
             failures=self.kinds,
             cluster=self.cluster,
             options=self.mode_options,
+            causal_storage=get_settings().causal_storage,  # the experiment's edge reads it
         )
 
     @property

@@ -19,7 +19,6 @@ from recovery_lib.io.sinks.modes import sink_flag
 from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec
 from recovery_lib.runtime.launch import JobLaunch, ProcessMode
-from recovery_lib.settings import get_settings
 
 if TYPE_CHECKING:
     from recovery_lib.metrics.store import MetricsStore
@@ -82,7 +81,7 @@ class ModeOptions:
 class ModeRequest:
     """What is asked of a mode: the job, its sink mode (io/sinks/modes.py), the failures an
     experiment injects, whether it runs on a cluster, and the process mode the user chose
-    (the jobs file's ``mode``; None: the recovery mode chooses)."""
+    (the jobs file's ``process``; None: the recovery mode chooses)."""
 
     job: JobSpec
     sink_mode: str = "dedup"
@@ -91,6 +90,8 @@ class ModeRequest:
     cluster: bool = False
     process: ProcessMode | None = None
     options: ModeOptions = field(default_factory=ModeOptions)
+    # Where a causal job's determinants go (the setting causal_storage of whoever asks).
+    causal_storage: str = "kafka"
     surface: Surface = COMMAND_LINE
 
 
@@ -170,7 +171,7 @@ class RecoveryMode(ABC):
         if (
             request.table_sink
             and self.process_mode(request).causal
-            and get_settings().causal_storage == "output"
+            and request.causal_storage == "output"
         ):
             raise ModeRefused(
                 f"{request.surface.prefix}a table sink with causal determinants piggybacked "

@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from recovery_lib.causal.log import CausalConfig
 from recovery_lib.errors import ConfigurationError
@@ -20,7 +28,7 @@ from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.modes import JobPlace, ModeRequest, RecoveryMode, get_mode, job_entry, mode_names
 from recovery_lib.runtime.launch import JobLaunch, ProcessMode
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 # What an entry of the old ``replication:`` key said for "no replicas".
 LEGACY_NO_REPLICATION = "none"
@@ -61,6 +69,8 @@ class StreamJob(BaseModel):
     params: dict[str, str] = Field(default_factory=dict)  # the job's --param name=value
     inputs: dict[str, str] = Field(default_factory=dict)  # input name -> topic (overrides)
     extra_args: list[str] = Field(default_factory=list)
+    # The settings the entry was loaded with (load_jobs'), else the process's.
+    _settings: Settings | None = PrivateAttr(default=None)
 
     @field_validator("job")
     @classmethod
@@ -109,7 +119,9 @@ class StreamJob(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _its_recovery_mode_accepts_it(self) -> StreamJob:
+    def _its_recovery_mode_accepts_it(self, info: ValidationInfo) -> StreamJob:
+        if info.context and info.context.get("settings") is not None:
+            self._settings = info.context["settings"]
         if self.process is not None and self.process_mode is not self.process:
             raise ValueError(
                 f"job {self.name}: mode {self.mode} runs its processes "
@@ -118,6 +130,11 @@ class StreamJob(BaseModel):
             )
         self.recovery_mode.validate(self.mode_request)
         return self
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this entry runs with (where its files are, how it logs causally)."""
+        return self._settings if self._settings is not None else get_settings()
 
     @property
     def recovery_mode(self) -> RecoveryMode:
@@ -137,6 +154,7 @@ class StreamJob(BaseModel):
             table_sink=self.table_target is not None,
             cluster=self.placement == "cluster",
             process=self.process,
+            causal_storage=self.settings.causal_storage,
             surface=job_entry(self.name),
         )
 
@@ -167,7 +185,7 @@ class StreamJob(BaseModel):
 
     @property
     def workdir(self) -> Path:
-        return get_settings().home / "jobs" / self.name
+        return self.settings.home / "jobs" / self.name
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -210,11 +228,11 @@ class StreamJob(BaseModel):
 
     def causal_config(self):  # noqa: ANN201 - CausalConfig, as the job itself builds it
 
-        settings = get_settings()
+        settings = self.settings
         return CausalConfig(
             job=self.out_topic,
             state_dir=f"{self.checkpoint}.causal",
-            kafka=client_config(),
+            kafka=client_config(settings=settings),
             on_missing=settings.causal_on_missing,
             storage=settings.causal_storage,
             output_topic=self.out_topic,
@@ -248,15 +266,20 @@ class JobsFile(BaseModel):
     jobs: list[StreamJob]
 
 
-def jobs_file() -> Path:
-    configured = get_settings().jobs_file
+def jobs_file(settings: Settings | None = None) -> Path:
+    """The jobs file: the setting ``jobs_file``, else dags/streaming_jobs.yaml."""
+    configured = (settings or get_settings()).jobs_file
     if configured is not None:
         return configured
     return Path(__file__).resolve().parents[2] / "dags" / "streaming_jobs.yaml"
 
 
-def load_jobs(path: str | Path | None = None) -> dict[str, StreamJob]:
-    path = Path(path) if path is not None else jobs_file()
+def load_jobs(
+    path: str | Path | None = None, settings: Settings | None = None
+) -> dict[str, StreamJob]:
+    """The jobs of ``path`` (default ``jobs_file``), each checked by its mode and run with
+    ``settings`` (default: the process's)."""
+    path = Path(path) if path is not None else jobs_file(settings)
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -266,7 +289,7 @@ def load_jobs(path: str | Path | None = None) -> dict[str, StreamJob]:
     except yaml.YAMLError as exc:
         raise ConfigurationError(f"jobs file {path} is not valid YAML: {exc}") from exc
     try:
-        parsed = JobsFile.model_validate(data or {"jobs": []})
+        parsed = JobsFile.model_validate(data or {"jobs": []}, context={"settings": settings})
     except ValidationError as exc:
         raise ConfigurationError(f"jobs file {path}: {exc}") from exc
     names = [j.name for j in parsed.jobs]
@@ -278,10 +301,12 @@ def load_jobs(path: str | Path | None = None) -> dict[str, StreamJob]:
     return {j.name: j for j in parsed.jobs}
 
 
-def get_job(name: str, path: str | Path | None = None) -> StreamJob:
-    jobs = load_jobs(path)
+def get_job(
+    name: str, path: str | Path | None = None, settings: Settings | None = None
+) -> StreamJob:
+    jobs = load_jobs(path, settings)
     if name not in jobs:
         raise ConfigurationError(
-            f"no job {name!r} in {path or jobs_file()}; configured: {sorted(jobs)}"
+            f"no job {name!r} in {path or jobs_file(settings)}; configured: {sorted(jobs)}"
         )
     return jobs[name]

@@ -4,6 +4,8 @@ and the modes that refuse a table (no Spark: Arrow batches built by hand)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 
@@ -159,12 +161,11 @@ def test_a_jobs_file_entry_writes_a_table_through_its_launch_and_refuses_replica
         load_jobs(jobs)
 
 
-def test_causal_mode_refuses_a_table_when_determinants_ride_on_the_output(settings_env):
+def test_causal_mode_refuses_a_table_when_determinants_ride_on_the_output():
     request = ModeRequest(resolve_job("prices"), table_sink=True)
     get_mode("causal").validate(request)  # determinants in their own topic: fine
-    settings_env(RECOVERY_CAUSAL_STORAGE="output")
     with pytest.raises(ModeRefused, match="RECOVERY_CAUSAL_STORAGE=kafka"):
-        get_mode("causal").validate(request)
+        get_mode("causal").validate(dataclasses.replace(request, causal_storage="output"))
     get_mode("native").validate(ModeRequest(resolve_job("q1"), table_sink=True))
 
 
