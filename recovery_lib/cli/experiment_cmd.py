@@ -102,7 +102,7 @@ def experiment_run(
         "release (a plain consumer sees each once) | two-phase (visible at batch commit) | "
         "transactional (a Kafka transaction per task; Apache Kafka only) | delta | iceberg "
         "(a lakehouse table, one commit per batch, never twice). "
-        "Default: dedup, release for kazoo and liverobin.",
+        f"Default: dedup, release for {' and '.join(mode_names(replicated=True))}.",
     ),
     table: str = typer.Option(
         None,
@@ -111,14 +111,16 @@ def experiment_run(
     ),
     victim: str = typer.Option(
         None,
-        help="kazoo | liverobin: the replica a failure hits: leader or follower (kazoo), a or b "
-        "(default: the leader; replica a under liverobin).",
+        help=f"{' | '.join(mode_names(replicated=True))}: the replica a failure hits: leader or "
+        "follower (leader-based), a or b (default: the leader; replica a when leaderless).",
     ),
     heartbeat_period: float = typer.Option(
         None, help="liverobin: seconds between heartbeats (the batch interval)."
     ),
     replace_after: float = typer.Option(
-        None, help="kazoo | liverobin: seconds after a replica's death its replacement starts."
+        None,
+        help=f"{' | '.join(mode_names(replicated=True))}: seconds after a replica's death its "
+        "replacement starts.",
     ),
     cluster: bool = typer.Option(
         False, help="Run against a standalone cluster (started if needed)."
