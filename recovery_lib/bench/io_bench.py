@@ -21,6 +21,7 @@ import shutil
 import threading
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,11 @@ def _spark_rate(
 BID_SCHEMA = "auction long, bidder long, price long, dateTime long"
 
 
+def _progress_ms(timestamp: str) -> int:
+    """A progress report's trigger time (ISO 8601, UTC) in epoch milliseconds."""
+    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
+
+
 def bid_json(n: int) -> bytes:
     """NexMark bid ``n`` as JSON (q1's input)."""
     return json.dumps(
@@ -240,7 +246,12 @@ def _latency(spark: Any, workdir: Path, rate: float, seconds: float, source: str
     pacer.start()
     pacer.join()
     time.sleep(3)
-    busy = [p for p in query.recentProgress if p["numInputRows"]]
+    # The measured batches only (not the warm-up's, which start the Python workers).
+    busy = [
+        p
+        for p in query.recentProgress
+        if p["numInputRows"] and _progress_ms(p["timestamp"]) >= measured_from_ms
+    ]
     batch_ms = [p["durationMs"]["triggerExecution"] for p in busy]
     # Where a batch's time goes (Spark's phases: planning, the source's calls, the write).
     phases = sorted({phase for p in busy for phase in p["durationMs"]})

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from recovery_lib.errors import JobError
 from recovery_lib.job.spec import JobSpec, import_job_module
+from recovery_lib.kafka.clients import spark_kafka_options
 from recovery_lib.verify.contract import ConsistencyContract
 
 if TYPE_CHECKING:
@@ -63,6 +64,11 @@ def _load_callable(ref: str) -> Callable[..., Any]:
     return fn
 
 
+# Writers that leave nothing in a place of the team's (everything else is refused: an
+# experiment's or a standby's run would write into production).
+HARMLESS_FORMATS = frozenset({"kafka", "noop", "console", "memory"})
+
+
 @dataclass
 class KafkaRedirect:
     """Points Spark's Kafka reader and writers of this process at the launch's places.
@@ -70,14 +76,15 @@ class KafkaRedirect:
     Args:
         topics: The job's own topic names -> the launch's (inputs and output).
         output: The launch's output topic (every Kafka write goes there).
-        bootstrap: The launch's broker.
+        client: The launch's Kafka client settings as Spark's Kafka options
+            (``kafka.bootstrap.servers``, ``kafka.security.protocol``, SASL and TLS).
         checkpoint: The streaming query's checkpoint.
         query_name: The streaming query's name.
     """
 
     topics: Mapping[str, str]
     output: str
-    bootstrap: str
+    client: Mapping[str, str]
     checkpoint: str
     query_name: str
     started: list[Any] = field(default_factory=list)  # the streaming queries started
@@ -92,79 +99,95 @@ class KafkaRedirect:
             mapped.append(self.topics.get(topic, topic))
         return ",".join(mapped)
 
+    def kafka_read(self, given: Mapping[str, Any]) -> dict[str, str]:
+        """The options a Kafka read of the job gets: the launch's topics and client settings,
+        from the start of its topics (a run's input is there before its query starts; the
+        checkpoint decides where a restart resumes)."""
+        lowered = {k.lower(): v for k, v in given.items()}
+        for refused in ("subscribepattern", "assign"):
+            if refused in lowered:
+                raise JobError(
+                    f"the job reads Kafka with {refused}: only subscribe (a topic list) can be "
+                    "pointed at the launch's topics"
+                )
+        options = {**self.client, "startingOffsets": "earliest"}
+        if lowered.get("startingoffsets", "earliest") != "earliest":
+            log.warning(
+                "the job starts from %s: the launch reads from the start",
+                lowered["startingoffsets"],
+            )
+        if "subscribe" in lowered:
+            options["subscribe"] = self.subscribe(str(lowered["subscribe"]))
+        return options
+
+    def kafka_write(self, given: Mapping[str, Any]) -> dict[str, str]:
+        """The options a Kafka write of the job gets: the launch's topic and client settings."""
+        own = {k.lower(): v for k, v in given.items()}.get("topic")
+        if own is not None and own != self.output and own not in self.topics:
+            log.warning(
+                "the job writes %s, which it did not declare: to %s instead", own, self.output
+            )
+        return {**self.client, "topic": self.output}
+
     def install(self) -> KafkaRedirect:
         """Patch PySpark's readers and writers of this process (a job process runs one job)."""
         from pyspark.sql.readwriter import DataFrameWriter
         from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
+        if getattr(DataStreamWriter.start, "_rl_redirect", None) is not None:
+            raise JobError("Spark's readers and writers are already redirected in this process")
         redirect = self
         for cls in (DataStreamReader, DataStreamWriter, DataFrameWriter):
             self._remember(cls, "format", "option", "options")
-        self._remember(DataStreamWriter, "queryName")
-        reader_load = self._saved[(DataStreamReader, "load")] = DataStreamReader.load
-        stream_start = self._saved[(DataStreamWriter, "start")] = DataStreamWriter.start
-        batch_save = self._saved[(DataFrameWriter, "save")] = DataFrameWriter.save
+        load_of = self._saved[(DataStreamReader, "load")] = DataStreamReader.load
+        start_of = self._saved[(DataStreamWriter, "start")] = DataStreamWriter.start
+        save_of = self._saved[(DataFrameWriter, "save")] = DataFrameWriter.save
+        name_of = DataStreamWriter.queryName
 
-        def load(reader: Any, path: Any = None, format: Any = None, *a: Any, **options: Any) -> Any:
-            fmt = format or getattr(reader, "_rl_format", None)
-            if fmt == "kafka":
-                given = {**getattr(reader, "_rl_options", {}), **options}
-                for refused in ("subscribePattern", "assign"):
-                    if refused in given:
-                        raise JobError(
-                            f"the job reads Kafka with {refused}: only subscribe (a topic list) "
-                            "can be pointed at the launch's topics"
-                        )
-                if "subscribe" in given:
-                    options["subscribe"] = redirect.subscribe(str(given["subscribe"]))
-                if "startingOffsets" not in given:  # Spark's default, latest, skips a backlog
-                    log.info(
-                        "the job names no startingOffsets: it reads the launch's from the start"
-                    )
-                    options["startingOffsets"] = "earliest"
-                options["kafka.bootstrap.servers"] = redirect.bootstrap
-            return reader_load(reader, path, format, *a, **options)
+        def load(reader: Any, *args: Any, **kwargs: Any) -> Any:
+            call = _Call(load_of, reader, args, kwargs)
+            if call.format(reader) == "kafka":
+                call.options.update(redirect.kafka_read(call.given(reader)))
+            return call.run()
 
-        def start(
-            writer: Any, path: Any = None, format: Any = None, *a: Any, **options: Any
-        ) -> Any:
-            fmt = format or getattr(writer, "_rl_format", None)
-            given = {**getattr(writer, "_rl_options", {}), **options}
+        def start(writer: Any, *args: Any, **kwargs: Any) -> Any:
+            call = _Call(start_of, writer, args, kwargs)
+            fmt = call.format(writer)
+            given = call.given(writer)
             if fmt == "kafka":
-                options.update(redirect.kafka_write(given))
+                call.options.update(redirect.kafka_write(given))
+            elif fmt not in HARMLESS_FORMATS and call.named.get("path") is not None:
+                raise JobError(
+                    f"the job's query writes format {fmt} to {call.named['path']}: a run of the "
+                    "toolkit would write there too; only Kafka writes go to the launch's places"
+                )
             own = given.get("checkpointLocation")
             if own and own != redirect.checkpoint:
-                log.info(
-                    "the job's checkpoint %s: the launch's %s instead", own, redirect.checkpoint
-                )
-            options["checkpointLocation"] = redirect.checkpoint
-            options.pop("queryName", None)
-            redirect._saved[(DataStreamWriter, "queryName")](writer, redirect.query_name)
-            query = stream_start(writer, path, format, *a, **options)
+                log.info("the job's checkpoint %s: the launch's %s", own, redirect.checkpoint)
+            call.options["checkpointLocation"] = redirect.checkpoint
+            call.named["queryName"] = None
+            name_of(writer, redirect.query_name)
+            query = call.run()
             redirect.started.append(query)
             return query
 
-        def save(writer: Any, path: Any = None, format: Any = None, *a: Any, **options: Any) -> Any:
-            fmt = format or getattr(writer, "_rl_format", None)
-            if fmt == "kafka":  # a foreachBatch function's write
-                options.update(
-                    redirect.kafka_write({**getattr(writer, "_rl_options", {}), **options})
+        def save(writer: Any, *args: Any, **kwargs: Any) -> Any:
+            call = _Call(save_of, writer, args, kwargs)
+            fmt = call.format(writer)
+            if fmt == "kafka":  # e.g. a foreachBatch function's write
+                call.options.update(redirect.kafka_write(call.given(writer)))
+            elif fmt not in HARMLESS_FORMATS:
+                raise JobError(
+                    f"the job writes format {fmt} from a batch: a run of the toolkit would "
+                    "write into the team's place too; only Kafka writes go to the launch's"
                 )
-            return batch_save(writer, path, format, *a, **options)
+            return call.run()
 
+        start._rl_redirect = self  # type: ignore[attr-defined]
         DataStreamReader.load = load  # type: ignore[method-assign]
         DataStreamWriter.start = start  # type: ignore[method-assign]
         DataFrameWriter.save = save  # type: ignore[method-assign]
         return self
-
-    def kafka_write(self, given: Mapping[str, Any]) -> dict[str, str]:
-        """The options a Kafka write of the job gets: the launch's topic and broker."""
-        own = given.get("topic")
-        if own is not None and own != self.output and own not in self.topics:
-            log.warning(
-                "the job writes %s, which it did not declare: to %s instead", own, self.output
-            )
-        return {"topic": self.output, "kafka.bootstrap.servers": self.bootstrap}
 
     def uninstall(self) -> None:
         for (cls, name), original in self._saved.items():
@@ -178,15 +201,39 @@ class KafkaRedirect:
             setattr(cls, name, _recording(name, original))
 
 
+class _Call:
+    """A call of PySpark's ``load``/``start``/``save``, its arguments bound by name, so that
+    the redirect changes the format's options and named arguments wherever the job put them."""
+
+    def __init__(self, original: Callable[..., Any], this: Any, args: Any, kwargs: Any) -> None:
+        bound = inspect.signature(original).bind(this, *args, **kwargs)
+        self.original, self.this = original, this
+        self.named = {k: v for k, v in bound.arguments.items() if k not in ("self", "options")}
+        self.options: dict[str, Any] = dict(bound.arguments.get("options", {}))
+
+    def format(self, this: Any) -> str | None:
+        fmt = self.named.get("format") or getattr(this, "_rl_format", None)
+        return str(fmt).lower() if fmt is not None else None
+
+    def given(self, this: Any) -> dict[str, Any]:
+        """Every option the job set: before the call and in it."""
+        return {**getattr(this, "_rl_options", {}), **self.options}
+
+    def run(self) -> Any:
+        return self.original(self.this, **self.named, **self.options)
+
+
 def _recording(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs).arguments
         if name == "format":
-            self._rl_format = args[0] if args else kwargs.get("source")
+            self._rl_format = bound.get("source")
         elif name == "option":
-            key, value = args if len(args) == 2 else (kwargs["key"], kwargs["value"])
-            self._rl_options = {**getattr(self, "_rl_options", {}), key: value}
+            self._rl_options = {**getattr(self, "_rl_options", {}), bound["key"]: bound["value"]}
         elif name == "options":
-            self._rl_options = {**getattr(self, "_rl_options", {}), **kwargs}
+            self._rl_options = {**getattr(self, "_rl_options", {}), **bound.get("options", {})}
         return original(self, *args, **kwargs)
 
     return call
@@ -211,8 +258,7 @@ class SparkQuery:
 
         def call() -> None:
             try:
-                params = inspect.signature(self.run).parameters
-                outcome["result"] = self.run(self.spark) if params else self.run()
+                outcome["result"] = self.run(self.spark) if _takes_spark(self.run) else self.run()
             except BaseException as exc:  # noqa: BLE001 - raised again in the caller
                 outcome["error"] = exc
 
@@ -232,6 +278,15 @@ class SparkQuery:
                 "s: it must start one (writeStream...start()) and may return it or wait for it"
             )
         return self.redirect.started[0]
+
+
+def _takes_spark(fn: Callable[..., Any]) -> bool:
+    """Whether the job's function takes the session: a first parameter named spark, or one
+    without a default (``main(argv=None)`` takes none)."""
+    params = list(inspect.signature(fn).parameters.values())
+    if not params:
+        return False
+    return params[0].name == "spark" or params[0].default is inspect.Parameter.empty
 
 
 def spark_query_job(
@@ -273,7 +328,7 @@ def spark_query_job(
         redirect = KafkaRedirect(
             topics=topics,
             output=opts.out_topic,
-            bootstrap=opts.kafka["bootstrap.servers"],
+            client=spark_kafka_options(opts.kafka),
             checkpoint=opts.checkpoint_path,
             query_name=opts.query,
         )

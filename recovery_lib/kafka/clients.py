@@ -86,6 +86,47 @@ def client_config(
     return config
 
 
+# The JAAS login module of each SASL mechanism, for Java clients (Spark's Kafka connector).
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def spark_kafka_options(config: Mapping[str, str]) -> dict[str, str]:
+    """A librdkafka client config as Spark's Kafka connector (a Java client) takes it:
+    ``kafka.``-prefixed options for the broker, the security protocol, SASL (a JAAS line from
+    the user and password) and TLS (the CA file as a PEM trust store).
+
+    Args:
+        config: The project's client config (``client_config``).
+
+    Returns:
+        The options; ``kafka.security.protocol`` always (a team's own is replaced).
+    """
+    out = {
+        "kafka.bootstrap.servers": config["bootstrap.servers"],
+        "kafka.security.protocol": config.get("security.protocol", "PLAINTEXT").upper(),
+    }
+    mechanism = config.get("sasl.mechanism") or config.get("sasl.mechanisms")
+    if mechanism:
+        out["kafka.sasl.mechanism"] = mechanism.upper()
+        module = _JAAS_MODULES.get(mechanism.upper())
+        if module is not None and "sasl.username" in config:
+            user = config["sasl.username"].replace('"', '\\"')
+            password = config.get("sasl.password", "").replace('"', '\\"')
+            out["kafka.sasl.jaas.config"] = (
+                f'{module} required username="{user}" password="{password}";'
+            )
+    if config.get("ssl.ca.location"):
+        out["kafka.ssl.truststore.type"] = "PEM"
+        out["kafka.ssl.truststore.location"] = config["ssl.ca.location"]
+    if config.get("ssl.endpoint.identification.algorithm", "").lower() == "none":
+        out["kafka.ssl.endpoint.identification.algorithm"] = ""
+    return out
+
+
 # librdkafka properties whose values are secrets, also as ``kafka.<property>`` source and
 # sink options: passwords (sasl, ssl key and stores), OAuth client secrets and configs, inline
 # private keys and JAAS configs.

@@ -10,6 +10,7 @@ docker/alerts.yml and docker/grafana-dashboard.json use these names (a test chec
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Mapping
@@ -205,6 +206,9 @@ class JobMetrics:
         for phase in RESTART_PHASES:
             if last[phase] is not None and last[phase] == last[phase]:  # not None, not NaN
                 self.last_restart_phase.labels(**self.labels, phase=phase).set(float(last[phase]))
+            else:  # not the previous restart's figure
+                with contextlib.suppress(KeyError):  # never set
+                    self.last_restart_phase.remove(*self.labels.values(), phase)
 
     def observe_input_lag(
         self,

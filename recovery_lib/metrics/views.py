@@ -426,7 +426,16 @@ def _phases_of(
     for i, detected in enumerate(detections):
         before = [t for t in injected if t <= detected and (i == 0 or t > detections[i - 1])]
         failure = before[-1] if before else None
-        process = next((p for p in started if p.get("imported_ms", 0) >= detected), None)
+        until = detections[i + 1] if i + 1 < len(detections) else float("inf")
+        # The process started for this restart (a standby's took over: it started before).
+        process = next(
+            (
+                p
+                for p in started
+                if detected <= p.get("imported_ms", 0) < until and "takeover_ms" not in p
+            ),
+            None,
+        )
         marks: list[float | None] = [failure, detected]
         if process is not None:
             query_started = process.get("query_started_ms")

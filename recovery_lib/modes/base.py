@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 # The sink modes a job that writes its output itself runs under: nothing of the project's sink
 # is used, and the oracle reads every record (its output carries no lineage ids to dedup by).
 OWN_SINK_MODES = frozenset({"dedup", "at_least_once"})
+# Failures fired by hooks in the project's frames and sink (experiment/runner.py HOOK_FAULTS)
+# or found through its sink (poison): a job that writes its output itself never reaches them.
+PROJECT_CODE_FAILURES = frozenset(
+    {"mid-write", "task-retry", "write-retry", "torn-write", "pause-mid-write", "poison"}
+)
 
 
 class ModeRefused(ConfigurationError):
@@ -220,10 +225,18 @@ class RecoveryMode(ABC):
                 "default), or make it a JobSpec whose build returns its output DataFrame "
                 "(recovery_lib.job.output) to choose a sink mode"
             )
-        if "poison" in request.failures:
+        hooked = sorted(set(request.failures) & PROJECT_CODE_FAILURES)
+        if hooked:
             return (
-                f"job {job.name} writes its output itself: a poison record is searched for "
-                "through the project's sink; use another failure kind"
+                f"job {job.name} writes its output itself: {', '.join(hooked)} fire(s) in the "
+                "project's frames and sink, which it does not run; use driver-kill, pause, "
+                "executor-kill or a network, broker or checkpoint fault"
+            )
+        if self.process_mode(request).causal:
+            return (
+                f"job {job.name} writes its output itself and logs no nondeterminism, so its "
+                f"processes cannot run causal (mode {self.name} would, for a job whose contract "
+                "needs a replay to recompute): run it in mode native"
             )
         return None
 

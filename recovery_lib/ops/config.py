@@ -13,6 +13,7 @@ from pydantic import (
     BaseModel,
     Field,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -92,7 +93,7 @@ class StreamJob(BaseModel):
             return data
         data = dict(data)
         name = data.get("name", "?")
-        standby = bool(data.pop("standby", False))
+        standby = TypeAdapter(bool).validate_python(data.pop("standby", False))  # "false" too
         replication = data.pop("replication", LEGACY_NO_REPLICATION)
         if standby and replication != LEGACY_NO_REPLICATION:
             raise ValueError(
@@ -107,7 +108,9 @@ class StreamJob(BaseModel):
                 name,
                 chosen,
             )
-            data["process"] = data.get("process", data.get("mode", ProcessMode.NATIVE.value))
+            old = data.get("mode", ProcessMode.NATIVE.value)
+            if "process" not in data and old in {m.value for m in ProcessMode}:
+                data["process"] = old  # the old `mode` said what the processes run
             data["mode"] = chosen
         return data
 

@@ -221,6 +221,8 @@ def test_a_nondeterministic_replicated_job_runs_causal_unless_told_otherwise():
         ({"standby": True, "mode": "causal"}, "standby", "causal"),
         ({"replication": "kazoo", "sink_mode": "release"}, "kazoo", "native"),
         ({"replication": "none", "mode": "causal"}, "causal", None),
+        ({"standby": "false", "mode": "causal"}, "causal", None),
+        ({"standby": True, "mode": "standby"}, "standby", None),  # half migrated
     ],
 )
 def test_entries_with_the_old_standby_and_replication_keys_load_as_they_ran(legacy, mode, process):

@@ -77,3 +77,30 @@ def test_the_daemon_s_metrics_show_the_last_restart_phase_by_phase(tmp_path):
     name = "recovery_last_restart_phase_seconds"
     assert f'{name}{{job="q3_job",mode="native",phase="JVM and session"}} 3.0' in text
     assert 'phase="first batch"} 2.2' in text
+
+
+def test_a_phase_the_last_restart_lacks_is_not_the_previous_one_s(tmp_path):
+    from prometheus_client import generate_latest
+
+    from recovery_lib.metrics.openmetrics import JobMetrics
+
+    path = tmp_path / "m.duckdb"
+    run = store_with_a_restart(path)
+    metrics = JobMetrics("q3_job", "native")
+    metrics.observe_restart_phases(path, run)
+    with MetricsStore(path) as store:  # a second crash: detected, no process came up yet
+        store.event(run, "failure_detected", {"cause": "exit 1"}, T + 30_000)
+    metrics.observe_restart_phases(path, run)
+    text = generate_latest(metrics.registry).decode()
+    assert 'phase="first batch"' not in text and 'phase="detect"' not in text
+
+
+def test_each_restart_gets_the_process_started_for_it(tmp_path):
+    path = tmp_path / "m.duckdb"
+    run = store_with_a_restart(path)
+    with MetricsStore(path) as store:
+        store.event(run, "failure_detected", {"cause": "exit 1"}, T + 30_000)
+        store.event(run, "job_phases", marks(T + 31_000), T + 34_300)
+    older, newer = sorted(restart_phases(path).to_dict("records"), key=lambda r: r["detected_ms"])
+    assert older["process and imports"] == 2.0 and newer["process and imports"] == 1.0
+    assert newer["detect"] != newer["detect"]  # NaN: no failure was injected before this one

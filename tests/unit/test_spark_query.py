@@ -5,6 +5,7 @@ tests/test_spark_job_e2e.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import pytest
@@ -13,6 +14,7 @@ from recovery_lib.errors import JobError
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
 from recovery_lib.job.spark_query import KafkaRedirect, spark_query_job
 from recovery_lib.job.spec import load_job
+from recovery_lib.kafka.clients import spark_kafka_options
 from recovery_lib.modes import ModeRefused, ModeRequest, get_mode
 from recovery_lib.verify.expectations import output_suite, validate_output
 from tests.spark_team_jobs import write_team_jobs
@@ -43,10 +45,11 @@ def test_a_declaration_that_names_no_function_says_how_to(team):
 
 
 def test_reads_and_writes_go_to_the_launch_s_topics():
+    client = spark_kafka_options({"bootstrap.servers": "127.0.0.1:1"})
     redirect = KafkaRedirect(
         topics={"prod.bids": "exp.bids", "prod.out": "exp.out"},
         output="exp.out",
-        bootstrap="127.0.0.1:1",
+        client=client,
         checkpoint="/ck/q",
         query_name="q",
     )
@@ -54,9 +57,36 @@ def test_reads_and_writes_go_to_the_launch_s_topics():
     assert redirect.kafka_write({"topic": "prod.out"}) == {
         "topic": "exp.out",
         "kafka.bootstrap.servers": "127.0.0.1:1",
+        "kafka.security.protocol": "PLAINTEXT",
     }
     # A write with a topic column and no option goes to the launch's topic too.
     assert redirect.kafka_write({})["topic"] == "exp.out"
+    # Spark's options are case-insensitive; a read starts at the topics' start.
+    read = redirect.kafka_read({"Subscribe": "prod.bids", "startingOffsets": "latest"})
+    assert read["subscribe"] == "exp.bids" and read["startingOffsets"] == "earliest"
+    with pytest.raises(JobError, match="subscribepattern: only subscribe"):
+        redirect.kafka_read({"subscribePattern": "prod.*"})
+
+
+def test_a_secured_cluster_s_settings_reach_spark_s_kafka_client():
+    options = spark_kafka_options(
+        {
+            "bootstrap.servers": "h:9093",
+            "security.protocol": "sasl_ssl",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "team",
+            "sasl.password": 'p"w',
+            "ssl.ca.location": "/etc/ca.pem",
+        }
+    )
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert options["kafka.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="team" password="p\\"w";'
+    )
+    assert options["kafka.ssl.truststore.location"] == "/etc/ca.pem"
+    assert options["kafka.ssl.truststore.type"] == "PEM"
 
 
 @pytest.mark.parametrize("mode", ["native", "standby"])
@@ -85,8 +115,31 @@ def test_the_project_s_sink_modes_need_the_project_s_sink(team, sink):
         get_mode("native").validate(ModeRequest(team, sink_mode=sink))
     with pytest.raises(ModeRefused, match="a table sink needs the project's sink"):
         get_mode("native").validate(ModeRequest(team, table_sink=True))
-    with pytest.raises(ModeRefused, match="poison record"):
-        get_mode("native").validate(ModeRequest(team, failures=("poison",)))
+
+
+@pytest.mark.parametrize(
+    "failure", ["mid-write", "task-retry", "write-retry", "torn-write", "pause-mid-write", "poison"]
+)
+def test_failures_that_fire_in_the_project_s_sink_are_refused(team, failure):
+    with pytest.raises(ModeRefused, match=f"{failure} fire.s. in the project's frames and sink"):
+        get_mode("native").validate(ModeRequest(team, failures=(failure,)))
+
+
+def test_every_hooked_failure_kind_is_known_to_need_the_project_s_code():
+    from recovery_lib.experiment.runner import HOOK_FAULTS
+    from recovery_lib.modes.base import PROJECT_CODE_FAILURES
+
+    assert set(HOOK_FAULTS) <= PROJECT_CODE_FAILURES
+
+
+def test_a_nondeterministic_unchanged_job_runs_native_only(team):
+    from recovery_lib.verify.contract import ConsistencyContract, Fields
+
+    contract = ConsistencyContract(deterministic=False, agreement=Fields(("auction",)))
+    random = dataclasses.replace(team, contract=contract)
+    get_mode("native").validate(ModeRequest(random))
+    with pytest.raises(ModeRefused, match="cannot run causal .* run it in mode native"):
+        get_mode("standby").validate(ModeRequest(random))
 
 
 def test_a_jobs_file_entry_runs_it_with_a_standby(team, tmp_path, settings_env):
