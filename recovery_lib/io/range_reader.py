@@ -19,6 +19,7 @@ from recovery_lib.io.exceptions import (
     OffsetsUnavailable,
     SinkDeliveryError,
     bad_record_error,
+    input_behind_checkpoint,
     offsets_unavailable,
 )
 from recovery_lib.io.parked import parked_in
@@ -101,7 +102,10 @@ def read_range(
             last_progress = time.monotonic()
             expected = next_offset
             if msgs[-1].offset() >= rng.end or any(m.error() is not None for m in msgs):
-                msgs, next_offset = _clean(msgs, rng, next_offset)
+                try:
+                    msgs, next_offset = _clean(msgs, rng, next_offset)
+                except _OutOfRange as gone:
+                    raise _lost(consumer, rng, gone.offset) from None
             else:
                 next_offset = msgs[-1].offset() + 1
             msgs = _unread(msgs, expected, rng)
@@ -133,6 +137,31 @@ def read_range(
         consumer.unassign()
 
 
+# A fetch of an offset the log no longer has (auto.offset.reset is "error": librdkafka says
+# _AUTO_OFFSET_RESET, the broker OFFSET_OUT_OF_RANGE).
+OUT_OF_RANGE = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET})
+
+
+class _OutOfRange(Exception):
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+def _lost(consumer: Consumer, rng: KafkaRange, offset: int) -> Exception:
+    """Why ``offset`` of a planned range is gone: the log now ends before it (the broker lost
+    records the query had planned: the driver's refusal, seen first by a task), or it was
+    deleted below (retention)."""
+    try:
+        _low, high = consumer.get_watermark_offsets(
+            TopicPartition(rng.topic, rng.partition), timeout=get_settings().kafka_request_timeout_s
+        )
+    except Exception:  # noqa: BLE001 - the broker that lost the records may be gone again
+        return offsets_unavailable(rng, offset, 0)
+    if high < offset:
+        return input_behind_checkpoint({f"{rng.topic}/{rng.partition}": (offset, high)})
+    return offsets_unavailable(rng, offset, 0)
+
+
 def _clean(msgs: list[Any], rng: KafkaRange, next_offset: int) -> tuple[list[Any], int]:
     """Drop EOF events and records at or past the range end; raise on real errors."""
     kept = []
@@ -143,8 +172,8 @@ def _clean(msgs: list[Any], rng: KafkaRange, next_offset: int) -> tuple[list[Any
                 if msg.offset() >= rng.end:
                     next_offset = rng.end
                 continue
-            if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                raise offsets_unavailable(rng, next_offset, 0)
+            if err.code() in OUT_OF_RANGE:
+                raise _OutOfRange(next_offset)
             raise OffsetsUnavailable(
                 f"Kafka error reading {rng.topic}/{rng.partition}: {err}; check the broker is up"
             )
