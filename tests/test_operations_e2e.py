@@ -158,12 +158,20 @@ def test_the_watch_trigger_reports_health_then_failure(tmp_path, monkeypatch, jo
 
 @pytest.mark.slow
 @pytest.mark.broker
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "standby",  # the default tier's standby takeover with a real kill
+        pytest.param("native", marks=pytest.mark.long),  # a restart: every experiment has one
+    ],
+)
 def test_daemon_gc_kill_recover_and_the_consistency_dag(
-    tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env, settings_env
+    tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env, settings_env, mode
 ):
-    """GC, then kill the job, then recover: the oracle says consistent. Then the consistency
-    DAG (snapshot -> SparkSubmitOperator reference run -> oracle + GX) agrees. (No pipelines
-    here: the long tier runs the DAG on pipeline stages.)"""
+    """GC (with a standby: never past the copy shipped to it), then SIGKILL the job's driver:
+    the daemon restarts it, or its standby takes over; the oracle says consistent. Then the
+    consistency DAG (snapshot of the live checkpoint -> SparkSubmitOperator reference run ->
+    oracle + GX) agrees. (No pipelines here: the long tier runs the DAG on pipeline stages.)"""
     no_pipelines = tmp_path / "pipelines.yaml"
     no_pipelines.write_text("pipelines: []\n")
     settings_env(RECOVERY_PIPELINES_FILE=no_pipelines)
@@ -171,15 +179,25 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
     from recovery_lib.ops.config import get_job
     from recovery_lib.ops.gc import gc_job
     from recovery_lib.runtime.checkpoint import batch_ids, last_committed
+    from recovery_lib.runtime.checkpoint_gc import shipped_batch
 
+    standby = mode == "standby"
     gen = GeneratorConfig(topic_prefix=f"ops{int(time.time())}", partitions=2)
     ensure_topics(gen, admin)
     produce_events(gen, count=EVENTS)
-    write_jobs(jobs_env, gen.topic_prefix)
+    write_jobs(jobs_env, gen.topic_prefix, standby=standby)
     job = get_job("q3_ops")
     try:
         daemon.start("q3_ops")
-        wait_for(lambda: (last_committed(job.checkpoint) or 0) >= 6, 240, "6 committed batches")
+        wait_for(
+            lambda: (
+                (last_committed(job.checkpoint) or 0) >= 6
+                and (not standby or (shipped_batch(job.standby_dir) or 0) >= 4)
+            ),
+            300,
+            "6 committed batches (with a standby: 4 of them shipped)",
+        )
+        old_primary = job.checkpoint.resolve()
         result = gc_job("q3_ops", keep_batches=2)
         assert result["files_removed"] > 0 and result["bytes_freed"] > 0, result
         assert min(batch_ids(job.checkpoint / "commits")) >= result["plan"]["oldest_kept_batch"]
@@ -188,27 +206,41 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
 
         before = daemon.check("q3_ops")
         assert before.metrics_port, before  # the daemon's /metrics, named by its status
-        scraped = restarts_scraped(before.metrics_port)
+        scraped = restarts_scraped(before.metrics_port, mode)
         assert scraped == 0.0, scraped
         os.killpg(before.job_pid, signal.SIGKILL)  # the driver dies after the GC
+        if standby:
+            wait_for(
+                lambda: (
+                    job.checkpoint.resolve() != old_primary
+                    and daemon.check("q3_ops").status == "running"
+                ),
+                240,
+                "the standby to take over",
+            )
+        else:
+            wait_for(
+                lambda: (s := daemon.check("q3_ops")).restarts >= 1 and s.status == "running",
+                240,
+                "the daemon to restart the job",
+            )
+        # What Prometheus sees: the recovery counted, GC's bytes, the job up again.
         wait_for(
-            lambda: (s := daemon.check("q3_ops")).restarts >= 1 and s.status == "running",
-            240,
-            "the daemon to restart the job",
+            lambda: restarts_scraped(before.metrics_port, mode) >= 1, 30, "the recovery scraped"
         )
-        # What Prometheus sees: the restart counter moved, GC's bytes, the job up again.
-        wait_for(lambda: restarts_scraped(before.metrics_port) >= 1, 30, "the restart scraped")
-        up = 'recovery_job_up{job="q3_ops",mode="native"} 1.0'
+        up = f'recovery_job_up{{job="q3_ops",mode="{mode}"}} 1.0'
         wait_for(lambda: up in scrape(before.metrics_port), 30, "the job up again, scraped")
         text = scrape(before.metrics_port)
         assert re.search(r"recovery_checkpoint_gc_freed_bytes_total\{[^}]*\} [1-9]", text), text
+        if standby:
+            assert re.search(r"recovery_takeovers_total\{[^}]*\} [1-9]", text), text
         # The failure's effect on the output, from the daemon's own follower of the topic: the
         # silence after the kill (at least the restart's time), and the input's age.
         wait_for(lambda: output_gap_scraped(before.metrics_port) > 0, 30, "the output gap")
         text = scrape(before.metrics_port)
         assert re.search(r"recovery_input_lag_seconds\{[^}]*\} [0-9]", text), text
 
-        wait_for(lambda: consumed_all(job, gen), 240, "the restarted job to consume all input")
+        wait_for(lambda: consumed_all(job, gen), 300, "the new primary to consume all input")
         time.sleep(3)
         from recovery_lib.io.sinks.dedup_reader import read_topic
 
@@ -237,7 +269,7 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
 
 @pytest.mark.slow
 @pytest.mark.broker
-@pytest.mark.long  # the default tier has a takeover in tests/test_standby_e2e.py
+@pytest.mark.long  # the default tier has a takeover: test_daemon_gc_kill_recover...[standby]
 def test_daemon_with_a_standby_ships_state_and_takes_over(
     tmp_path, kafka_bootstrap, admin, recovery_home, jobs_env
 ):
@@ -589,9 +621,9 @@ def scrape(port: int) -> str:
     return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
 
 
-def restarts_scraped(port: int) -> float:
+def restarts_scraped(port: int, mode: str = "native") -> float:
     """The daemon's restart counter, scraped from its /metrics as Prometheus would."""
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    found = re.search(r'recovery_restarts_total\{job="q3_ops",mode="native"\} (\S+)', text)
+    found = re.search(rf'recovery_restarts_total\{{job="q3_ops",mode="{mode}"\}} (\S+)', text)
     assert found, text
     return float(found.group(1))

@@ -57,7 +57,7 @@ def raw_records(topic: str) -> list[tuple[int, int, dict[str, bytes]]]:
     return out
 
 
-@pytest.mark.long  # the default tier keeps the fenced-zombie takeover below
+@pytest.mark.long  # the default tier: a daemon's standby takes over (test_operations_e2e.py)
 def test_standby_takes_over_a_killed_q3_primary_consistently(kafka_bootstrap, settings_env):
     settings_env(RECOVERY_STANDBY_REPLACE_AFTER_S=0)  # a new standby at once
     exp, report = experiment(query="q3", fail="driver-kill", rate=1500.0, duration_s=45.0)
