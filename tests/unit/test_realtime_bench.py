@@ -44,3 +44,13 @@ def test_a_slow_pipeline_misses_it_either_way():
         [row("realtime", 1, 5000.0, 5.0), row("realtime", STAGES, 5000.0, 50.0)], None
     )
     assert not too_far["5000"]["within_goal"] and "stage_kill" not in too_far
+
+
+def test_the_stages_in_one_application_are_judged_by_the_same_goal():
+    app = {**row("realtime", STAGES, 1000.0, 15.0), "one_app": True}
+    out = summarize(
+        [row("realtime", 1, 1000.0, 10.0), row("realtime", STAGES, 1000.0, 200.0), app], None
+    )
+    assert not out["1000"]["within_goal"] and out["1000"]["within_goal_one_app"]
+    assert out["1000"]["realtime_pipeline_one_app_p50_ms"] == 15.0
+    assert out["1000"]["pipeline_one_app_over_q1_realtime"] == 1.5
