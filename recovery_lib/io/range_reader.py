@@ -16,6 +16,7 @@ from pyspark.sql.types import StructType
 
 from recovery_lib.io.client_cache import cached
 from recovery_lib.io.exceptions import (
+    IOLayerError,
     OffsetsUnavailable,
     SinkDeliveryError,
     bad_record_error,
@@ -142,8 +143,11 @@ def read_range(
 OUT_OF_RANGE = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET})
 
 
-class _OutOfRange(Exception):
+class _OutOfRange(IOLayerError):
+    """A fetch of a planned offset the log no longer has (``_lost`` says why)."""
+
     def __init__(self, offset: int) -> None:
+        super().__init__(f"offset {offset} is out of range")
         self.offset = offset
 
 
