@@ -210,14 +210,7 @@ def test_daemon_gc_kill_recover_and_the_consistency_dag(
         assert scraped == 0.0, scraped
         os.killpg(before.job_pid, signal.SIGKILL)  # the driver dies after the GC
         if standby:
-            wait_for(
-                lambda: (
-                    job.checkpoint.resolve() != old_primary
-                    and daemon.check("q3_ops").status == "running"
-                ),
-                240,
-                "the standby to take over",
-            )
+            wait_for_takeover(job, old_primary)
         else:
             wait_for(
                 lambda: (s := daemon.check("q3_ops")).restarts >= 1 and s.status == "running",
@@ -305,14 +298,7 @@ def test_daemon_with_a_standby_ships_state_and_takes_over(
         assert shipped["lag_batches"].notna().all()
         old_primary = job.checkpoint.resolve()
         os.killpg(daemon.check("q3_standby").job_pid, signal.SIGKILL)
-        wait_for(
-            lambda: (
-                job.checkpoint.resolve() != old_primary
-                and daemon.check("q3_standby").status == "running"
-            ),
-            240,
-            "the standby to take over",
-        )
+        wait_for_takeover(job, old_primary)
 
         wait_for(lambda: consumed_all(job, gen), 300, "the new primary to consume all input")
         time.sleep(3)
@@ -607,6 +593,19 @@ def test_the_consistency_dag_judges_a_job_of_every_mode(
     for topic in topics:
         verdict, outputs = judged[f"job:{topic}"]
         assert verdict == "consistent" and outputs > 0, (topic, verdict, outputs)
+
+
+def wait_for_takeover(job, old_primary: Path) -> None:  # noqa: ANN001 - a StreamJob
+    """Until the job's live checkpoint is a new primary's and its daemon says running."""
+    from recovery_lib.ops import daemon
+
+    wait_for(
+        lambda: (
+            job.checkpoint.resolve() != old_primary and daemon.check(job.name).status == "running"
+        ),
+        240,
+        "the standby to take over",
+    )
 
 
 def output_gap_scraped(port: int) -> float:
