@@ -5,4 +5,9 @@ Packages (one per mechanism): ``kafka`` (embedded broker, clients, topic admin),
 ``spark`` (session set-up), ``bench`` (benchmarks), ``cli`` (the ``recovery`` command).
 """
 
+import time as _time
+
+# When this process began importing the library (io/worker_timing.py times Python workers).
+IMPORT_STARTED_AT = _time.time()
+
 __version__ = "0.1.0"

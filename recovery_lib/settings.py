@@ -157,6 +157,16 @@ class Settings(BaseSettings):
     # at Spark's 60 s a job killed within a minute of a large batch replays all of it (10^7
     # keys: a 57 s first batch after the restart, docs/standby.md).
     spark_state_maintenance_interval_s: float = Field(default=10.0, gt=0)
+    # Keep a spare process of each restarting job (native, causal, cec) started and built,
+    # waiting: a restart starts the query in it from the checkpoint, without the process
+    # start, JVM and build (runtime/spare.py). Costs a second idle driver per job.
+    supervisor_spare: bool = False
+    # Python workers fork from a daemon that imported the library and PySpark's worker
+    # modules once (spark/python_daemon.py): a restarted job's fresh workers skip them.
+    spark_python_preimport: bool = True
+    # Write Spark's event log (uncompressed JSON lines, one file per application) here: what
+    # metrics/event_log.py takes a restart's first micro-batch apart with. Off by default.
+    spark_event_log_dir: Path | None = None
 
     # Causal logging.
     causal_keep_batches: int = Field(

@@ -56,6 +56,7 @@ from recovery_lib.bench.ratios import ratio
 from recovery_lib.charts import new_figure, save_figure
 from recovery_lib.errors import ConfigurationError
 from recovery_lib.files import write_json_report
+from recovery_lib.metrics.event_log import draw_waterfall, first_batch
 from recovery_lib.metrics.resources import ResourceSampler
 from recovery_lib.metrics.store import read_frame
 from recovery_lib.modes import get_mode
@@ -66,7 +67,8 @@ JOB = "keyed_state"
 # the cuts; "on": as the product runs). spark/class_archive.py: the driver JVM's class data;
 # the readers' switch to the broker's usual fetch wait after 2 s (before) or 0.5 s without a
 # record; RocksDB snapshots uploaded every 10 s instead of Spark's 60 s (a restart replays the
-# changelog after the newest snapshot). (Cuts without a setting, always on: the job imports
+# changelog after the newest snapshot); Python workers forked from a daemon that imported the
+# library (spark/python_daemon.py). (Cuts without a setting, always on: the job imports
 # no pandas to start, the source's planning processes skip its sink, topics and metrics store
 # are made ready beside the JVM.)
 RESTART_CUTS: dict[str, dict[str, str]] = {
@@ -75,8 +77,12 @@ RESTART_CUTS: dict[str, dict[str, str]] = {
         "RECOVERY_KAFKA_SLOW_FETCH_AFTER_S": "2.0",
         "RECOVERY_SPARK_STATE_MAINTENANCE_INTERVAL_S": "60",
         "RECOVERY_STANDBY_REHEARSE_SINK": "false",
+        "RECOVERY_SPARK_PYTHON_PREIMPORT": "false",
     },
     "on": {},
+    # Not a default (a second idle driver per job): a spare process, started and built,
+    # takes the job at its death (runtime/spare.py).
+    "spare": {"RECOVERY_SUPERVISOR_SPARE": "true"},
 }
 STORES = ("rocksdb", "hdfs")
 # The goal's ratios: each standby's output gap over native's.
@@ -107,6 +113,8 @@ class StateConfig:
     large_driver_memory: str = "3g"
     keep_workdirs: bool = False  # a 10^7-key point leaves gigabytes of checkpoints
     cuts: tuple[str, ...] = ("on",)  # RESTART_CUTS to run the restarting variants with
+    # Spark's event log of each point: the restart's first batch taken apart (the waterfall).
+    event_log: bool = False
 
     @property
     def keyed(self) -> bool:
@@ -135,12 +143,25 @@ def restarts(variant: str) -> bool:
     return not get_mode(VARIANTS[variant].mode).replicated
 
 
-def point_settings(store: str, keys: int, cut: str, cfg: StateConfig) -> Any:
+def point_settings(
+    store: str, keys: int, cut: str, cfg: StateConfig, event_log: Path | None = None
+) -> Any:
     """The settings a point's job processes start with (they inherit the environment)."""
     changed = {"RECOVERY_STATE_STORE": store, **RESTART_CUTS[cut]}
+    if event_log is not None:
+        changed["RECOVERY_SPARK_EVENT_LOG_DIR"] = str(event_log)
     if keys >= cfg.large_keys:
         changed["RECOVERY_SPARK_DRIVER_MEMORY"] = cfg.large_driver_memory
     return environment(changed)
+
+
+def _first_batch(event_log: Path, failure_ms: int) -> dict[str, Any]:
+    """The restarted application's first batch from the point's event log (its error, if
+    the log cannot say)."""
+    try:
+        return first_batch(event_log, failure_ms).as_dict()
+    except ConfigurationError as exc:
+        return {"error": str(exc)}
 
 
 def state_size_bytes(workdir: Path, job: str = JOB) -> int | None:
@@ -306,7 +327,10 @@ class StateBench:
         details = self.out.parent / f"{self.out.name}_runs" / f"{store}_{keys}_{cut}"
         bench = CompareBench(compare, str(details), self.console)
         sampler = ResourceSampler()
-        with point_settings(store, keys, cut, cfg):
+        event_log = details / f"{variant}_eventlog" if cfg.event_log else None
+        if event_log is not None:
+            shutil.rmtree(event_log, ignore_errors=True)
+        with point_settings(store, keys, cut, cfg, event_log):
             entry = bench.experiment(VARIANTS[variant], sampler)
         entry.update(sampler.figures)
         entry.update(store=store, keys=keys, variant=variant, cut=cut)
@@ -322,8 +346,12 @@ class StateBench:
                     entry.get("output_gap_s"),
                 )
             )
+            if event_log is not None:
+                entry["first_batch"] = _first_batch(event_log, entry["failure_ms"])
         if entry.get("workdir") and not cfg.keep_workdirs:
             shutil.rmtree(workdir, ignore_errors=True)
+        if event_log is not None and not cfg.keep_workdirs:
+            shutil.rmtree(event_log, ignore_errors=True)  # tens of MB per application
         return entry
 
     # -- the goals, as ratios of this run's points --------------------------------------------
@@ -383,6 +411,7 @@ class StateBench:
     def save(self) -> None:
         write_json_report(f"{self.out}.json", self.report)
         chart(self.report, Path(f"{self.out}.png"))
+        first_batch_chart(self.report, Path(f"{self.out}_first_batch.png"))
         Path(f"{self.out}_tables.md").write_text(tables_md(self.report))
 
 
@@ -547,4 +576,30 @@ def chart(report: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("seconds after the kill")
     ax.set_title("where a restart's time goes")
     ax.legend(fontsize=7)
+    save_figure(fig, path, dpi=90)
+
+
+def first_batch_chart(report: dict[str, Any], path: Path) -> None:
+    """One waterfall per point measured with ``--event-log``: the restart's first batch from
+    the kill on (nothing is drawn without such a point)."""
+    points = [
+        e
+        for e in sorted(report.get("points", []), key=lambda e: (e["store"], e["keys"], _cut(e)))
+        if (e.get("first_batch") or {}).get("spans")
+    ]
+    if not points:
+        return
+    heights = [3 + 0.28 * (len(e["first_batch"]["spans"]) + len(e["first_batch"]["tasks"]))
+               for e in points]  # fmt: skip
+    fig, axes = new_figure(len(points), 1, figsize=(13, sum(heights)),
+                           gridspec_kw={"height_ratios": heights}, squeeze=False)  # fmt: skip
+    for ax, e in zip(axes[:, 0], points, strict=True):
+        fb = e["first_batch"]
+        took = (fb["batch_end_ms"] - fb["batch_start_ms"]) / 1000
+        title = (
+            f"{e['variant']} {e['store']} {e['keys']:,} keys, cuts {_cut(e)}: output gap "
+            f"{e.get('output_gap_s')} s; first batch {fb['batch_id']} "
+            f"({fb['input_rows']:,} rows) {took:.2f} s"
+        )
+        draw_waterfall(ax, fb, int(e["failure_ms"]), title)
     save_figure(fig, path, dpi=90)

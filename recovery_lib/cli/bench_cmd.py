@@ -561,10 +561,16 @@ def bench_state(
     cuts: str = typer.Option(
         "on",
         help="off,on: run each restarting variant without and with the restart cuts (the "
-        "before and after, in one report); on: as the product runs.",
+        "before and after, in one report); on: as the product runs; spare: with a spare "
+        "process of the job started ahead (RECOVERY_SUPERVISOR_SPARE).",
     ),
     job: str = typer.Option(
         "keyed_state", help="Another job (e.g. q3): on its own input, one point per store."
+    ),
+    event_log: bool = typer.Option(
+        False,
+        help="Write Spark's event log in each point and take the restart's first micro-batch "
+        "apart (a waterfall per point: <out>_first_batch.png).",
     ),
     out: str = typer.Option("reports/bench_state", help="Report prefix (.json and .png)."),
 ) -> None:
@@ -592,6 +598,7 @@ def bench_state(
         fail_at_s=fail_at,
         seed=seed,
         keep_workdirs=keep_workdirs,
+        event_log=event_log,
     )
     points = cfg.points()
     # Two runs of duration seconds per point, plus the warm-up and start-up.

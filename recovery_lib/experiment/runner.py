@@ -372,6 +372,7 @@ class ExperimentConfig:
             cluster=self.cluster,
             options=self.mode_options,
             causal_storage=get_settings().causal_storage,  # the experiment's edge reads it
+            spare_process=get_settings().supervisor_spare,
         )
 
     @property

@@ -54,6 +54,7 @@ from recovery_lib.io.source_options import (
     source_schema,
 )
 from recovery_lib.io.task import task_info
+from recovery_lib.io.worker_timing import record_first_call
 from recovery_lib.kafka.outage import ride_out
 
 log = logging.getLogger(__name__)
@@ -285,6 +286,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from recovery_lib.io.range_reader import read_range  # executors only (streamWriter)
 
         task = task_info()
+        record_first_call("read", task)
         rows = 0
         for batch in read_range(self.options, self.schema, partition):
             rows += batch.num_rows

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from recovery_lib.io.parked import POISON_BATCH_ENV, ParkedRecord
@@ -32,8 +33,9 @@ from recovery_lib.runtime.faults import mark_driver_process_group
 from recovery_lib.runtime.heartbeat import HeartbeatWriter
 from recovery_lib.runtime.launch import JobLaunch, LaunchRefused
 from recovery_lib.runtime.logs import configure_logging
+from recovery_lib.runtime.spare import SPARE_GO_ENV, wait_for_go
 from recovery_lib.settings import get_settings
-from recovery_lib.spark.session import build_session
+from recovery_lib.spark.session import build_session, stop_session
 from recovery_lib.verify.schema import SCHEMA_DIR
 
 log = logging.getLogger(__name__)
@@ -201,16 +203,19 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
     outage = None
     if launch.heartbeat:  # the Kafka clients' waits for the broker, carried by the heartbeat
         outage = os.environ[OUTAGE_FILE_ENV] = f"{launch.heartbeat}.outage"
-    heartbeat = (
-        HeartbeatWriter(
-            launch.heartbeat,
-            get_settings().standby_heartbeat_interval_s,
-            role=launch.role.value,
-            outage_path=outage,
+
+    def start_heartbeat() -> HeartbeatWriter | None:
+        if not launch.heartbeat:
+            return None
+        interval = get_settings().standby_heartbeat_interval_s
+        return HeartbeatWriter(
+            launch.heartbeat, interval, role=launch.role.value, outage_path=outage
         ).start()
-        if launch.heartbeat
-        else None
-    )
+
+    # A spare (runtime/spare.py) beats only once it is the job: the job's heartbeat is the
+    # live process's.
+    spare_go = os.environ.pop(SPARE_GO_ENV, None)
+    heartbeat = start_heartbeat() if spare_go is None else None
     master = None
     if launch.task_retries > 1 and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         master = f"local[2,{launch.task_retries}]"
@@ -286,6 +291,15 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
         find_and_park(spark, build, opts, batch, parked)
     df = build(spark, opts)  # a standby builds its query ahead of time
     phases["query_built_ms"] = now_ms()
+    if spare_go is not None:
+        if not wait_for_go(Path(spare_go)):
+            log.warning("spare: its supervisor is gone; exiting without starting the query")
+            stop_session(spark)
+            return
+        phases["takeover_ms"] = now_ms()
+        heartbeat = start_heartbeat()
+        if heartbeat is not None:
+            spark.streams.addListener(heartbeat)
     events = None
     if store is not None:
 

@@ -97,6 +97,9 @@ class ModeRequest:
     options: ModeOptions = field(default_factory=ModeOptions)
     # Where a causal job's determinants go (the setting causal_storage of whoever asks).
     causal_storage: str = "kafka"
+    # A restarting mode keeps a spare process of the job (runtime/spare.py; the setting
+    # supervisor_spare of whoever asks).
+    spare_process: bool = False
     surface: Surface = COMMAND_LINE
 
 

@@ -41,7 +41,7 @@ class NativeMode(RecoveryMode):
         store: MetricsStore | None,
         run_id: str | None,
     ) -> JobSupervisor:
-        return Supervisor(spec, workdir, store, run_id)
+        return Supervisor(spec, workdir, store, run_id, spare=request.spare_process)
 
 
 class CausalMode(NativeMode):

@@ -158,6 +158,7 @@ class StreamJob(BaseModel):
             cluster=self.placement == "cluster",
             process=self.process,
             causal_storage=self.settings.causal_storage,
+            spare_process=self.settings.supervisor_spare,
             surface=job_entry(self.name),
         )
 

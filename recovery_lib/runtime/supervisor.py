@@ -29,6 +29,7 @@ from recovery_lib.runtime.checkpoint import batch_ids, last_committed
 from recovery_lib.runtime.faults import signal_groups
 from recovery_lib.runtime.heartbeat import Heartbeat, read_heartbeat
 from recovery_lib.runtime.launch import JobLaunch, LaunchRefused
+from recovery_lib.runtime.spare import SPARE_GO_ENV
 from recovery_lib.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class Supervisor:
         store: MetricsStore | None = None,
         run_id: str | None = None,
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        spare: bool = False,
     ) -> None:
         self.spec = spec
         self.workdir = Path(workdir)
@@ -111,6 +113,11 @@ class Supervisor:
         # The batch the job died in, and how many times in a row (poison records, job/poison.py).
         self._failed_batch: tuple[int, int] | None = None
         self._next_env: dict[str, str] = {}  # for the next start only
+        # A spare process (runtime/spare.py): started once the job serves, handed the job at
+        # its death; its go file's name changes with each spare.
+        self.spare_wanted = spare
+        self.spare: subprocess.Popen[bytes] | None = None
+        self._spare_go: Path | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -144,11 +151,19 @@ class Supervisor:
     def start(self) -> None:
         self._stopped = False
         self.heartbeat_path.unlink(missing_ok=True)
+        self.proc = self._popen(self._next_env)
+        self._next_env = {}
+        self.started_ms = now_ms()
+        self.event(
+            "start" if not self.restarts else "restart",
+            {"pid": self.proc.pid, "command": " ".join(self.command()[:4])},
+        )
+
+    def _popen(self, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
         if self._log is None:
             self._log = open(self.workdir / "job.log", "ab")  # noqa: SIM115 - closed in stop()
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **self.spec.env, **self._next_env}
-        self._next_env = {}
-        self.proc = subprocess.Popen(
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **self.spec.env, **extra_env}
+        return subprocess.Popen(
             self.command(),
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -156,11 +171,38 @@ class Supervisor:
             env=env,
             start_new_session=True,
         )
+
+    # -- the spare ---------------------------------------------------------------------------
+
+    def _keep_spare(self) -> None:
+        """Start a spare once the job serves (not beside its start-up: 2 cores), unless one
+        waits already."""
+        if not self.spare_wanted or self._stopped or not self.serving():
+            return
+        if self.spare is not None and self.spare.poll() is None:
+            return
+        if self.spare is not None:  # it died waiting: say so, start another
+            self.event("spare_died", {"pid": self.spare.pid, "exit": self.spare.returncode})
+        for used in self.workdir.glob("spare-go-*"):  # earlier spares' (read at their go)
+            used.unlink(missing_ok=True)
+        self._spare_go = self.workdir / f"spare-go-{now_ms()}"
+        self.spare = self._popen({SPARE_GO_ENV: str(self._spare_go)})
+        self.event("spare_started", {"pid": self.spare.pid})
+
+    def _hand_to_spare(self) -> bool:
+        """Make the waiting spare the job (after the job's death); False if there is none."""
+        spare, go = self.spare, self._spare_go
+        self.spare, self._spare_go = None, None
+        if spare is None or go is None or spare.poll() is not None or self._next_env:
+            if spare is not None:  # dead, or a poison search needs a fresh start's env
+                _end_group(spare)
+            return False
+        self.heartbeat_path.unlink(missing_ok=True)
+        go.touch()
+        self.proc = spare
         self.started_ms = now_ms()
-        self.event(
-            "start" if not self.restarts else "restart",
-            {"pid": self.proc.pid, "command": " ".join(self.command()[:4])},
-        )
+        self.event("restart", {"pid": spare.pid, "spare": True})
+        return True
 
     def event(
         self, kind: str, detail: dict[str, Any] | None = None, ts_ms: int | None = None
@@ -253,6 +295,7 @@ class Supervisor:
             self._awaiting_ready = None
         cause = self.check()
         if cause is None:
+            self._keep_spare()
             return
         detected = now_ms()
         self.event("failure_detected", {"cause": cause}, detected)
@@ -267,7 +310,8 @@ class Supervisor:
         self.restarts.append(restart)
         self._awaiting_ready = restart
         self._count_failed_batch()
-        self.start()
+        if not self._hand_to_spare():
+            self.start()
 
     def _count_failed_batch(self) -> None:
         """After the same batch failed ``poison_attempts`` times in a row, the next start looks
@@ -361,11 +405,31 @@ class Supervisor:
                 except RuntimeError as exc:  # said, not raised: callers stop in `finally`
                     log.error("supervisor: %s", exc)
                     self.event("stop_failed", {"error": str(exc)})
+        if self.spare is not None:
+            _end_group(self.spare, timeout_s)
+            self.spare = None
         if self.proc is not None:
             self.event("stop", {"exit": self.proc.returncode})
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+def _end_group(proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """SIGTERM a child's process group, SIGKILL it after ``timeout_s``; said, not raised."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            log.error("supervisor: process %s survived SIGKILL for 30 s", proc.pid)
 
 
 def _module_path(module: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 from recovery_lib.io.source import KafkaDataSource
 from recovery_lib.settings import STATE_STORES, Settings, get_settings
 from recovery_lib.spark.class_archive import DUMP_JAVA_OPTION, driver_java_options
+from recovery_lib.spark.python_daemon import DAEMON_MODULE
 
 
 def spark_env() -> None:
@@ -64,6 +65,15 @@ def build_session(
         .config("spark.pyspark.python", sys.executable)
     )
 
+    if settings.spark_python_preimport:
+        builder = builder.config("spark.python.daemon.module", DAEMON_MODULE)
+    if settings.spark_event_log_dir is not None:
+        Path(settings.spark_event_log_dir).mkdir(parents=True, exist_ok=True)
+        builder = (
+            builder.config("spark.eventLog.enabled", "true")
+            .config("spark.eventLog.dir", Path(settings.spark_event_log_dir).resolve().as_uri())
+            .config("spark.eventLog.compress", "false")  # read back without a zstd codec
+        )
     for key, value in STATE_STORES[settings.state_store].items():
         builder = builder.config(key, value)
     for key, value in executor_env().items():

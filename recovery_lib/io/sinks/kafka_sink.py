@@ -84,6 +84,7 @@ from recovery_lib.io.sinks.modes import (
 )
 from recovery_lib.io.sinks.release import ReleaseBarrier, Released
 from recovery_lib.io.task import task_info
+from recovery_lib.io.worker_timing import record_first_call
 from recovery_lib.kafka.outage import ride_out
 from recovery_lib.settings import get_settings
 
@@ -411,6 +412,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         task = task_info()
+        record_first_call("write", task)
         batch_id = self.options.batch_id
         if batch_id is None:
             batch_id = int(task["batch_id"])
@@ -658,6 +660,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         """Records are already acknowledged by the broker when a task succeeds; two_phase
         makes them visible now, with a commit record in every partition (on the driver).
         Then the commit hook, if any (a checkpoint protocol's channel record)."""
+        record_first_call("commit")
         if self.options.mode == "two_phase":
             self._commit_two_phase(messages, batchId)
         if self.options.commit_hook:
