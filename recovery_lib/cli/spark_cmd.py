@@ -35,3 +35,44 @@ def spark_archive(
     console.print(f"class-data archive: {path} ({size_mb:.0f} MB)")
     if not get_settings().spark_class_archive:
         console.print("RECOVERY_SPARK_CLASS_ARCHIVE is off: jobs start without it")
+
+
+@spark_app.command("first-batch")
+def spark_first_batch(
+    event_log: str = typer.Argument(
+        ..., help="The directory RECOVERY_SPARK_EVENT_LOG_DIR named when the job ran."
+    ),
+    after_ms: int = typer.Option(
+        None, help="Epoch ms (a kill): take the first query started from then on (its restart)."
+    ),
+    chart: str = typer.Option(None, help="Also draw the waterfall to this PNG."),
+) -> None:
+    """Take a query's first micro-batch apart from Spark's event log: the driver's phases, the
+    jobs and each task, split at its Python worker's fork, imports and first call. Works for
+    any job run with RECOVERY_SPARK_EVENT_LOG_DIR set (a restart's: --after-ms the kill)."""
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from recovery_lib.charts import new_figure, save_figure
+    from recovery_lib.errors import ConfigurationError
+    from recovery_lib.metrics.event_log import draw_waterfall, first_batch
+
+    try:
+        batch = first_batch(Path(event_log), after_ms)
+    except ConfigurationError as exc:
+        abort(exc)
+        return
+    table = Table(title=f"{batch.app_id}: batch {batch.batch_id}, {batch.input_rows:,} rows")
+    table.add_column("phase")
+    table.add_column("seconds", justify="right")
+    for name, seconds in batch.summary().items():
+        table.add_row(name, f"{seconds:.3f}")
+    console.print(table)
+    if chart:
+        rows = len(batch.spans) + len(batch.tasks)
+        fig, ax = new_figure(figsize=(13, 3 + 0.28 * rows))
+        zero = after_ms if after_ms is not None else batch.app_start_ms
+        draw_waterfall(ax, batch.as_dict(), zero, f"{batch.app_id}: first batch")
+        save_figure(fig, chart, dpi=90)
+        console.print(f"chart: {chart}")

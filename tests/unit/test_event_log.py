@@ -128,3 +128,20 @@ def test_a_task_splits_at_its_python_workers_fork_imports_and_first_call(tmp_pat
 def test_no_event_log_says_which_setting_writes_one(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="RECOVERY_SPARK_EVENT_LOG_DIR"):
         first_batch(tmp_path / "missing")
+
+
+def test_the_command_line_prints_the_phases_and_draws_the_waterfall(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from recovery_lib.cli.main import app
+
+    _app(tmp_path, "local-1", start=10_000, query_start=20_000)
+    chart = tmp_path / "waterfall.png"
+    out = CliRunner().invoke(
+        app, ["spark", "first-batch", str(tmp_path), "--after-ms", "15000", "--chart", str(chart)]
+    )
+    assert out.exit_code == 0, out.output
+    assert "addBatch: driver before its first job" in out.output and "1.000" in out.output
+    assert chart.stat().st_size > 10_000
+    missing = CliRunner().invoke(app, ["spark", "first-batch", str(tmp_path / "none")])
+    assert missing.exit_code == 1 and "RECOVERY_SPARK_EVENT_LOG_DIR" in missing.output
