@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import os
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,14 @@ def start_built(built: Any, opts: JobOptions, own_log: bool, events: Any = None)
     return write_output(built, opts)
 
 
+def spare_warm_up(spark: Any, opts: JobOptions, spec: JobSpec, scratch: str) -> Any:
+    """What a spare runs while it waits: the Python workers up, and a held write through the
+    job's sink (none for a job that writes its output itself)."""
+    from recovery_lib.ha.standby.rehearsal import warm_workers
+
+    return lambda: warm_workers(spark, opts, scratch, None if spec.own_sink else OUTPUT)
+
+
 def run(spec: JobSpec, argv: list[str] | None = None) -> None:
     """Run ``spec.build(spark, opts)`` as a supervised streaming job: topics, metrics,
     heartbeats (works under spark-submit and python -m)."""
@@ -292,7 +301,13 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
     df = build(spark, opts)  # a standby builds its query ahead of time
     phases["query_built_ms"] = now_ms()
     if spare_go is not None:
-        if not wait_for_go(Path(spare_go)):
+        with tempfile.TemporaryDirectory(prefix="spare-warm-") as scratch:
+            went = wait_for_go(
+                Path(spare_go),
+                warm=spare_warm_up(spark, opts, spec, scratch),
+                warm_every_s=get_settings().standby_warm_every_s,
+            )
+        if not went:
             log.warning("spare: its supervisor is gone; exiting without starting the query")
             stop_session(spark)
             return

@@ -15,28 +15,48 @@ parent is gone).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 # Set in a spare's environment: the file whose creation tells it to start its query.
 SPARE_GO_ENV = "RECOVERY_SPARE_GO_FILE"
 POLL_S = 0.02  # the go file's poll: a handover waits at most this long for the spare
 
 
-def wait_for_go(go_file: Path, poll_s: float = POLL_S) -> bool:
-    """Block until ``go_file`` exists.
+def wait_for_go(
+    go_file: Path,
+    poll_s: float = POLL_S,
+    warm: Callable[[], None] | None = None,
+    warm_every_s: float = 20.0,
+) -> bool:
+    """Block until ``go_file`` exists, keeping the process warm meanwhile.
 
     Args:
         go_file: The file the supervisor creates at the handover.
         poll_s: How often to look.
+        warm: Run at once and then every ``warm_every_s`` while waiting (Spark stops Python
+            workers idle for 60 s); its failures are logged, not raised.
+        warm_every_s: The warm-up's period.
 
     Returns:
         True at the go; False if the supervisor (this process's parent) is gone first.
     """
     parent = os.getppid()
+    next_warm = time.monotonic()
     while not go_file.exists():
         if os.getppid() != parent:
             return False
+        if warm is not None and time.monotonic() >= next_warm:
+            try:
+                warm()
+            except Exception as exc:  # noqa: BLE001 - warmth is best effort
+                log.warning("spare: warm-up failed: %s", exc)
+            next_warm = time.monotonic() + warm_every_s
+            continue  # look for the go before sleeping
         time.sleep(poll_s)
     return True

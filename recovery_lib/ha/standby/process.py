@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.ha.fencing import EPOCH_GUARD_HOOK, EpochStore, write_fences
-from recovery_lib.ha.standby.rehearsal import JobOutput, keep_sink_warm, rehearse
+from recovery_lib.ha.standby.rehearsal import JobOutput, rehearse, warm_workers
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete, restore
 from recovery_lib.io.sinks.modes import HOLDABLE_MODES
 from recovery_lib.metrics.store import now_ms
@@ -193,16 +193,8 @@ class StandbyJob:
             self._shipper_thread.start()
 
     def warm(self) -> None:
-        """Run a tiny Python job so that the worker pool is up (and stays up), and a held
-        write through the sink for its planner workers (rehearsal.keep_sink_warm)."""
-
-        def identity(batches):  # noqa: ANN001, ANN202
-            yield from batches
-
-        df = self.spark.range(0, 8, numPartitions=2)
-        df.mapInArrow(identity, df.schema).count()
-        if not self.own_sink:
-            keep_sink_warm(self.spark, self.opts, self.dir, self.output)
+        """The Python workers up (and kept up): rehearsal.warm_workers."""
+        warm_workers(self.spark, self.opts, self.dir, None if self.own_sink else self.output)
 
     def _warm_loop(self) -> None:
         """Off the lease loop: a warm-up job can take seconds on a loaded machine."""

@@ -107,6 +107,21 @@ def keep_sink_warm(
     return True
 
 
+def warm_workers(spark: Any, opts: Any, scratch: str | Path, output: JobOutput | None) -> None:
+    """A tiny Python job so that the worker pool is up (and stays up: Spark stops workers
+    idle for 60 s), and a held write through the job's sink for its planner workers
+    (``keep_sink_warm``; none without ``output``). A standby's warm loop and a spare process
+    (runtime/spare.py) run it while they wait."""
+
+    def identity(batches):  # noqa: ANN001, ANN202
+        yield from batches
+
+    df = spark.range(0, 8, numPartitions=2)
+    df.mapInArrow(identity, df.schema).count()
+    if output is not None:
+        keep_sink_warm(spark, opts, scratch, output)
+
+
 def rehearse(
     spark: Any,
     build: Callable[[Any, Any], Any],
