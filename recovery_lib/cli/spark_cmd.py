@@ -45,6 +45,7 @@ def spark_first_batch(
     after_ms: int = typer.Option(
         None, help="Epoch ms (a kill): take the first query started from then on (its restart)."
     ),
+    nth: int = typer.Option(0, help="A later batch of that query (1: its second ...)."),
     chart: str = typer.Option(None, help="Also draw the waterfall to this PNG."),
 ) -> None:
     """Take a query's first micro-batch apart from Spark's event log: the driver's phases, the
@@ -59,7 +60,7 @@ def spark_first_batch(
     from recovery_lib.metrics.event_log import draw_waterfall, first_batch
 
     try:
-        batch = first_batch(Path(event_log), after_ms)
+        batch = first_batch(Path(event_log), after_ms, nth)
     except ConfigurationError as exc:
         abort(exc)
         return

@@ -198,13 +198,15 @@ def _choose_app(apps: dict[str, list[dict[str, Any]]], after_ms: int | None) -> 
     return candidates[0][1]
 
 
-def first_batch(where: Path, after_ms: int | None = None) -> FirstBatch:
-    """The first micro-batch of the first query started at or after ``after_ms`` (the kill,
-    for a restart; None: the first query) in the event log under ``where``.
+def first_batch(where: Path, after_ms: int | None = None, nth: int = 0) -> FirstBatch:
+    """The first micro-batch (or the ``nth`` after it) of the first query started at or after
+    ``after_ms`` (the kill, for a restart; None: the first query) in the event log under
+    ``where``.
 
     Args:
         where: The directory ``RECOVERY_SPARK_EVENT_LOG_DIR`` named for the run.
         after_ms: Epoch ms; the application whose query started first from then on.
+        nth: Which of its finished micro-batches (0: the first; a steady batch: later).
 
     Returns:
         Its first batch's driver phases, tasks and Python workers.
@@ -217,11 +219,13 @@ def first_batch(where: Path, after_ms: int | None = None) -> FirstBatch:
     events = apps[app]
     app_start = _app_start(events) or 0
     started = _query_start(events)
-    progress = next(
-        (e["progress"] for e in events if e["Event"] == f"{_STREAMING}QueryProgressEvent"), None
-    )
-    if progress is None:
-        raise ConfigurationError(f"application {app} has no finished micro-batch in its log")
+    batches = [e["progress"] for e in events if e["Event"] == f"{_STREAMING}QueryProgressEvent"]
+    if len(batches) <= nth:
+        raise ConfigurationError(
+            f"application {app} has {len(batches)} finished micro-batches in its log, "
+            f"not {nth + 1}"
+        )
+    progress = batches[nth]
     batch_id = int(progress["batchId"])
     start = _iso_ms(progress["timestamp"])
     durations = progress.get("durationMs", {})

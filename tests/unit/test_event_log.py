@@ -145,3 +145,10 @@ def test_the_command_line_prints_the_phases_and_draws_the_waterfall(tmp_path: Pa
     assert chart.stat().st_size > 10_000
     missing = CliRunner().invoke(app, ["spark", "first-batch", str(tmp_path / "none")])
     assert missing.exit_code == 1 and "RECOVERY_SPARK_EVENT_LOG_DIR" in missing.output
+
+
+def test_a_later_batch_than_the_log_holds_is_refused_with_the_count(tmp_path: Path) -> None:
+    _app(tmp_path, "local-1", start=10_000, query_start=20_000)
+    assert first_batch(tmp_path, nth=0).batch_id == 0
+    with pytest.raises(ConfigurationError, match="has 1 finished micro-batches in its log, not 2"):
+        first_batch(tmp_path, nth=1)
