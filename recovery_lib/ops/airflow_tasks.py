@@ -125,8 +125,8 @@ def replica_health(job_name: str) -> dict[str, Any]:
     from recovery_lib.ops.replication import newest_state
     from recovery_lib.settings import get_settings
 
-    settings = get_settings()
-    state = newest_state(job_name)
+    settings = get_settings()  # the task's edge: read once, passed down
+    state = newest_state(job_name, settings)
     if state is None:
         return {"job": job_name, "state": "no replication state reported yet"}
     problems = state.problems(
@@ -226,7 +226,8 @@ def judge_output(
     from recovery_lib.ops.reports import consistency_report
     from recovery_lib.settings import get_settings
 
-    metrics = get_settings().home / "metrics.duckdb"
+    home = get_settings().home  # the task's edge: read once, passed down
+    metrics = home / "metrics.duckdb"
     with MetricsStore(metrics) as store:
         report = consistency_report(
             job,
@@ -237,6 +238,7 @@ def judge_output(
             store=store,
             inputs=info.get("inputs"),
             table=info.get("table"),
+            home=home,
         )
     # The task log's last line of our own: the verdict and where the report is kept.
     log.info(

@@ -12,7 +12,7 @@ from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.ops.config import get_job
 from recovery_lib.runtime.checkpoint_gc import GcResult, run_gc
 from recovery_lib.runtime.table_gc import vacuum_table
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings
 
 
 def record(store: Any, job: str, result: GcResult) -> None:
@@ -40,10 +40,12 @@ def gc_job(
     dry_run: bool = False,
     keep_batches: int | None = None,
     delete_input_records: bool = False,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
-    """GC of one configured job, reported to the metrics store; returns the result as a dict."""
+    """GC of one configured job, reported to its metrics store; returns the result as a dict.
+    ``settings``: the caller's (default: the process's); the job's files are found with them."""
 
-    job = get_job(name)
+    job = get_job(name, settings=settings)
     causal = job.causal_config() if job.process_mode.causal else None
     truncate = None
     if causal is not None:
@@ -68,7 +70,7 @@ def gc_job(
         )
         for checkpoint in needs.checkpoints
     ]
-    with MetricsStore(get_settings().home / "metrics.duckdb") as store:
+    with MetricsStore(job.settings.home / "metrics.duckdb") as store:
         for result in results:
             record(store, name, result)
     summary = results[0].to_dict()

@@ -9,15 +9,17 @@ from recovery_lib.ha.replication.replica_set import ReplicationState
 from recovery_lib.metrics import views
 from recovery_lib.ops.config import get_job
 from recovery_lib.ops.daemon import read_status
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings
 
 
-def newest_state(job_name: str) -> ReplicationState | None:
-    """The newest state of the job's current daemon run (None: none reported yet)."""
-    status = read_status(get_job(job_name))
+def newest_state(job_name: str, settings: Settings | None = None) -> ReplicationState | None:
+    """The newest state of the job's current daemon run (None: none reported yet);
+    ``settings``: the caller's (default: the process's)."""
+    job = get_job(job_name, settings=settings)
+    status = read_status(job)
     if status is None or status.run_id is None:
         return None
-    path = get_settings().home / "metrics.duckdb"
+    path = job.settings.home / "metrics.duckdb"
     if not path.exists():
         return None
     states = views.replication_states(path)

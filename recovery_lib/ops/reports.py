@@ -109,6 +109,7 @@ def consistency_report(
     store: Any = None,
     inputs: dict[str, str] | None = None,
     table: str | None = None,
+    home: Path | None = None,
 ) -> dict[str, Any]:
     """The oracle (and GX) on the job's output; ``snap`` restricts to a snapshot. ``query`` is
     the job (module:attr or a name of jobs/). The job's output is read as a consumer of its
@@ -116,7 +117,8 @@ def consistency_report(
     contract has no agreement with a reference (nondeterministic, judged by invariants alone)
     has its invariants read the input, up to the snapshot's offsets. ``table`` (a
     ``TableTarget`` spelled): the job writes that table, whose rows are judged instead, every
-    copy counted (a table's reader sees them all)."""
+    copy counted (a table's reader sees them all). ``home``: where the runs recorded their
+    output's schema (default: the process's RECOVERY_HOME)."""
     spec = resolve_job(query)
     if table:
         dedup, run = False, TableTarget.parse(table).read_outputs()
@@ -140,7 +142,7 @@ def consistency_report(
         view = input_view(inputs, snap["offsets"] if snap else None)
     # The output's Spark type, as the runs' writers recorded it (verify/schema.py).
     contract = spec.contract.with_schema(
-        recorded_schema(get_settings().home, run_topic, reference_topic)
+        recorded_schema(home or get_settings().home, run_topic, reference_topic)
     )
     report = judge(spec.name, contract, run, reference, dedup, inputs=view).to_dict()
     report["snapshot"] = snap

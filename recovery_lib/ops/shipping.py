@@ -14,16 +14,22 @@ from typing import Any
 from recovery_lib.errors import RecoveryError
 from recovery_lib.ha.standby.shipping import Shipper, latest_complete
 from recovery_lib.metrics.store import MetricsStore, now_ms
-from recovery_lib.ops.config import get_job
-from recovery_lib.settings import get_settings
+from recovery_lib.ops.config import StreamJob, get_job
+from recovery_lib.settings import Settings
 
 
 class NoStandby(RecoveryError, RuntimeError):
     pass
 
 
-def shipper_for(name: str) -> Shipper:
-    job = get_job(name)
+def shipper_for(name: str, settings: Settings | None = None) -> Shipper:
+    """The shipper of a configured job's standby; ``settings``: the caller's (default: the
+    process's)."""
+    return _shipper(get_job(name, settings=settings))
+
+
+def _shipper(job: StreamJob) -> Shipper:
+    name = job.name
     if job.standby_dir is None:
         raise NoStandby(
             f"job {name} has no standby: set `mode: standby` for it in the jobs file "
@@ -34,12 +40,15 @@ def shipper_for(name: str) -> Shipper:
             f"job {name} has no standby running yet ({job.standby_dir.parent} is missing): "
             f"start the job (`recovery job start {name}`) and wait until its standby is warm"
         )
-    return Shipper(job.checkpoint, job.standby_dir, get_settings().standby_keep_copies)
+    return Shipper(job.checkpoint, job.standby_dir, job.settings.standby_keep_copies)
 
 
-def ship_job(name: str, store: MetricsStore | None = None) -> dict[str, Any]:
+def ship_job(
+    name: str, store: MetricsStore | None = None, settings: Settings | None = None
+) -> dict[str, Any]:
     """One shipping round for a configured job; returns what was shipped and the lag."""
-    shipper = shipper_for(name)
+    job = get_job(name, settings=settings)
+    shipper = _shipper(job)
     shipped = shipper.ship()
     lag = shipper.lag()
     newest = latest_complete(shipper.dir, verify=False)
@@ -51,7 +60,7 @@ def ship_job(name: str, store: MetricsStore | None = None) -> dict[str, Any]:
         "lag": asdict(lag),
     }
     own = store is None
-    store = store or MetricsStore(get_settings().home / "metrics.duckdb")
+    store = store or MetricsStore(job.settings.home / "metrics.duckdb")
     try:
         store.add(
             "standby_shipments",

@@ -31,3 +31,24 @@ def test_each_entry_is_checked_with_its_own_settings(tmp_path):
     assert load_jobs(jobs, Settings(home=tmp_path))["t"].table_target is not None
     with pytest.raises(ValueError, match="RECOVERY_CAUSAL_STORAGE=kafka"):
         load_jobs(jobs, Settings(home=tmp_path, causal_storage="output"))
+
+
+def test_the_operations_of_two_jobs_each_use_their_own_settings(tmp_path):
+    """GC, shipping and the replication view of one process, two settings: each job's files,
+    metrics store and standby are found under its own home."""
+    from recovery_lib.metrics.store import read_frame
+    from recovery_lib.ops.gc import gc_job
+    from recovery_lib.ops.replication import newest_state
+    from recovery_lib.ops.shipping import NoStandby, shipper_for
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {name: s, job: q1, mode: standby}\n")
+    homes = {h: Settings(home=tmp_path / h, jobs_file=jobs) for h in ("a", "b")}
+    for h, settings in homes.items():
+        result = gc_job("s", dry_run=True, settings=settings)
+        assert result["plan"]["checkpoint"].startswith(str(tmp_path / h))
+        gcs = read_frame(tmp_path / h / "metrics.duckdb", "SELECT job FROM gc_runs")
+        assert gcs["job"].tolist() == ["s"]
+        with pytest.raises(NoStandby, match=str(tmp_path / h / "jobs" / "s")):
+            shipper_for("s", settings)
+        assert newest_state("s", settings) is None
