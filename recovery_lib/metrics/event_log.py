@@ -222,8 +222,7 @@ def first_batch(where: Path, after_ms: int | None = None, nth: int = 0) -> First
     batches = [e["progress"] for e in events if e["Event"] == f"{_STREAMING}QueryProgressEvent"]
     if len(batches) <= nth:
         raise ConfigurationError(
-            f"application {app} has {len(batches)} finished micro-batches in its log, "
-            f"not {nth + 1}"
+            f"application {app} has {len(batches)} finished micro-batches in its log, not {nth + 1}"
         )
     progress = batches[nth]
     batch_id = int(progress["batchId"])
