@@ -506,6 +506,9 @@ def bench_compare(
         None, help="coor, unc, cic: the pipeline (default: the one whose last stage is the job)."
     ),
     liverobin_period: float = typer.Option(8.0, help="LiveRobin's heartbeat period (s)."),
+    kazoo_trigger: float = typer.Option(
+        None, help="KaZoo's leader's trigger (s; default: batches back to back)."
+    ),
     out: str = typer.Option("reports/bench_compare", help="Report prefix (.json, .png)."),
 ) -> None:
     """The same job, input and failure under every recovery mode: restart and recovery time,
@@ -515,7 +518,10 @@ def bench_compare(
     from recovery_lib.runtime.progress import progress_display
 
     names = list(variant or VARIANTS)
-    cfg = CompareConfig(job, rate, duration, fail_at, seed, liverobin_period, pipeline)
+    cfg = CompareConfig(
+        job, rate, duration, fail_at, seed, liverobin_period, pipeline,
+        kazoo_trigger_s=kazoo_trigger,
+    )  # fmt: skip
     # A faulty and a reference run of duration seconds each, plus start-up and drain.
     estimate_min = len(names) * (2 * duration + 60) / 60
     console.print(f"{len(names)} variants of {job}, about {estimate_min:.0f} min")
