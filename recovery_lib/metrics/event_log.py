@@ -171,6 +171,16 @@ def _python_phases(task: TaskSpan, worker: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def _worker_of(task: TaskSpan, workers: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The record of the worker that ran ``task``: its task id, first called during the task
+    (task ids restart with each application, and one log directory holds several)."""
+    for w in workers:
+        call = w.get("first_call_at") or 0
+        if w.get("task_id") == task.task_id and task.launch_ms <= call * 1000 <= task.finish_ms:
+            return w
+    return None
+
+
 def _workers(where: Path) -> list[dict[str, Any]]:
     path = Path(where) / WORKERS_FILE
     return list(_events(path)) if path.exists() else []
@@ -260,10 +270,11 @@ def first_batch(where: Path, after_ms: int | None = None, nth: int = 0) -> First
             out.spans.append(Span("addBatch: jobs", first_job, last_end))
             out.spans.append(Span("addBatch: driver after its last job", last_end,
                                   max(last_end, add_batch.end_ms)))  # fmt: skip
-    by_task = {w["task_id"]: w for w in _workers(where) if w.get("task_id") is not None}
+    workers = _workers(where)
     for t in out.tasks:
-        if t.task_id in by_task:
-            t.python = _python_phases(t, by_task.pop(t.task_id))
+        worker = _worker_of(t, workers)
+        if worker is not None:
+            t.python = _python_phases(t, worker)
     out.workers = [
         w
         for w in _workers(where)
