@@ -113,9 +113,9 @@ def test_a_task_splits_at_its_python_workers_fork_imports_and_first_call(tmp_pat
         "library_imported_at": launch + 1.5,
         "first_call_at": launch + 1.7,
     }
-    # Task ids restart with each application: an earlier run's worker of task 7 is not it.
-    earlier = {**worker, "pid": 0, "forked_at": 1.0, "first_call_at": 2.0}
-    (tmp_path / WORKERS_FILE).write_text(json.dumps(earlier) + "\n" + json.dumps(worker) + "\n")
+    # Task ids restart with each application: a later run's worker of task 7 is not it.
+    later = {**worker, "pid": 2, "forked_at": launch + 90, "first_call_at": launch + 91}
+    (tmp_path / WORKERS_FILE).write_text(json.dumps(worker) + "\n" + json.dumps(later) + "\n")
     tasks = {t.task_id: t for t in first_batch(tmp_path).tasks}
     assert tasks[7].python == {
         "until the worker's fork": 0.7,
