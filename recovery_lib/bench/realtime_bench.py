@@ -374,8 +374,9 @@ def _judge_kill(
     deduped = judge_topics(name, contract, pipe.sink, reference, True, failures_not_fired=missed)
     arrivals = sorted(t for t, _ in _outputs(pipe.sink))
     killed_ms = int(timing["killed"] * 1000)
-    gap_ms = _longest_gap_after(arrivals, killed_ms)
-    resumed = _first_after_gap(arrivals, killed_ms)
+    pause = _longest_pause(arrivals, killed_ms)
+    gap_ms = pause[1] - pause[0] if pause else None
+    resumed = pause[1] - killed_ms if pause else None
     with contextlib.suppress(KafkaLayerError):  # best effort, as the pipeline's topics
         TopicAdmin().delete(reference)
     return {
@@ -402,25 +403,16 @@ def _settle(topic: str, quiet_s: float = DRAIN_S, timeout_s: float = READY_TIMEO
             count, since = now, time.monotonic()
 
 
-def _longest_gap_after(arrivals: list[int], killed_ms: int) -> int | None:
-    """The longest time without output from the last output before the kill on (stage 3
-    goes on emitting what it had for a moment after stage 2 died)."""
+def _longest_pause(arrivals: list[int], killed_ms: int) -> tuple[int, int] | None:
+    """(last output before, first output after) of the longest time without output from the
+    last output before the kill on (stage 3 goes on emitting what it had for a moment after
+    stage 2 died): the output gap is its length, the output resumed at its end."""
     before = [t for t in arrivals if t <= killed_ms]
     after = [t for t in arrivals if t > killed_ms]
     if not before or not after:
         return None
     times = [before[-1], *after]
-    return max(b - a for a, b in zip(times, times[1:], strict=False))
-
-
-def _first_after_gap(arrivals: list[int], killed_ms: int) -> int | None:
-    """Ms from the kill to the first output after the longest pause that follows it."""
-    after = [t for t in arrivals if t > killed_ms]
-    if len(after) < 2:
-        return None
-    gaps = [(b - a, b) for a, b in zip(after, after[1:], strict=False)]
-    longest = max(gaps)
-    return longest[1] - killed_ms if longest[0] > 1000 else after[0] - killed_ms
+    return max(zip(times, times[1:], strict=False), key=lambda p: p[1] - p[0])
 
 
 def _verdict(report: Any) -> dict:

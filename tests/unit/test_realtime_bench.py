@@ -54,3 +54,15 @@ def test_the_stages_in_one_application_are_judged_by_the_same_goal():
     assert not out["1000"]["within_goal"] and out["1000"]["within_goal_one_app"]
     assert out["1000"]["realtime_pipeline_one_app_p50_ms"] == 15.0
     assert out["1000"]["pipeline_one_app_over_q1_realtime"] == 1.5
+
+
+def test_the_output_gap_and_its_end_come_from_one_pause():
+    """Stage 3 emits what it had for a moment after the kill, then pauses: the gap is that
+    pause measured from the last output before the kill's side, and output resumes at its end."""
+    from recovery_lib.bench.realtime_bench import _longest_pause
+
+    killed = 10_000
+    arrivals = [9_000, 9_500, 10_200, 10_300, 25_000, 25_100]
+    assert _longest_pause(arrivals, killed) == (10_300, 25_000)
+    assert _longest_pause([9_000, 9_800], killed) is None  # nothing after the kill
+    assert _longest_pause([10_500, 12_000], killed) is None  # nothing before it
