@@ -49,3 +49,19 @@ def test_a_slower_source_misses_the_goals():
     assert out["key_value"]["ours_over_spark"] == 0.5 and not out["key_value"]["within_goal"]
     assert out["key_value"]["spark_cpu_s_per_million"] == 4.5
     assert not out["q1_latency_by_rate"]["1000"]["within_goal"]
+
+
+def test_two_rounds_in_opposite_orders_are_averaged_per_source():
+    """A session's first latency run is slower: each source runs first once and last once,
+    and its figures are the mean of its two rounds."""
+    report = run(100_000, 100_000, 400.0, 250.0)  # round 0: ours first (slow), Spark's second
+    report["latency_by_source"] += [
+        {**report["latency_by_source"][1], "p50_ms": 270.0, "round": 1},  # Spark's first now
+        {**report["latency_by_source"][0], "p50_ms": 240.0, "round": 1,
+         "phase_p50_ms": {"addBatch": 110.0, "commitOffsets": 70.0}},
+    ]  # fmt: skip
+    at = against_sparks_source(report)["q1_latency_by_rate"]["1000"]
+    assert at["ours_p50_ms"] == 320.0 and at["spark_p50_ms"] == 260.0
+    assert at["rounds_p50_ms"] == {OURS: [400.0, 240.0], SPARKS: [250.0, 270.0]}
+    assert at["p50_ours_over_spark"] == round(320 / 260, 3)
+    assert at["batch_phase_p50_ms"]["addBatch"] == {OURS: 130.0, SPARKS: 120.0}
