@@ -10,13 +10,19 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from recovery_lib.kafka.clients import check_reachable, client_config
 from recovery_lib.kafka.exceptions import KafkaLayerError, TopicMissing
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 
 class TopicAdmin:
-    def __init__(self, config: Mapping[str, str] | None = None) -> None:
-        self.config = dict(config) if config is not None else client_config()
-        self.timeout_s = get_settings().kafka_request_timeout_s
+    def __init__(
+        self, config: Mapping[str, str] | None = None, settings: Settings | None = None
+    ) -> None:
+        """``config``: the client config (default: the settings' broker and security);
+        ``settings``: the caller's (default: the process's), for the config and the waits."""
+        settings = settings or get_settings()
+        self.config = dict(config) if config is not None else client_config(settings=settings)
+        self.timeout_s = settings.kafka_request_timeout_s
+        self.topic_wait_s = settings.topic_wait_timeout_s
         check_reachable(self.config, self.timeout_s)
         self.admin = AdminClient(self.config)
 
@@ -55,7 +61,7 @@ class TopicAdmin:
     def wait_gone(self, names: Iterable[str], timeout_s: float | None = None) -> None:
         """Return once no topic of ``names`` is in the metadata (Apache Kafka deletes in the
         background: a topic created again too early would still hold the old records)."""
-        deadline = time.monotonic() + (timeout_s or get_settings().topic_wait_timeout_s)
+        deadline = time.monotonic() + (timeout_s or self.topic_wait_s)
         left = set(names)
         while left:
             topics = self.admin.list_topics(timeout=self.timeout_s).topics
@@ -86,7 +92,7 @@ class TopicAdmin:
         self, names: Iterable[str], timeout_s: float | None = None
     ) -> dict[str, list[int]]:
         """Partitions of each topic, waiting up to ``timeout_s`` for them to appear."""
-        deadline = time.monotonic() + (timeout_s or get_settings().topic_wait_timeout_s)
+        deadline = time.monotonic() + (timeout_s or self.topic_wait_s)
         result: dict[str, list[int]] = {}
         for name in names:
             while True:

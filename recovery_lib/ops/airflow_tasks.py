@@ -153,7 +153,7 @@ def reference_submit_args(job_name: str, run_tag: str) -> dict[str, Any]:
     job = get_job(job_name)
     snap = snapshot(job.checkpoint)
     reference_topic = f"{job.out_topic}.reference.{run_tag}"
-    TopicAdmin().create(reference_topic, 2)
+    TopicAdmin(settings=job.settings).create(reference_topic, 2)
     ref_dir = job.workdir / "reference" / run_tag
     # The reference writes its own topic and checkpoint, failure-free and read deduplicated
     # whatever the job's sink; the rest of the job's launch stays.
