@@ -72,6 +72,7 @@ class StreamJob(BaseModel):
     extra_args: list[str] = Field(default_factory=list)
     # The settings the entry was loaded with (load_jobs'), else the process's.
     _settings: Settings | None = PrivateAttr(default=None)
+    _spec: JobSpec | None = PrivateAttr(default=None)  # resolved once (validation asks often)
 
     @field_validator("job")
     @classmethod
@@ -176,7 +177,9 @@ class StreamJob(BaseModel):
 
     @property
     def spec(self) -> JobSpec:
-        return resolve_job(self.job)
+        if self._spec is None:
+            self._spec = resolve_job(self.job)
+        return self._spec
 
     @property
     def query(self) -> str:
