@@ -349,7 +349,7 @@ TASK_PARTS = {
     "until the call": "#edc948",
     "the call's work": "#4e79a7",
     "deserialize": "#bab0ac",
-    "run": "#4e79a7",
+    "run": "#b07aa1",
 }
 
 
@@ -393,4 +393,4 @@ def draw_waterfall(ax: Any, batch: dict[str, Any], zero_ms: int, title: str) -> 
     handles = [
         ax.barh(0, 0, color=c, label=n) for n, c in TASK_PARTS.items() if n != "until the call"
     ]
-    ax.legend(handles=handles, fontsize=6, loc="lower right")
+    ax.legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
