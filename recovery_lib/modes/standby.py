@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from recovery_lib.ha.standby.pair import StandbyPair
 from recovery_lib.modes.base import GcNeeds, JobPlace, ModeRequest, RecoveryMode
 from recovery_lib.runtime.checkpoint_gc import shipped_batch
-from recovery_lib.runtime.launch import ProcessMode
+from recovery_lib.runtime.launch import JobLaunch, ProcessMode, StandbyRole
 
 if TYPE_CHECKING:
     from recovery_lib.metrics.store import MetricsStore
@@ -38,6 +38,15 @@ class StandbyMode(RecoveryMode):
     def process_mode(self, request: ModeRequest) -> ProcessMode:
         return replay_process_mode(request)
 
+    def node_launch(
+        self, base: JobLaunch, checkpoints: str, epochs: str, watch: StandbyRole | None
+    ) -> JobLaunch:
+        """A node of the pair: the primary under fencing (each incarnation a new epoch), or the
+        standby that watches it and receives its shipped checkpoints."""
+        if watch is None:
+            return base.as_primary(checkpoints, epochs)
+        return base.as_standby(checkpoints, epochs, watch)
+
     def problem(self, request: ModeRequest) -> str | None:
         if self.process_mode(request).own_log:
             return "mode cec writes its output log itself and recovers from it; leave standby off"
@@ -57,7 +66,7 @@ class StandbyMode(RecoveryMode):
         store: MetricsStore | None,
         run_id: str | None,
     ) -> JobSupervisor:
-        return StandbyPair(spec, workdir, store, run_id)
+        return StandbyPair(spec, workdir, store, run_id, node_launch=self.node_launch)
 
     def checkpoint_roots(self, workdir: Path) -> list[Path]:
         # The current primary's (the pair keeps the link up to date).

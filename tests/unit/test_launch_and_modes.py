@@ -149,3 +149,25 @@ def test_each_mode_says_where_a_configured_jobs_checkpoints_live(tmp_path: Path)
     ]
     assert get_mode("standby").standby_dir(tmp_path) == tmp_path / "supervisor/standby/ship"
     assert get_mode("native").standby_dir(tmp_path) is None
+
+
+def test_the_standby_mode_launches_its_pairs_nodes(tmp_path: Path) -> None:
+    """The pair asks its mode for each node's launch (issue 58 item 3): the primary under
+    fencing, the standby watching it; a pair made without its mode refuses to start one."""
+    from recovery_lib.ha.standby.pair import StandbyPair
+    from recovery_lib.runtime.launch import LaunchRefused
+    from recovery_lib.runtime.supervisor import ProcessSpec
+
+    mode = get_mode("standby")
+    base = JobLaunch("m:JOB", name="q3")
+    primary = mode.node_launch(base, "ck0", "epochs", None)
+    assert (primary.checkpoints, primary.epoch_store, primary.standby) == ("ck0", "epochs", None)
+    watch = StandbyRole(primary_checkpoint="ck0/q3", primary_heartbeat="hb", standby_dir="ship")
+    standby = mode.node_launch(base, "ck1", "epochs", watch)
+    assert (standby.checkpoints, standby.standby) == ("ck1", watch)
+
+    spec = ProcessSpec.for_job(base)
+    pair = mode.supervisor(spec, ModeRequest(resolve_job("q3")), tmp_path, None, None)
+    assert pair.node_launch == mode.node_launch
+    with pytest.raises(LaunchRefused, match="launched by its mode"):
+        StandbyPair(spec, tmp_path / "bare").start()

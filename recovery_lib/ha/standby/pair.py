@@ -26,7 +26,7 @@ from typing import Any
 from recovery_lib.errors import JobFailed, NotStarted
 from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.heartbeat import Heartbeat
-from recovery_lib.runtime.launch import LaunchRefused, Role, StandbyRole
+from recovery_lib.runtime.launch import JobLaunch, LaunchRefused, Role, StandbyRole
 from recovery_lib.runtime.supervisor import ProcessSpec, Restart, Supervisor
 from recovery_lib.settings import get_settings
 
@@ -45,6 +45,11 @@ LAG_KEYS = (
 )
 
 
+# A node's launch, made by the mode that runs the pair (modes/standby.py): the job's launch,
+# the node's checkpoint root, the pair's epoch store, and for a standby what it watches.
+NodeLaunch = Callable[[JobLaunch, str, str, StandbyRole | None], JobLaunch]
+
+
 class StandbyPair:
     def __init__(
         self,
@@ -55,8 +60,10 @@ class StandbyPair:
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
         query: str | None = None,
         restandby: bool = True,
+        node_launch: NodeLaunch | None = None,
     ) -> None:
         self.spec = spec
+        self.node_launch = node_launch
         self.workdir = Path(workdir)
         self.store = store
         self.run_id = run_id
@@ -89,6 +96,12 @@ class StandbyPair:
                 "a standby pair runs a job through the launcher: build its spec with "
                 "ProcessSpec.for_job"
             )
+        if self.node_launch is None:
+            raise LaunchRefused(
+                "a standby pair's nodes are launched by its mode: make the pair with "
+                "get_mode('standby').supervisor(...)"
+            )
+        watch = None
         if role is Role.STANDBY:
             assert primary is not None
             watch = StandbyRole(
@@ -96,9 +109,7 @@ class StandbyPair:
                 primary_heartbeat=str(primary.heartbeat_path),
                 standby_dir=str(node / "ship"),
             )
-            launch = launch.as_standby(str(node / "ck"), str(self.epochs), watch)
-        else:
-            launch = launch.as_primary(str(node / "ck"), str(self.epochs))
+        launch = self.node_launch(launch, str(node / "ck"), str(self.epochs), watch)
         # Standby jobs ship RocksDB changelog checkpoints (one small file per batch and
         # partition) unless the state store was chosen explicitly.
         env = {**self.spec.env}
