@@ -360,7 +360,7 @@ class StateBench:
         """Per store and variant: output gap at the largest size over the smallest; per store:
         standby's output gap over native's at the largest size."""
         goals: dict[str, Any] = {}
-        product = self.cfg.cuts[-1]  # the goals are the product's, with its cuts
+        product = product_cut(self.cfg.cuts)  # the goals are the product's, with its cuts
         for store in self.cfg.stores:
             measured = [
                 e
@@ -436,23 +436,31 @@ def _point(e: dict[str, Any]) -> tuple[str, int, str, str]:
     return (e["store"], e["keys"], e["variant"], _cut(e))
 
 
+def product_cut(cuts: tuple[str, ...]) -> str:
+    """The cut setting the product runs with among ``cuts`` ("on" if measured: a spare is an
+    option, not the default), else the last."""
+    return "on" if "on" in cuts else cuts[-1]
+
+
 def cut_ratios(points: list[dict[str, Any]], cuts: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Per store, size and restarting variant measured with the first and the last cut
-    setting: the restart and the output gap after over before."""
+    """Per store, size and restarting variant measured with the first cut setting and a
+    later one: the restart and the output gap after over before, one row per later setting."""
     if len(cuts) < 2:
         return []
-    before_cut, after_cut = cuts[0], cuts[-1]
+    before_cut = cuts[0]
     by = {_point(e): e for e in points}
     out = []
-    for (store, keys, variant, cut), before in sorted(by.items()):
-        after = by.get((store, keys, variant, after_cut))
-        if cut != before_cut or after is None:
-            continue
-        row: dict[str, Any] = {"store": store, "keys": keys, "variant": variant}
-        for key in ("restart_time_s", "output_gap_s"):
-            b, a = before.get(key), after.get(key)
-            row[key] = {"before": b, "after": a, "after_over_before": ratio(a, b)}
-        out.append(row)
+    for after_cut in cuts[1:]:
+        for (store, keys, variant, cut), before in sorted(by.items()):
+            after = by.get((store, keys, variant, after_cut))
+            if cut != before_cut or after is None:
+                continue
+            row: dict[str, Any] = {"store": store, "keys": keys, "variant": variant,
+                                   "before": before_cut, "after": after_cut}  # fmt: skip
+            for key in ("restart_time_s", "output_gap_s"):
+                b, a = before.get(key), after.get(key)
+                row[key] = {"before": b, "after": a, "after_over_before": ratio(a, b)}
+            out.append(row)
     return out
 
 

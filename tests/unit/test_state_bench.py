@@ -141,6 +141,25 @@ def test_a_cut_is_reported_as_after_over_before(tmp_path: Path) -> None:
     assert bench.report["goals"]["rocksdb"]["output_gap_growth"] == {}
 
 
+def test_each_later_cut_is_compared_with_the_first_and_the_goals_stay_the_products(
+    tmp_path: Path,
+) -> None:
+    cfg = StateConfig(stores=("rocksdb",), variants=("native",), cuts=("off", "on", "spare"))
+    bench = StateBench(cfg, str(tmp_path / "s"), Console())
+    bench.report["points"] = [
+        {"store": "rocksdb", "variant": "native", "keys": k, "cut": cut, "output_gap_s": gap}
+        for k in (10**4, 10**6)
+        for cut, gap in (("off", 20.0), ("on", 16.0), ("spare", 5.0 if k == 10**4 else 10.0))
+    ]
+    bench._relate()
+    rows = {(r["keys"], r["after"]): r["output_gap_s"]["after_over_before"]
+            for r in bench.report["cuts"]}  # fmt: skip
+    assert rows == {(10**4, "on"): 0.8, (10**4, "spare"): 0.25,
+                    (10**6, "on"): 0.8, (10**6, "spare"): 0.5}  # fmt: skip
+    growth = bench.report["goals"]["rocksdb"]["output_gap_growth"]["native"]
+    assert growth["largest_over_smallest"] == 1.0  # "on" at both sizes, not the spare's 2.0
+
+
 def test_the_points_and_their_breakdowns_are_written_as_markdown(tmp_path: Path) -> None:
     bench = StateBench(StateConfig(stores=("rocksdb",)), str(tmp_path / "s"), Console())
     restarted = {
