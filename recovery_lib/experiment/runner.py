@@ -371,8 +371,7 @@ class ExperimentConfig:
             failures=self.kinds,
             cluster=self.cluster,
             options=self.mode_options,
-            causal_storage=get_settings().causal_storage,  # the experiment's edge reads it
-            spare_process=get_settings().supervisor_spare,
+            settings=get_settings(),  # the experiment's edge reads them
         )
 
     @property

@@ -19,6 +19,7 @@ from recovery_lib.io.sinks.modes import sink_flag
 from recovery_lib.job.runner import check_sink_mode
 from recovery_lib.job.spec import JobSpec
 from recovery_lib.runtime.launch import JobLaunch, ProcessMode
+from recovery_lib.settings import Settings
 
 if TYPE_CHECKING:
     from recovery_lib.metrics.store import MetricsStore
@@ -95,12 +96,20 @@ class ModeRequest:
     cluster: bool = False
     process: ProcessMode | None = None
     options: ModeOptions = field(default_factory=ModeOptions)
-    # Where a causal job's determinants go (the setting causal_storage of whoever asks).
-    causal_storage: str = "kafka"
-    # A restarting mode keeps a spare process of the job (runtime/spare.py; the setting
-    # supervisor_spare of whoever asks).
-    spare_process: bool = False
+    # The settings of whoever asks (the CLI, the daemon, a DAG task): where a causal job's
+    # determinants go, whether a restarting mode keeps a spare process (runtime/spare.py),
+    # and the supervisors' tunables. None: the defaults (determinants in their own topic, no
+    # spare) and, for the supervisors, the process's settings.
+    settings: Settings | None = None
     surface: Surface = COMMAND_LINE
+
+    @property
+    def causal_storage(self) -> str:
+        return self.settings.causal_storage if self.settings is not None else "kafka"
+
+    @property
+    def spare_process(self) -> bool:
+        return self.settings.supervisor_spare if self.settings is not None else False
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,9 @@ class NativeMode(RecoveryMode):
         store: MetricsStore | None,
         run_id: str | None,
     ) -> JobSupervisor:
-        return Supervisor(spec, workdir, store, run_id, spare=request.spare_process)
+        return Supervisor(
+            spec, workdir, store, run_id, spare=request.spare_process, settings=request.settings
+        )
 
 
 class CausalMode(NativeMode):

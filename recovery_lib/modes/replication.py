@@ -118,6 +118,7 @@ class ReplicationMode(RecoveryMode):
             replace_after_s=options.replace_after_s,
             slow_delay_s=options.slow_delay_s,
             input_topics=launch_input_topics(request.job, spec.launch),
+            settings=request.settings,
         )
 
     def checkpoint_roots(self, workdir: Path) -> list[Path]:

@@ -66,7 +66,14 @@ class StandbyMode(RecoveryMode):
         store: MetricsStore | None,
         run_id: str | None,
     ) -> JobSupervisor:
-        return StandbyPair(spec, workdir, store, run_id, node_launch=self.node_launch)
+        return StandbyPair(
+            spec,
+            workdir,
+            store,
+            run_id,
+            node_launch=self.node_launch,
+            settings=request.settings,
+        )
 
     def checkpoint_roots(self, workdir: Path) -> list[Path]:
         # The current primary's (the pair keeps the link up to date).

@@ -158,8 +158,7 @@ class StreamJob(BaseModel):
             table_sink=self.table_target is not None,
             cluster=self.placement == "cluster",
             process=self.process,
-            causal_storage=self.settings.causal_storage,
-            spare_process=self.settings.supervisor_spare,
+            settings=self.settings,
             surface=job_entry(self.name),
         )
 

@@ -30,7 +30,7 @@ from recovery_lib.runtime.faults import signal_groups
 from recovery_lib.runtime.heartbeat import Heartbeat, read_heartbeat
 from recovery_lib.runtime.launch import JobLaunch, LaunchRefused
 from recovery_lib.runtime.spare import SPARE_GO_ENV
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +95,10 @@ class Supervisor:
         run_id: str | None = None,
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
         spare: bool = False,
+        settings: Settings | None = None,
     ) -> None:
         self.spec = spec
+        self.settings = settings or get_settings()  # the caller's; read once
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.heartbeat_path = self.workdir / "heartbeat.json"
@@ -322,7 +324,7 @@ class Supervisor:
         before = self._failed_batch
         times = before[1] + 1 if before is not None and before[0] == batch else 1
         self._failed_batch = (batch, times)
-        if times >= get_settings().poison_attempts:
+        if times >= self.settings.poison_attempts:
             self._next_env = {POISON_BATCH_ENV: str(batch)}
             self._failed_batch = None  # counted anew after the search
             self.event("poison_search", {"batch": batch, "failures": times})

@@ -52,3 +52,26 @@ def test_the_operations_of_two_jobs_each_use_their_own_settings(tmp_path):
         with pytest.raises(NoStandby, match=str(tmp_path / h / "jobs" / "s")):
             shipper_for("s", settings)
         assert newest_state("s", settings) is None
+
+
+def test_each_jobs_supervisor_takes_its_tunables_from_the_jobs_settings(tmp_path):
+    """The daemon's supervisors read their settings from the job's request, not from the
+    process: a spare for one job and not the other, each pair its own lease."""
+    from recovery_lib.runtime.supervisor import ProcessSpec
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "jobs:\n  - {name: n, job: q1, mode: native}\n  - {name: s, job: q1, mode: standby}\n"
+    )
+    a = Settings(home=tmp_path / "a", supervisor_spare=True, standby_lease_timeout_s=3.0)
+    b = Settings(home=tmp_path / "b", supervisor_spare=False, standby_lease_timeout_s=7.0)
+    made = {}
+    for tag, settings in (("a", a), ("b", b)):
+        for name, job in load_jobs(jobs, settings).items():
+            spec = ProcessSpec.for_job(job.launch())
+            made[tag, name] = job.recovery_mode.supervisor(
+                spec, job.mode_request, job.supervisor_home, None, None
+            )
+    assert made["a", "n"].spare_wanted and not made["b", "n"].spare_wanted
+    assert made["a", "s"].lease_timeout_s == 3.0 and made["b", "s"].lease_timeout_s == 7.0
+    assert made["a", "n"].settings is a and made["b", "s"].settings is b

@@ -16,6 +16,7 @@ from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job.spec import resolve_job
 from recovery_lib.metrics.table_latency import TableLatencyCollector
 from recovery_lib.modes import ModeRefused, ModeRequest, get_mode
+from recovery_lib.settings import Settings
 
 ROWS = 4
 
@@ -165,7 +166,8 @@ def test_causal_mode_refuses_a_table_when_determinants_ride_on_the_output():
     request = ModeRequest(resolve_job("prices"), table_sink=True)
     get_mode("causal").validate(request)  # determinants in their own topic: fine
     with pytest.raises(ModeRefused, match="RECOVERY_CAUSAL_STORAGE=kafka"):
-        get_mode("causal").validate(dataclasses.replace(request, causal_storage="output"))
+        output = Settings(causal_storage="output")
+        get_mode("causal").validate(dataclasses.replace(request, settings=output))
     get_mode("native").validate(ModeRequest(resolve_job("q1"), table_sink=True))
 
 

@@ -64,7 +64,7 @@ from recovery_lib.runtime.checkpoint import last_committed
 from recovery_lib.runtime.faults import ARM_DIR_ENV
 from recovery_lib.runtime.launch import JobLaunch, LaunchRefused
 from recovery_lib.runtime.supervisor import Restart, Supervisor
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from recovery_lib.runtime.supervisor import ProcessSpec
@@ -269,7 +269,9 @@ class ReplicaSet:
         replace_after_s: float | None = None,
         slow_delay_s: float = 0.0,
         input_topics: list[str] | None = None,
+        settings: Settings | None = None,
     ) -> None:
+        self.settings = settings or get_settings()  # the caller's; read once
         self.strategy = replication_strategy(strategy) if isinstance(strategy, str) else strategy
         victim = victim or self.strategy.default_victim
         if victim not in self.strategy.victims:
@@ -297,7 +299,7 @@ class ReplicaSet:
         self.partitions = self.launch.partitions
         self._kafka = dict(kafka) if kafka else None
         self.store, self.run_id, self.on_event = store, run_id, on_event
-        settings = get_settings()
+        settings = self.settings
         self.heartbeat_period_s = heartbeat_period_s or settings.replication_heartbeat_period_s
         self.replace_after_s = (
             settings.replication_replace_after_s if replace_after_s is None else replace_after_s
@@ -381,7 +383,14 @@ class ReplicaSet:
         if ARM_DIR_ENV in env:
             env[ARM_DIR_ENV] = str(Path(env[ARM_DIR_ENV]) / replica)
         spec = self.spec.with_launch(self.replica_launch(replica), env=env, max_restarts=0)
-        return Supervisor(spec, self.replica_dir(replica), self.store, self.run_id, self.on_event)
+        return Supervisor(
+            spec,
+            self.replica_dir(replica),
+            self.store,
+            self.run_id,
+            self.on_event,
+            settings=self.settings,
+        )
 
     def event(self, kind: str, detail: dict[str, Any], ts_ms: int | None = None) -> None:
         if self.store is not None and self.run_id is not None:
@@ -395,7 +404,7 @@ class ReplicaSet:
         admin = TopicAdmin(self.kafka)
         # The release sink writes task p to partition p; the gate keeps partitions apart.
         count = output_partitions(
-            "release", self.partitions or get_settings().spark_shuffle_partitions
+            "release", self.partitions or self.settings.spark_shuffle_partitions
         )
         for topic in (raw_topic(self.output_topic), self.output_topic):
             admin.create(topic, count)

@@ -28,7 +28,7 @@ from recovery_lib.metrics.store import MetricsStore, now_ms
 from recovery_lib.runtime.heartbeat import Heartbeat
 from recovery_lib.runtime.launch import JobLaunch, LaunchRefused, Role, StandbyRole
 from recovery_lib.runtime.supervisor import ProcessSpec, Restart, Supervisor
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +61,11 @@ class StandbyPair:
         query: str | None = None,
         restandby: bool = True,
         node_launch: NodeLaunch | None = None,
+        settings: Settings | None = None,
     ) -> None:
         self.spec = spec
         self.node_launch = node_launch
+        self.settings = settings or get_settings()  # the caller's; read once
         self.workdir = Path(workdir)
         self.store = store
         self.run_id = run_id
@@ -82,8 +84,8 @@ class StandbyPair:
         self._lag_logged = 0.0
         self._restandby_due = False
         self.restandby_after_batches = 2
-        self.restandby_after_s = get_settings().standby_replace_after_s
-        self.lease_timeout_s = get_settings().standby_lease_timeout_s
+        self.restandby_after_s = self.settings.standby_replace_after_s
+        self.lease_timeout_s = self.settings.standby_lease_timeout_s
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -116,7 +118,9 @@ class StandbyPair:
         if "RECOVERY_STATE_STORE" not in os.environ:
             env.setdefault("RECOVERY_STATE_STORE", "rocksdb")
         spec = self.spec.with_launch(launch, env=env, max_restarts=0)
-        return Supervisor(spec, node, self.store, self.run_id, self.on_event)
+        return Supervisor(
+            spec, node, self.store, self.run_id, self.on_event, settings=self.settings
+        )
 
     def checkpoint_of(self, sup: Supervisor) -> Path:
         return sup.workdir / "ck" / self.query
