@@ -144,13 +144,6 @@ def _app_start(events: list[dict[str, Any]]) -> int | None:
     )
 
 
-def _accumulable(info: dict[str, Any], name: str) -> int:
-    for a in info.get("Accumulables", []):
-        if a.get("Name") == name:
-            return int(a.get("Update") or 0)
-    return 0
-
-
 def _python_phases(task: TaskSpan, worker: dict[str, Any]) -> dict[str, float]:
     """A task's time split at its worker's fork, library imports and first call (seconds).
     A reused worker (forked before the task) has only the call's wait and the work."""
@@ -277,7 +270,7 @@ def first_batch(where: Path, after_ms: int | None = None, nth: int = 0) -> First
             t.python = _python_phases(t, worker)
     out.workers = [
         w
-        for w in _workers(where)
+        for w in workers
         if w.get("task_id") is None
         and out.batch_start_ms / 1000 <= (w.get("first_call_at") or 0)
         and (w.get("first_call_at") or 0) <= out.batch_end_ms / 1000
