@@ -209,7 +209,8 @@ def _latency(spark: Any, workdir: Path, rate: float, seconds: float, source: str
         stamped.writeStream.format(SOURCE_NAME)
         .option("topic", out)
         .option("mode", "dedup")
-        .option("checkpointLocation", str(workdir / f"ck-lat-{source}-{rate:g}"))
+        # One checkpoint per run: a source runs at a rate once per round.
+        .option("checkpointLocation", str(workdir / f"ck-lat-{source}-{src}"))
         .trigger(processingTime="0 seconds")
         .start()
     )
