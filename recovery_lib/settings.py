@@ -36,6 +36,8 @@ SECURITY_SETTINGS = {
     "kafka_sasl_password": ("sasl.password", "RECOVERY_KAFKA_SASL_PASSWORD"),
     "kafka_ssl_ca_location": ("ssl.ca.location", "RECOVERY_KAFKA_SSL_CA_LOCATION"),
 }
+# The settings that say which broker clients talk to, and how (chaos/private.py swaps them).
+BROKER_SETTINGS = ("kafka_bootstrap", *SECURITY_SETTINGS, "kafka_client_config_json")
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 _STATE_PKG = "org.apache.spark.sql.execution.streaming.state"
@@ -448,6 +450,10 @@ class Settings(BaseSettings):
                     value.get_secret_value() if isinstance(value, SecretStr) else str(value)
                 )
         return config
+
+    def with_broker_of(self, other: Settings) -> Settings:
+        """These settings with ``other``'s broker and client security (BROKER_SETTINGS)."""
+        return self.model_copy(update={name: getattr(other, name) for name in BROKER_SETTINGS})
 
     def kafka_pass_through_config(self) -> dict[str, str]:
         """librdkafka properties from ``KAFKA_CLIENT_CONFIG`` and ``KAFKA_CLIENT_<PROPERTY>``

@@ -39,7 +39,7 @@ from recovery_lib.io.source import KafkaRange, SourceOptions, source_schema
 from recovery_lib.job.frames import read_json_input, write_output
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.runtime.checkpoint import source_offsets
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 from recovery_lib.verify.contract import ConsistencyContract, EventTimes, UniqueOutputs, Windows
 
 log = logging.getLogger(__name__)
@@ -115,8 +115,8 @@ def json_fields(spec: AggregateSpec) -> Callable[[bytes], tuple[str, float, int]
     return parse
 
 
-def policy_from_settings() -> CheckpointPolicy:
-    s = get_settings()
+def policy_from_settings(settings: Settings | None = None) -> CheckpointPolicy:
+    s = settings or get_settings()
     return CheckpointPolicy(
         extent_target=s.cec_extent_target,
         replay_target=s.cec_replay_target,

@@ -25,7 +25,7 @@ from recovery_lib.chaos.cluster import ClusterNotStarted
 from recovery_lib.chaos.private import PrivateKafka
 from recovery_lib.chaos.proxy import FaultProxy, now_ms
 from recovery_lib.kafka.broker import EmbeddedBroker, free_port, pid_alive
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,10 @@ class BrokerPause:
 
 
 class FaultyNetwork(PrivateKafka):
-    def __init__(self, log_dir: Path | None = None, seed: int = 0) -> None:
-        self.settings = get_settings()
+    def __init__(
+        self, log_dir: Path | None = None, seed: int = 0, settings: Settings | None = None
+    ) -> None:
+        self.settings = settings or get_settings()
         self.log_dir = log_dir or self.settings.home / "broker"
         self.seed = seed
         self.broker: EmbeddedBroker | None = None

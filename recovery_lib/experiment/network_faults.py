@@ -28,6 +28,7 @@ from recovery_lib.chaos.network import BrokerRestart, FaultyNetwork
 from recovery_lib.chaos.proxy import Api, BlackholeFired, FaultProxy
 from recovery_lib.errors import ConfigurationError
 from recovery_lib.experiment.failures import FailureStatus, InjectedFailure
+from recovery_lib.settings import Settings
 
 # Faults of the single broker behind the fault proxy, and of a three-node cluster's leader.
 PROXY_KINDS = ("net-reset", "net-blackhole", "net-latency", "broker-pause", "broker-restart")
@@ -57,11 +58,16 @@ class NetworkFaults:
     the faults injected on it."""
 
     def __init__(
-        self, workdir: Path, options: NetworkFaultOptions, seed: int, cluster: bool = False
+        self,
+        workdir: Path,
+        options: NetworkFaultOptions,
+        seed: int,
+        cluster: bool = False,
+        settings: Settings | None = None,
     ) -> None:
         self.options = options
-        self.cluster = FaultyCluster(workdir / "cluster") if cluster else None
-        self.network = FaultyNetwork(workdir / "broker", seed=seed)
+        self.cluster = FaultyCluster(workdir / "cluster", settings=settings) if cluster else None
+        self.network = FaultyNetwork(workdir / "broker", seed=seed, settings=settings)
         self.watched: tuple[str, ...] = ()  # the job's topics, whose leaders broker-kill hits
         self._kills: list[tuple[InjectedFailure, LeaderKill]] = []
         self._until = 0.0  # monotonic: a blackhole, latency or pause lasts until then

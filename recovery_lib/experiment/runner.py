@@ -105,7 +105,7 @@ from recovery_lib.runtime.launch import JobLaunch, LaunchRefused
 from recovery_lib.runtime.logs import ProgressThrottle
 from recovery_lib.runtime.supervision import JobSupervisor
 from recovery_lib.runtime.supervisor import ProcessSpec
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 from recovery_lib.verify.contract import TimeSpan
 from recovery_lib.verify.evidence import save_topics
 from recovery_lib.verify.oracle import Verdict, judge, judge_topics
@@ -251,8 +251,11 @@ class ExperimentConfig:
         take turns."""
         return tuple(k.strip() for k in self.fail.split(",")) if self.fail else ()
 
-    def validate(self) -> None:
+    def validate(self, settings: Settings | None = None) -> None:
         """Refuse what cannot run, before anything starts.
+
+        Args:
+            settings: The caller's settings (the environment's if None).
 
         Raises:
             LaunchRefused: options that do not work together (the message says what to
@@ -336,7 +339,7 @@ class ExperimentConfig:
             )
         if self.table and self.sink not in TABLE_SINKS:
             raise LaunchRefused("--table is where a table sink writes: add --sink delta or iceberg")
-        recovery.validate(self.request)
+        recovery.validate(self.request(settings))
 
     @property
     def sink_mode(self) -> str:
@@ -361,9 +364,9 @@ class ExperimentConfig:
         """The registered mode ``mode`` names."""
         return get_mode(self.mode)
 
-    @property
-    def request(self) -> ModeRequest:
-        """What the experiment's faulty run asks of its mode."""
+    def request(self, settings: Settings | None = None) -> ModeRequest:
+        """What the experiment's faulty run asks of its mode, with the caller's settings (the
+        environment's if None)."""
         return ModeRequest(
             job=self.job,
             sink_mode=self.sink_mode,
@@ -371,7 +374,7 @@ class ExperimentConfig:
             failures=self.kinds,
             cluster=self.cluster,
             options=self.mode_options,
-            settings=get_settings(),  # the experiment's edge reads them
+            settings=settings or get_settings(),
         )
 
     @property
@@ -449,14 +452,16 @@ class Experiment:
         console: Console | None = None,
         progress: Callable[[str], None] | None = None,
         on_run: Callable[[str, str], None] | None = None,
+        settings: Settings | None = None,
     ) -> None:
-        cfg.validate()
+        # Read once, here or by the caller: the runs, their supervisors and modes get them.
+        self.settings = settings = settings or get_settings()
+        cfg.validate(settings)
         self.cfg = cfg
         self.job = cfg.job
         self.console = console or Console()
         self.progress = progress or ProgressThrottle(self.console.log)
         self.on_run = on_run or (lambda _name, _phase: None)
-        settings = get_settings()
         self.id = f"{self.job.name}-{cfg.mode}-{uuid.uuid4().hex[:6]}"
         self.workdir = settings.home / "experiments" / self.id
         self.store = MetricsStore(settings.home / "metrics.duckdb").start_background_flush()
@@ -482,10 +487,14 @@ class Experiment:
                 ),
                 cfg.seed,
                 cluster=needs_cluster(cfg.kinds),
+                settings=self.settings,
             )
             self.network.start()
             self._exits.callback(self.network.stop)
             self._exits.enter_context(self.network.use())
+            # use() pointed this process's settings at the private broker: the caller's
+            # settings with its broker.
+            self.settings = self.settings.with_broker_of(get_settings())
             where = (
                 "a private three-node Kafka cluster at"
                 if self.network.cluster
@@ -494,12 +503,14 @@ class Experiment:
             self.progress(f"network faults: {where} {self.network.bootstrap}")
         if cfg.sink_mode in NEEDS_BROKER_TRANSACTIONS:  # before any run, not in the job's
             require_hidden_aborts(
-                client_config(), "--sink transactional", "--sink dedup, release or two-phase"
+                client_config(settings=self.settings),
+                "--sink transactional",
+                "--sink dedup, release or two-phase",
             )
         self.gen = GeneratorConfig(
             topic_prefix=f"exp.{self.id}", seed=cfg.seed, event_time_rate=cfg.rate, partitions=2
         )
-        self.admin = TopicAdmin()
+        self.admin = TopicAdmin(settings=self.settings)
         self._started_cluster = False
         self._cluster_url: str | None = None
         self._supervisors: list[JobSupervisor] = []
@@ -515,9 +526,12 @@ class Experiment:
             self.input = GeneratedInput(self.gen, self.job.inputs)
         self.params: dict[str, str] = dict(cfg.params or {})
         self.events = 0
-        settings_ = get_settings()
+        settings = self.settings
         self._probe = TailProbe(
-            client_config(), settings_.kafka_request_timeout_s, settings_.source_end_probe_cap_s
+            client_config(settings=settings),
+            settings.kafka_request_timeout_s,
+            settings.source_end_probe_cap_s,
+            settings=settings,
         )
 
     # -- the whole experiment --------------------------------------------------------------
@@ -571,7 +585,7 @@ class Experiment:
 
     def _keep_evidence(self, faulty: dict[str, Any], reference: dict[str, Any]) -> str | None:
         """Both runs' output topics and the input, raw, under evidence/ (verify/evidence.py)."""
-        if not get_settings().keep_evidence:
+        if not self.settings.keep_evidence:
             return None
         where = self.workdir / "evidence"
         topics = {
@@ -580,7 +594,7 @@ class Experiment:
             **{f"input-{name}": topic for name, topic in self.input.topics.items()},
         }
         try:
-            saved = save_topics(topics, where, client_config())
+            saved = save_topics(topics, where, client_config(settings=self.settings))
         except Exception as exc:  # noqa: BLE001 - the verdict stands without its evidence
             self.progress(f"could not keep the evidence of the inconsistent verdict: {exc}")
             return None
@@ -667,7 +681,8 @@ class Experiment:
         arm_dir = self.workdir / name / "arm"
         if name == "reference":  # the failure-free run skips what the faulty run parked
             self._share_parked()
-        request = cfg.request if name == "faulty" else ModeRequest(self.job)
+        # The failure-free reference asks for no extras (no spare).
+        request = cfg.request(self.settings) if name == "faulty" else ModeRequest(self.job)
         base = JobLaunch(
             job=self.job.ref,
             name=self.job.name,
@@ -718,7 +733,7 @@ class Experiment:
                 JobMetrics(self.job.name, mode.name),
                 sup,
                 collector,
-                get_settings().job_status_every_s,
+                self.settings.job_status_every_s,
             )
             run.metrics_url = f"http://127.0.0.1:{run.metrics.start()}/metrics"
             self.progress(f"[{name}] metrics (OpenMetrics): {run.metrics_url}")
@@ -897,7 +912,7 @@ class Experiment:
         """A record of the job's first input that its code raises on (runtime/faults.py's
         poison hook): the position it was written at."""
         topic = self.input.topics[self.job.inputs[0]]
-        producer = Producer(client_config())
+        producer = Producer(client_config(settings=self.settings))
         written: list[str] = []
         producer.produce(
             topic,
@@ -907,7 +922,7 @@ class Experiment:
                 f"{msg.topic()}/{msg.partition()}@{msg.offset()}" if err is None else str(err)
             ),
         )
-        producer.flush(get_settings().sink_flush_timeout_s)
+        producer.flush(self.settings.sink_flush_timeout_s)
         return written[0] if written else "not acknowledged"
 
     def _warm_up(self, sup: JobSupervisor, name: str) -> int:
@@ -989,7 +1004,7 @@ class Experiment:
         the last drain's unprocessed input (``_drain``)."""
         ticks = self.job.closing_ticks
         assert ticks is not None
-        producer = Producer(client_config())
+        producer = Producer(client_config(settings=self.settings))
         left = 0
         for _ in range(ticks.count):
             time.sleep(ticks.every_s)
@@ -1017,7 +1032,7 @@ class Experiment:
         # The output's Spark type, as the runs' writers recorded it (verify/schema.py).
         contract = self.job.contract.with_schema(
             recorded_schema(
-                get_settings().home, faulty["table"] or faulty["out_topic"], reference["out_topic"]
+                self.settings.home, faulty["table"] or faulty["out_topic"], reference["out_topic"]
             )
         )
         clocks = {

@@ -30,7 +30,7 @@ from recovery_lib.io.sinks.fences import FENCE_HEADER, FenceFilter
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 # Readers' side of fencing, defined by io (fence records, the filter); re-exported here.
 __all__ = ["FENCE_HEADER", "EpochStore", "FenceFilter", "FencedError", "epoch_guard"]
@@ -110,8 +110,18 @@ def epoch_guard(options: Mapping[str, str]) -> EpochGuard | None:
 EPOCH_GUARD_HOOK = f"{__name__}:epoch_guard"
 
 
-def write_fences(topics: Iterable[str], epoch: int, config: Mapping[str, str] | None = None) -> int:
-    """A fence record into every partition of ``topics``; returns how many were written."""
+def write_fences(
+    topics: Iterable[str],
+    epoch: int,
+    config: Mapping[str, str] | None = None,
+    settings: Settings | None = None,
+) -> int:
+    """A fence record into every partition of ``topics``; returns how many were written.
+
+    Raises:
+        RecordsNotAcknowledged: The broker did not acknowledge every fence within the sink's
+            flush timeout (``settings``, the environment's if None).
+    """
     from confluent_kafka import Producer
 
     config = dict(config) if config is not None else client_config()
@@ -122,7 +132,7 @@ def write_fences(topics: Iterable[str], epoch: int, config: Mapping[str, str] | 
         for part in admin.partitions(topic):
             producer.produce(topic, b"", None, part, headers=[(FENCE_HEADER, str(epoch).encode())])
             written += 1
-    remaining = producer.flush(get_settings().sink_flush_timeout_s)
+    remaining = producer.flush((settings or get_settings()).sink_flush_timeout_s)
     if remaining:
         raise RecordsNotAcknowledged(
             f"{remaining} fence records not acknowledged; check the broker is up"

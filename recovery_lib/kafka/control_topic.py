@@ -15,7 +15,7 @@ from typing import Any
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.exceptions import RecordsNotAcknowledged, RecordsUnreadable
 from recovery_lib.kafka.outage import ride_out
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 # Every control topic reader of this process, so that one at exit (or before a test's broker
 # stops) closes its clients: a reader nobody closed would retry a stopped broker for ever.
@@ -32,7 +32,23 @@ ApplyMessage = Callable[[Any], None]  # a confluent_kafka Message (key, value, o
 
 
 class ControlTopic:
-    def __init__(self, topic: str, kafka: Mapping[str, str] | None = None) -> None:
+    """One control topic, its writer and its folding reader.
+
+    Args:
+        topic: The one-partition topic.
+        kafka: Client settings (the source's ``kafka.*`` options); the project's broker if
+            they name none.
+        settings: Where the timeouts come from (the environment's if None); only they are
+            kept, so a pickled reader carries the driver's timeouts into Spark's workers.
+    """
+
+    def __init__(
+        self, topic: str, kafka: Mapping[str, str] | None = None, settings: Settings | None = None
+    ) -> None:
+        settings = settings or get_settings()
+        self._flush_timeout_s = settings.sink_flush_timeout_s
+        self._request_timeout_s = settings.kafka_request_timeout_s
+        self._read_timeout_s = settings.source_poll_timeout_s
         self.topic = topic
         self.kafka = dict(kafka or {})
         if "bootstrap.servers" not in self.kafka:  # a source's options usually name it
@@ -60,7 +76,7 @@ class ControlTopic:
             result["err"], result["offset"] = err, (msg.offset() if msg is not None else None)
 
         self._producer.produce(self.topic, value, None, 0, delivered, headers=headers or [])
-        self._producer.flush(get_settings().sink_flush_timeout_s)
+        self._producer.flush(self._flush_timeout_s)
         if "err" not in result:
             raise RecordsNotAcknowledged(
                 f"{self.topic}: a control record was not acknowledged in time; check the broker "
@@ -82,7 +98,7 @@ class ControlTopic:
         if self._probe is None:
             from recovery_lib.kafka.tail_probe import TailProbe
 
-            timeout = get_settings().kafka_request_timeout_s
+            timeout = self._request_timeout_s
             self._probe = TailProbe(self.kafka, timeout, timeout)
         return ride_out(
             lambda: int(self._probe.ends([(self.topic, 0)])[(self.topic, 0)]),
@@ -107,7 +123,7 @@ class ControlTopic:
             return self.position
         consumer = self._reader()
         consumer.assign([TopicPartition(self.topic, 0, self.position)])
-        deadline = time.monotonic() + get_settings().source_poll_timeout_s
+        deadline = time.monotonic() + self._read_timeout_s
         while self.position < target:
             msg = consumer.poll(0.05)
             if msg is None or msg.error() is not None:

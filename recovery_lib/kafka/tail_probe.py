@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from recovery_lib.kafka.clients import SLOW_FETCHES
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 
 class TailProbe:
@@ -30,7 +30,10 @@ class TailProbe:
         request_timeout_s: float,
         cap_s: float,
         exact_wait_s: float | None = None,
+        settings: Settings | None = None,
     ) -> None:
+        # An exact probe's short-wait try lasts as long as a range reader's (kafka/clients.py).
+        self._slow_fetch_after_s = (settings or get_settings()).kafka_slow_fetch_after_s
         self._config = {
             **config,
             "group.id": "recovery-tail-probe",
@@ -109,7 +112,7 @@ class TailProbe:
         ends = dict(highs)  # a safe lower bound if a partition does not answer in time
         pending = set(highs)
         wait_s = self._exact_wait_s if exact else self._cap_s
-        first_s = min(wait_s, get_settings().kafka_slow_fetch_after_s) if exact else wait_s
+        first_s = min(wait_s, self._slow_fetch_after_s) if exact else wait_s
         self._probe_with(self._consumer, highs, ends, pending, first_s)
         if exact and pending:
             if self._slow is None:

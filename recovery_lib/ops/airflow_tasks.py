@@ -181,16 +181,18 @@ def stage_reference_submit_args(pipeline: str, stage_name: str, run_tag: str) ->
     from recovery_lib.kafka.admin import TopicAdmin
     from recovery_lib.ops.reports import snapshot
     from recovery_lib.pipeline.runner import stage_checkpoint
-    from recovery_lib.pipeline.spec import get_pipeline, pipeline_home
+    from recovery_lib.pipeline.spec import get_pipeline, pipeline_home, pipelines_file
     from recovery_lib.runtime.launch import JobLaunch
+    from recovery_lib.settings import get_settings
 
-    spec = get_pipeline(pipeline)
+    settings = get_settings()  # the task's edge: read once, passed down
+    spec = get_pipeline(pipeline, pipelines_file(settings))
     stage = spec.stage(stage_name)
-    home = pipeline_home(pipeline)
+    home = pipeline_home(pipeline, settings)
     snap = snapshot(stage_checkpoint(home, stage))
     run_topic = spec.output_topic(stage)
     reference_topic = f"{run_topic}.reference.{run_tag}"
-    TopicAdmin().create(reference_topic, stage.partitions)
+    TopicAdmin(settings=settings).create(reference_topic, stage.partitions)
     launch = JobLaunch(
         job=stage.spec().ref,
         name=stage.name,

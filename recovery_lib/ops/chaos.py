@@ -26,16 +26,17 @@ from recovery_lib.errors import ConfigurationError
 from recovery_lib.experiment.failures import FailureStatus, InjectedFailure
 from recovery_lib.experiment.network_faults import NETWORK_KINDS, NetworkFaults
 from recovery_lib.metrics.store import now_ms
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
 CHAOS_KINDS = (*NETWORK_KINDS, "checkpoint-unwritable", "driver-kill")
 
 
-def control_file() -> Path:
-    """Where a running soak says how to reach its chaos endpoint."""
-    return get_settings().home / "soak" / "chaos.json"
+def control_file(settings: Settings | None = None) -> Path:
+    """Where a running soak says how to reach its chaos endpoint (under ``settings``' home, the
+    environment's if None)."""
+    return (settings or get_settings()).home / "soak" / "chaos.json"
 
 
 @dataclass
@@ -56,7 +57,9 @@ class ChaosTarget:
         faults: NetworkFaults,
         checkpoint_dir: Callable[[], Path],
         driver_pid: Callable[[], int | None],
+        settings: Settings | None = None,
     ) -> None:
+        self.fault_s = (settings or get_settings()).chaos_fault_s  # a frozen disk's duration
         self.faults = faults
         self.checkpoint_dir = checkpoint_dir
         self.driver_pid = driver_pid
@@ -90,7 +93,7 @@ class ChaosTarget:
                     os.killpg(pid, signal.SIGKILL)
                     event.fired, event.detail = True, {"pid": pid}
             elif kind == "checkpoint-unwritable":
-                seconds = get_settings().chaos_fault_s
+                seconds = self.fault_s
                 frozen = self.disk.freeze(self.checkpoint_dir(), seconds)
                 event.fired = True
                 event.detail = {"seconds": seconds, "directories": frozen.directories}

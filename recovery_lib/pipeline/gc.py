@@ -27,7 +27,7 @@ from recovery_lib.pipeline.runner import PipelineRun, needed_from
 from recovery_lib.pipeline.spec import PipelineSpec
 from recovery_lib.runtime.checkpoint import source_offsets
 from recovery_lib.runtime.checkpoint_gc import run_gc
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 
 def pipeline_gc(
@@ -72,7 +72,7 @@ def pipeline_gc(
     return report
 
 
-def record(report: dict[str, Any], dry_run: bool) -> None:
+def record(report: dict[str, Any], dry_run: bool, settings: Settings | None = None) -> None:
     """One gc_runs row per stage, job = <pipeline>/<stage>."""
 
     rows = []
@@ -91,5 +91,5 @@ def record(report: dict[str, Any], dry_run: bool) -> None:
                 json.dumps({**result, "in_flight_before": report["in_flight_before"]}, default=str),
             )
         )
-    with MetricsStore(get_settings().home / "metrics.duckdb") as store:
+    with MetricsStore((settings or get_settings()).home / "metrics.duckdb") as store:
         store.add("gc_runs", rows)

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from recovery_lib.errors import ConfigurationError
 from recovery_lib.job.spec import JobSpec, resolve_job
 from recovery_lib.protocols.base import protocol
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 STAGE_REF = "stage:"
 
@@ -169,8 +169,9 @@ class PipelinesFile(BaseModel):
     pipelines: list[PipelineSpec] = Field(default_factory=list)
 
 
-def pipelines_file() -> Path:
-    configured = get_settings().pipelines_file
+def pipelines_file(settings: Settings | None = None) -> Path:
+    """The pipelines file ``settings`` name (the environment's if None), else dags/'s."""
+    configured = (settings or get_settings()).pipelines_file
     if configured is not None:
         return configured
     return Path(__file__).resolve().parents[2] / "dags" / "pipelines.yaml"
@@ -208,5 +209,6 @@ def get_pipeline(name: str, path: str | Path | None = None) -> PipelineSpec:
     return pipelines[name]
 
 
-def pipeline_home(name: str) -> Path:
-    return get_settings().home / "pipelines" / name
+def pipeline_home(name: str, settings: Settings | None = None) -> Path:
+    """Where pipeline ``name`` keeps its checkpoints and logs, under ``settings``' home."""
+    return (settings or get_settings()).home / "pipelines" / name

@@ -23,7 +23,7 @@ import pandas as pd
 from recovery_lib.errors import ConfigurationError
 from recovery_lib.io.sinks.dedup_reader import SinkRecord
 from recovery_lib.metrics.store import now_ms, read_frame
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 from recovery_lib.verify.oracle import consumer_view
 
 GENERIC_OUTPUT_SUITE = "job_output"  # for jobs without a suite of their own
@@ -51,8 +51,10 @@ class SuiteResult:
         return asdict(self)
 
 
-def suites_dir() -> Path:
-    configured = get_settings().expectations_dir
+def suites_dir(settings: Settings | None = None) -> Path:
+    """The expectation suites' directory ``settings`` name (the environment's if None), else
+    the repository's expectations/."""
+    configured = (settings or get_settings()).expectations_dir
     if configured is not None:
         return configured
     return Path(__file__).resolve().parents[2] / "expectations"

@@ -75,3 +75,25 @@ def test_each_jobs_supervisor_takes_its_tunables_from_the_jobs_settings(tmp_path
     assert made["a", "n"].spare_wanted and not made["b", "n"].spare_wanted
     assert made["a", "s"].lease_timeout_s == 3.0 and made["b", "s"].lease_timeout_s == 7.0
     assert made["a", "n"].settings is a and made["b", "s"].settings is b
+
+
+def test_two_experiments_each_use_their_own_settings(tmp_path):
+    """An experiment takes its settings from its caller: its metrics store, its broker and the
+    faulty run's mode request (the supervisors' tunables) follow them, not the process's."""
+    from recovery_lib.experiment.runner import Experiment, ExperimentConfig
+    from recovery_lib.kafka.exceptions import BrokerUnreachable
+
+    cfg = ExperimentConfig(query="q1", fail="driver-kill", duration_s=30, fail_at_s=10)
+    for h, port in (("a", 9), ("b", 10)):  # nothing listens there
+        settings = Settings(
+            home=tmp_path / h,
+            kafka_bootstrap=f"127.0.0.1:{port}",
+            kafka_request_timeout_s=0.5,
+            supervisor_spare=h == "b",
+        )
+        with pytest.raises(BrokerUnreachable, match=f"127.0.0.1:{port} did not answer"):
+            Experiment(cfg, progress=lambda _m: None, settings=settings)
+        assert (tmp_path / h / "metrics.duckdb").exists()
+        request = cfg.request(settings)
+        assert request.settings is settings
+        assert request.spare_process is (h == "b")

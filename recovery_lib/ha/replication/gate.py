@@ -29,7 +29,7 @@ from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.exceptions import RecordsUnreadable
 from recovery_lib.kafka.headers import CONTROL_HEADER, GATE_SOURCE_HEADER, ID_HEADER, REPLICA_HEADER
 from recovery_lib.kafka.tail_probe import TailProbe
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 
 def raw_topic(output_topic: str) -> str:
@@ -46,8 +46,13 @@ def id_key(value: bytes) -> tuple[int, int, int] | None:
 
 class ReplicaGate:
     def __init__(
-        self, output_topic: str, kafka: Mapping[str, str] | None = None, raw: str | None = None
+        self,
+        output_topic: str,
+        kafka: Mapping[str, str] | None = None,
+        raw: str | None = None,
+        settings: Settings | None = None,
     ) -> None:
+        self._request_timeout_s = (settings or get_settings()).kafka_request_timeout_s
         self.output_topic = output_topic
         self.raw_topic = raw or raw_topic(output_topic)
         self.kafka = {**client_config(), **dict(kafka or {})}
@@ -62,7 +67,7 @@ class ReplicaGate:
         """Floors and raw positions from the output's last records; returns the positions."""
         from confluent_kafka import Consumer, TopicPartition
 
-        timeout = get_settings().kafka_request_timeout_s
+        timeout = self._request_timeout_s
         parts = TopicAdmin(self.kafka).partitions(self.raw_topic)
         probe = TailProbe(self.kafka, timeout, timeout)
         reader = Consumer({**self.kafka, "group.id": "rl-gate", "enable.auto.commit": "false"})

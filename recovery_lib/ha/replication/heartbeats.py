@@ -30,7 +30,7 @@ from recovery_lib.kafka.control_topic import ControlTopic
 from recovery_lib.kafka.exceptions import RecordsNotAcknowledged
 from recovery_lib.kafka.headers import CONTROL_HEADER, HEARTBEAT_HEADER
 from recovery_lib.kafka.tail_probe import TailProbe
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 COLD_POLL_S = 0.2  # how often a generator holding after its first heartbeat looks again
 
@@ -77,9 +77,13 @@ class HeartbeatGenerator:
         kafka: Mapping[str, str] | None = None,
         slow: tuple[str, int] | None = None,
         slow_delay_s: float = 0.0,
+        settings: Settings | None = None,
     ) -> None:
+        settings = settings or get_settings()
+        self._flush_timeout_s = settings.sink_flush_timeout_s
+        self._request_timeout_s = settings.kafka_request_timeout_s
         self.topics = topics
-        self.index = ControlTopic(index_topic, kafka)
+        self.index = ControlTopic(index_topic, kafka, settings)
         self.kafka = {**client_config(), **dict(kafka or {})}
         self.period_s = period_s
         self.slow, self.slow_delay_s = slow, slow_delay_s
@@ -125,12 +129,12 @@ class HeartbeatGenerator:
                     late.append((topic, part))
                     continue
                 self._producer.produce(topic, b"", None, part, delivered, headers=headers)
-        self._producer.flush(get_settings().sink_flush_timeout_s)
+        self._producer.flush(self._flush_timeout_s)
         if late:
             time.sleep(self.slow_delay_s)
             for topic, part in late:
                 self._producer.produce(topic, b"", None, part, delivered, headers=headers)
-            self._producer.flush(get_settings().sink_flush_timeout_s)
+            self._producer.flush(self._flush_timeout_s)
         expected = sum(len(p) for p in self.partitions().values())
         if errors or sum(len(p) for p in at.values()) != expected:
             # Not indexed: every replica skips this heartbeat alike.
@@ -153,7 +157,7 @@ class HeartbeatGenerator:
         if self.last is None:
             return False
         if self._probe is None:
-            timeout = get_settings().kafka_request_timeout_s
+            timeout = self._request_timeout_s
             self._probe = TailProbe(self.kafka, timeout, timeout)
         try:
             for topic, parts in self.partitions().items():

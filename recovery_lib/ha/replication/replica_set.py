@@ -412,7 +412,7 @@ class ReplicaSet:
 
     def start(self) -> None:
         self.create_topics()
-        self.gate = ReplicaGate(self.output_topic, self.kafka)
+        self.gate = ReplicaGate(self.output_topic, self.kafka, settings=self.settings)
         self.thread(self.gate.run, "gate")
         self.strategy.start(self)
         for rep in self.replicas.values():

@@ -18,6 +18,7 @@ from recovery_lib.ha.replication.heartbeats import HeartbeatGenerator
 from recovery_lib.ha.replication.kazoo import KAZOO_GUARD, KAZOO_POLICY, role_path
 from recovery_lib.ha.replication.liverobin import LIVEROBIN_POLICY
 from recovery_lib.runtime.checkpoint import last_committed
+from recovery_lib.settings import Settings
 
 REPLICAS = ("a", "b")
 
@@ -39,6 +40,7 @@ class ReplicaView(Protocol):
     kafka: dict[str, str]
     heartbeat_period_s: float
     slow_delay_s: float
+    settings: Settings
     generator_errors: list[str]
 
     def checkpoint(self, replica: str) -> Path: ...
@@ -209,6 +211,7 @@ class Leaderless:
             view.kafka,
             slow=(view.input_topics[0], 0) if view.slow_delay_s else None,
             slow_delay_s=view.slow_delay_s,
+            settings=view.settings,
         )
 
         def failed(exc: Exception) -> None:
