@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from recovery_lib.cec.records import KIND_HEADER, LazyRecord, LogRecord
 from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.assignment import assign
 from recovery_lib.kafka.exceptions import RecordsNotAcknowledged, RecordsUnreadable
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import get_settings
@@ -91,7 +92,7 @@ class OutputLog:
             consumer.close()
 
     def _read(self, consumer: Any, partition: int, lo: int, hi: int) -> list[LazyRecord]:
-        consumer.assign([TopicPartition(self.topic, partition, lo)])
+        assign(consumer, [TopicPartition(self.topic, partition, lo)])
         out: list[LazyRecord] = []
         next_offset = lo
         deadline = time.monotonic() + get_settings().source_poll_timeout_s

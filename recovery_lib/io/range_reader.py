@@ -24,6 +24,7 @@ from recovery_lib.io.exceptions import (
     offsets_unavailable,
 )
 from recovery_lib.io.parked import parked_in
+from recovery_lib.kafka.assignment import assign
 from recovery_lib.kafka.clients import RANGE_FETCHES, SLOW_FETCHES
 from recovery_lib.kafka.headers import ID_HEADER, REASON_HEADER, SOURCE_POSITION_HEADER
 from recovery_lib.settings import get_settings
@@ -61,7 +62,7 @@ def read_range(
     settings = get_settings()
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     consumer = cached("consumer:range", options.kafka, _consumer)
-    consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+    assign(consumer, [TopicPartition(rng.topic, rng.partition, rng.start)])
     batch_rows = settings.source_arrow_batch_rows
     as_string = options.value_format == "string"
     keys: list[Any] = []
@@ -97,7 +98,7 @@ def read_range(
                     )  # fmt: skip
                     consumer.unassign()
                     consumer = cached("consumer:range-slow", options.kafka, _slow_consumer)
-                    consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset)])
+                    assign(consumer, [TopicPartition(rng.topic, rng.partition, next_offset)])
                     slow = True
                 continue
             last_progress = time.monotonic()

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.assignment import assign, forget
 from recovery_lib.kafka.exceptions import RecordsNotAcknowledged, RecordsUnreadable
 from recovery_lib.kafka.outage import ride_out
 from recovery_lib.settings import Settings, get_settings
@@ -122,7 +123,7 @@ class ControlTopic:
         if target <= self.position:
             return self.position
         consumer = self._reader()
-        consumer.assign([TopicPartition(self.topic, 0, self.position)])
+        assign(consumer, [TopicPartition(self.topic, 0, self.position)])
         deadline = time.monotonic() + self._read_timeout_s
         while self.position < target:
             msg = consumer.poll(0.05)
@@ -157,6 +158,7 @@ class ControlTopic:
 
     def close(self) -> None:
         if self._consumer is not None:
+            forget(self._consumer)
             self._consumer.close()
             self._consumer = None
         if self._producer is not None:

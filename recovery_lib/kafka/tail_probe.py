@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from recovery_lib.kafka.assignment import assign, forget
 from recovery_lib.kafka.clients import SLOW_FETCHES
 from recovery_lib.settings import Settings, get_settings
 
@@ -65,7 +66,7 @@ class TailProbe:
         low, high = self.watermarks(topic, partition)
         if low <= 0 or high <= low:
             return max(low, 0)
-        self._consumer.assign([TopicPartition(topic, partition, 0)])
+        assign(self._consumer, [TopicPartition(topic, partition, 0)])
         deadline = time.monotonic() + self._exact_wait_s
         try:
             while time.monotonic() < deadline:
@@ -140,7 +141,7 @@ class TailProbe:
     ) -> None:
         """Read each partition's last record(s) with ``consumer``: ``ends`` raised to what
         answered, the answered partitions removed from ``pending``."""
-        consumer.assign([TopicPartition(t, p, high - 1) for (t, p), high in highs.items()])
+        assign(consumer, [TopicPartition(t, p, high - 1) for (t, p), high in highs.items()])
         deadline = time.monotonic() + wait_s
         try:
             answered: set[tuple[str, int]] = set()
@@ -173,7 +174,7 @@ class TailProbe:
         answer within the probe cap are left out; None when none answered."""
         if not positions:
             return None
-        self._consumer.assign([TopicPartition(t, p, off) for (t, p), off in positions.items()])
+        assign(self._consumer, [TopicPartition(t, p, off) for (t, p), off in positions.items()])
         pending = set(positions)
         stamps: list[int] = []
         deadline = time.monotonic() + self._cap_s
@@ -193,6 +194,8 @@ class TailProbe:
         return min(stamps) if stamps else None
 
     def close(self) -> None:
+        forget(self._consumer)
         self._consumer.close()
         if self._slow is not None:
+            forget(self._slow)
             self._slow.close()

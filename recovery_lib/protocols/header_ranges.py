@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from recovery_lib.io.client_cache import cached, evict
+from recovery_lib.kafka.assignment import assign
 from recovery_lib.kafka.clients import RANGE_FETCHES
 from recovery_lib.kafka.exceptions import RecordsUnreadable
 from recovery_lib.kafka.tail_probe import TailProbe
@@ -79,7 +80,7 @@ def _read_header_range(
 
     found: list[tuple[int, bytes | None]] = []
     consumer = cached("consumer:protocol", kafka, _consumer)
-    consumer.assign([TopicPartition(topic, part, begin)])
+    assign(consumer, [TopicPartition(topic, part, begin)])
     position = begin
     progress_at = time.monotonic()
     renewed = False
@@ -117,7 +118,7 @@ def _read_header_range(
                     stalled,
                 )
                 consumer = _renewed_consumer(kafka, consumer)
-                consumer.assign([TopicPartition(topic, part, position)])
+                assign(consumer, [TopicPartition(topic, part, position)])
                 renewed = True
     finally:
         consumer.unassign()

@@ -25,6 +25,7 @@ from typing import Any
 
 from recovery_lib.io.sinks.ids import parse_output_id
 from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.kafka.assignment import assign
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.exceptions import RecordsUnreadable
 from recovery_lib.kafka.headers import CONTROL_HEADER, GATE_SOURCE_HEADER, ID_HEADER, REPLICA_HEADER
@@ -79,7 +80,7 @@ class ReplicaGate:
                 end = ends[(self.output_topic, part)]
                 if end <= probe.first_offset(self.output_topic, part):
                     continue  # nothing forwarded to this partition yet
-                reader.assign([TopicPartition(self.output_topic, part, end - 1)])
+                assign(reader, [TopicPartition(self.output_topic, part, end - 1)])
                 deadline = time.monotonic() + timeout
                 msg = reader.poll(0.1)
                 while msg is None or msg.error() is not None or msg.offset() != end - 1:
@@ -111,7 +112,7 @@ class ReplicaGate:
                 "fetch.wait.max.ms": "5",
             }
         )
-        self._consumer.assign([TopicPartition(self.raw_topic, p, o) for p, o in positions.items()])
+        assign(self._consumer, [TopicPartition(self.raw_topic, p, o) for p, o in positions.items()])
         self._producer = Producer({**self.kafka, "enable.idempotence": "true", "linger.ms": "1"})
 
     def step(self, max_records: int = 500, timeout_s: float = 0.05) -> int:

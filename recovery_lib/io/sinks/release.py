@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from recovery_lib.io.sinks.fences import FENCE_HEADER
 from recovery_lib.io.sinks.ids import ID_HEADER, parse_output_id
+from recovery_lib.kafka.assignment import assign
 from recovery_lib.kafka.exceptions import RecordsUnreadable
 from recovery_lib.kafka.tail_probe import TailProbe
 
@@ -105,7 +106,7 @@ class ReleaseBarrier:
         self, topic: str, partition: int, start: int, end: int, prefix: str
     ) -> Released | None:
         """The last id of ``prefix`` among offsets [start, end)."""
-        self._consumer.assign([TopicPartition(topic, partition, start)])
+        assign(self._consumer, [TopicPartition(topic, partition, start)])
         last: Released | None = None
         try:
             position = start
