@@ -338,6 +338,8 @@ def run_io_bench(
                             f"q1 latency, {source} source, {rate:,.0f} ev/s, round {rnd + 1} ..."
                         )
                         entry = _latency(spark, workdir, rate, latency_seconds, source)
+                        # The figures only: a run's latencies are 10^5 numbers (megabytes).
+                        entry.pop("latencies_ms")
                         report["latency_by_source"].append({**entry, "round": rnd})
             status.update(f"latency at {latency_rate:g} ev/s for {latency_seconds:g} s ...")
             report["latency"] = _latency(spark, workdir, latency_rate, latency_seconds)

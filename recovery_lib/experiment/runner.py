@@ -365,8 +365,14 @@ class ExperimentConfig:
         return get_mode(self.mode)
 
     def request(self, settings: Settings | None = None) -> ModeRequest:
-        """What the experiment's faulty run asks of its mode, with the caller's settings (the
-        environment's if None)."""
+        """What the experiment's faulty run asks of its mode.
+
+        Args:
+            settings: The caller's settings (the environment's if None).
+
+        Returns:
+            The request, with the settings for the mode's supervisors.
+        """
         return ModeRequest(
             job=self.job,
             sink_mode=self.sink_mode,
@@ -440,6 +446,8 @@ class Experiment:
             console, at most one per 10 s).
         on_run: ``on_run(name, "start" | "end")`` around each run (faulty, reference), e.g.
             to measure what the faulty run alone costs.
+        settings: The caller's settings (the environment's if None), read once: the work
+            directory, metrics store, broker, the runs' supervisors and the oracle's reads.
 
     Raises:
         LaunchRefused: ``cfg`` asks for something that cannot run (the message says what to
@@ -1044,7 +1052,7 @@ class Experiment:
                 self.job.name,
                 contract,
                 self._faulty_outputs(faulty),
-                list(read_topic(reference["out_topic"])),
+                list(read_topic(reference["out_topic"], settings=self.settings)),
                 dedup=dedup,
                 inputs=inputs,
                 failures_not_fired=not_fired,
@@ -1059,6 +1067,7 @@ class Experiment:
                 dedup=dedup,
                 inputs=inputs,
                 failures_not_fired=not_fired,
+                settings=self.settings,
                 **clocks,
             )
         consistency = report.to_dict()

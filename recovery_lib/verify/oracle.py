@@ -38,6 +38,7 @@ from typing import Any
 import pyarrow as pa
 
 from recovery_lib.io.sinks.dedup_reader import SinkRecord, read_topic_batches
+from recovery_lib.settings import Settings
 from recovery_lib.verify.columnar import (
     ColumnarJudge,
     SideFacts,
@@ -472,6 +473,7 @@ def judge_topics(
     timings: dict[str, float] | None = None,
     clock: TimeSpan | None = None,
     reference_clock: TimeSpan | None = None,
+    settings: Settings | None = None,
 ) -> ConsistencyReport:
     """Judge a run's sink topic against a reference run's, for millions of outputs.
 
@@ -494,6 +496,8 @@ def judge_topics(
             and ``judge_s`` (everything after).
         clock: The run's wall-clock span, where processing-time windows can lie.
         reference_clock: The reference run's.
+        settings: The broker, its timeouts and the readers' switches (the environment's if
+            None).
 
     Returns:
         The report, as ``judge`` gives it.
@@ -503,11 +507,12 @@ def judge_topics(
         engine = ColumnarJudge(contract, Path(directory), on_disk=True)
         try:
             run = engine.side("run")
-            ingest(run, read_topic_batches(run_topic, config), threaded=True)
+            ingest(run, read_topic_batches(run_topic, config, settings=settings), threaded=True)
             reference = None
             if reference_topic is not None:
                 reference = engine.side("reference")
-                ingest(reference, read_topic_batches(reference_topic, config), threaded=True)
+                batches = read_topic_batches(reference_topic, config, settings=settings)
+                ingest(reference, batches, threaded=True)
             read_s = time.perf_counter() - started
             report = _judge_sides(
                 engine,

@@ -33,7 +33,7 @@ from recovery_lib.kafka.clients import (
 )
 from recovery_lib.kafka.exceptions import RecordsUnreadable
 from recovery_lib.kafka.tail_probe import TailProbe
-from recovery_lib.settings import get_settings
+from recovery_lib.settings import Settings, get_settings
 
 
 @dataclass(frozen=True)
@@ -55,14 +55,16 @@ def read_topic(
     start: Mapping[int, int] | None = None,
     fence: FenceFilter | None = None,
     control: bool = False,
+    settings: Settings | None = None,
 ) -> Iterator[SinkRecord]:
     """Every record of ``topic`` present when called, partition by partition (from the offsets
     in ``start`` where given, else from the log start), without fence records and fenced ones
     (counted in ``fence.dropped`` when a filter is passed), and without control records (CEC
-    footprints) unless ``control``."""
+    footprints) unless ``control``. ``settings``: the broker and its timeouts (the
+    environment's if None)."""
     fence = fence if fence is not None else FenceFilter()
-    config = dict(config) if config is not None else client_config()
-    partitions, lows, ends = topic_bounds(topic, config, start)
+    config = dict(config) if config is not None else client_config(settings=settings)
+    partitions, lows, ends = topic_bounds(topic, config, start, settings)
     consumer = Consumer(
         {
             **config,
@@ -121,12 +123,20 @@ def read_topic(
 
 
 def topic_bounds(
-    topic: str, config: dict[str, str], start: Mapping[int, int] | None
+    topic: str,
+    config: dict[str, str],
+    start: Mapping[int, int] | None,
+    settings: Settings | None = None,
 ) -> tuple[list[int], dict[int, int], dict[int, int]]:
     """The topic's partitions and, per partition, the first offset to read and the end."""
-    settings = get_settings()
-    partitions = TopicAdmin(config).partitions(topic)
-    probe = TailProbe(config, settings.kafka_request_timeout_s, settings.source_end_probe_cap_s)
+    settings = settings or get_settings()
+    partitions = TopicAdmin(config, settings).partitions(topic)
+    probe = TailProbe(
+        config,
+        settings.kafka_request_timeout_s,
+        settings.source_end_probe_cap_s,
+        settings=settings,
+    )
     try:
         ends = probe.ends((topic, p) for p in partitions)
         lows = {p: probe.first_offset(topic, p) for p in partitions}
@@ -155,20 +165,26 @@ def read_topic_batches(
     config: Mapping[str, str] | None = None,
     rows: int = 200_000,
     fence: FenceFilter | None = None,
+    settings: Settings | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """What ``read_topic`` yields, as Arrow record batches of about ``rows`` records
     (``SINK_BATCH_SCHEMA``; partitions interleaved, each in offset order), for readers of
     millions of records: with the block consumer (kafka/block_consumer.py) no record becomes a
     Python object; without it (no C compiler at install, or ``RECOVERY_KAFKA_BLOCK_READER``
-    false) columns are taken from each block of confluent-kafka messages at once."""
+    false) columns are taken from each block of confluent-kafka messages at once.
+    ``settings``: the broker, its timeouts and the block reader's switch (the environment's if
+    None)."""
+    settings = settings or get_settings()
     fence = fence if fence is not None else FenceFilter()
-    config = dict(config) if config is not None else client_config()
-    partitions, lows, ends = topic_bounds(topic, config, None)
+    config = dict(config) if config is not None else client_config(settings=settings)
+    partitions, lows, ends = topic_bounds(topic, config, None, settings)
     todo = {p for p in partitions if ends[p] > lows[p]}
     if not todo:
         return
-    read = _TopicRead(topic, config, rows, fence, lows, ends, todo)
-    if get_settings().kafka_block_reader and block_consumer.available():
+    read = _TopicRead(
+        topic, config, rows, fence, lows, ends, todo, settings.kafka_slow_fetch_after_s
+    )
+    if settings.kafka_block_reader and block_consumer.available():
         yield from _block_batches(read)
     else:
         yield from _message_batches(read)
@@ -184,6 +200,7 @@ class _TopicRead(NamedTuple):
     lows: dict[int, int]
     ends: dict[int, int]
     todo: set[int]
+    slow_after_s: float  # nothing for this long under the short fetch wait: the usual one
 
 
 _READER_CONFIG = {
@@ -205,9 +222,9 @@ class _IdleWatch:
     """A bulk reader that got nothing: when to switch to the broker's usual fetch wait
     (kafka/clients.py), and when to give up on partitions short of their ends."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, slow_after_s: float) -> None:
         self.topic = topic
-        self.slow_after = get_settings().kafka_slow_fetch_after_s
+        self.slow_after = slow_after_s
         self.slow = False
         self.since = time.monotonic()
 
@@ -228,7 +245,7 @@ class _IdleWatch:
 
 
 def _block_batches(read: _TopicRead) -> Iterator[pa.RecordBatch]:
-    topic, config, rows, fence, lows, ends, todo = read
+    topic, config, rows, fence, lows, ends, todo, slow_after_s = read
 
     def open_consumer(fetches: Mapping[str, str], starts: dict[int, int]) -> ColumnConsumer:
         consumer = ColumnConsumer({**config, **fetches, **_READER_CONFIG})
@@ -236,7 +253,7 @@ def _block_batches(read: _TopicRead) -> Iterator[pa.RecordBatch]:
         return consumer
 
     consumer = open_consumer(BULK_READS, {p: lows[p] for p in todo})
-    watch = _IdleWatch(topic)
+    watch = _IdleWatch(topic, slow_after_s)
     end_of = np.zeros(max(ends) + 1, np.int64)
     for part, end in ends.items():
         end_of[part] = end
@@ -330,13 +347,13 @@ def _message_batches(read: _TopicRead) -> Iterator[pa.RecordBatch]:
     """The batches from confluent-kafka messages: a message is looked at one by one only
     when its headers are not a plain output's (``rl.id`` first, no control header) or a fence
     was seen; ``partition`` and ``offset`` are null where nothing needed them."""
-    topic, config, rows, fence, lows, ends, todo = read
+    topic, config, rows, fence, lows, ends, todo, slow_after_s = read
 
     def bulk_consumer(fetches: Mapping[str, str]) -> Consumer:
         return Consumer({**config, **fetches, **_READER_CONFIG})
 
     consumer = bulk_consumer(BULK_READS)
-    watch = _IdleWatch(topic)
+    watch = _IdleWatch(topic, slow_after_s)
     consumer.assign([TopicPartition(topic, p, lows[p]) for p in sorted(todo)])
     columns: tuple[list[Any], ...] = ([], [], [], [], [])  # id, key, value, partition, offset
     pending = 0
@@ -477,15 +494,18 @@ def _sink_batch(columns: tuple[list[Any], ...]) -> pa.RecordBatch:
 class DedupReader:
     """Yields each output id once; records without an id pass through unchanged."""
 
-    def __init__(self, topic: str, config: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, topic: str, config: Mapping[str, str] | None = None, settings: Settings | None = None
+    ) -> None:
         self.topic = topic
         self.config = config
+        self.settings = settings
         self.duplicates = 0
         self.fence = FenceFilter()  # .dropped: zombie records refused
         self._seen: set[str] = set()
 
     def __iter__(self) -> Iterator[SinkRecord]:
-        for record in read_topic(self.topic, self.config, fence=self.fence):
+        for record in read_topic(self.topic, self.config, fence=self.fence, settings=self.settings):
             if record.id is not None:
                 if record.id in self._seen:
                     self.duplicates += 1
