@@ -12,12 +12,13 @@ export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: install demo ops ops-down test test-all test-flaky browser dashboard dashboard-screenshots lint docs-api bench-io bench-realtime bench-nexmark bench-recovery bench-causal bench-campaign bench-release-campaign bench-sinks bench-cec bench-protocols bench-replication lock clean
 
-$(STAMP): pyproject.toml requirements.lock recovery_lib/kafka/_block_consumer.c recovery_lib/kafka/pom.xml recovery_lib/spark/kafka_connector_pom.xml
+$(STAMP): pyproject.toml requirements.lock recovery_lib/spark/worker_bytecode.py recovery_lib/kafka/_block_consumer.c recovery_lib/kafka/pom.xml recovery_lib/spark/kafka_connector_pom.xml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install -q uv==0.13.8
 	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -r requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode --no-deps -e .
 	$(BIN)/recovery spark archive || echo "no class-data archive: jobs start without it"
+	$(BIN)/recovery spark worker-bytecode
 	@# Apache Kafka's jars from Maven Central, checksums verified (-C).
 	rm -rf $(KAFKA_LIBS)
 	@if command -v mvn >/dev/null 2>&1; then \

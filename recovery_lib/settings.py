@@ -166,6 +166,10 @@ class Settings(BaseSettings):
     # Python workers fork from a daemon that imported the library and PySpark's worker
     # modules once (spark/python_daemon.py): a restarted job's fresh workers skip them.
     spark_python_preimport: bool = True
+    # Spark's Python processes import PySpark from site-packages' bytecode, not from its zip
+    # (spark/worker_bytecode.py; ~0.5 s per worker daemon and source runner). The hook that
+    # does it reads RECOVERY_SPARK_WORKER_BYTECODE from the process's environment itself.
+    spark_worker_bytecode: bool = True
     # Write Spark's event log (uncompressed JSON lines, one file per application) here: what
     # metrics/event_log.py takes a restart's first micro-batch apart with. Off by default.
     spark_event_log_dir: Path | None = None

@@ -68,7 +68,8 @@ JOB = "keyed_state"
 # the readers' switch to the broker's usual fetch wait after 2 s (before) or 0.5 s without a
 # record; RocksDB snapshots uploaded every 10 s instead of Spark's 60 s (a restart replays the
 # changelog after the newest snapshot); Python workers forked from a daemon that imported the
-# library (spark/python_daemon.py). (Cuts without a setting, always on: the job imports
+# library (spark/python_daemon.py); Spark's Python processes importing PySpark's bytecode, not
+# its zip (spark/worker_bytecode.py). (Cuts without a setting, always on: the job imports
 # no pandas to start, the source's planning processes skip its sink, topics and metrics store
 # are made ready beside the JVM.)
 RESTART_CUTS: dict[str, dict[str, str]] = {
@@ -78,6 +79,7 @@ RESTART_CUTS: dict[str, dict[str, str]] = {
         "RECOVERY_SPARK_STATE_MAINTENANCE_INTERVAL_S": "60",
         "RECOVERY_STANDBY_REHEARSE_SINK": "false",
         "RECOVERY_SPARK_PYTHON_PREIMPORT": "false",
+        "RECOVERY_SPARK_WORKER_BYTECODE": "false",
     },
     "on": {},
     # Not a default (a second idle driver per job): a spare process, started and built,

@@ -1,4 +1,6 @@
-"""``recovery spark archive``: the driver JVM's class-data archive (spark/class_archive.py)."""
+"""``recovery spark``: this installation's Spark: the driver JVM's class-data archive
+(spark/class_archive.py), its Python processes' bytecode (spark/worker_bytecode.py), and a
+first micro-batch taken apart (metrics/event_log.py)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,17 @@ def spark_archive(
     console.print(f"class-data archive: {path} ({size_mb:.0f} MB)")
     if not get_settings().spark_class_archive:
         console.print("RECOVERY_SPARK_CLASS_ARCHIVE is off: jobs start without it")
+
+
+@spark_app.command("worker-bytecode")
+def spark_worker_bytecode() -> None:
+    """Make Spark's Python processes import PySpark from this environment's compiled bytecode,
+    not from its zip (make install runs this; spark/worker_bytecode.py): each worker daemon
+    and source runner a restart starts is about 0.5 s faster."""
+    from recovery_lib.spark.worker_bytecode import ENV, install
+
+    path = install()
+    console.print(f"PySpark's zips leave Spark's Python processes' path: {path} ({ENV}=false: off)")
 
 
 @spark_app.command("first-batch")
