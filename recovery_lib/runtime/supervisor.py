@@ -29,7 +29,7 @@ from recovery_lib.runtime.checkpoint import batch_ids, last_committed
 from recovery_lib.runtime.faults import signal_groups
 from recovery_lib.runtime.heartbeat import Heartbeat, read_heartbeat
 from recovery_lib.runtime.launch import JobLaunch, LaunchRefused
-from recovery_lib.runtime.spare import SPARE_GO_ENV
+from recovery_lib.runtime.spare import SPARE_GO_ENV, START_AFTER_BATCHES
 from recovery_lib.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -177,9 +177,12 @@ class Supervisor:
     # -- the spare ---------------------------------------------------------------------------
 
     def _keep_spare(self) -> None:
-        """Start a spare once the job serves (not beside its start-up: 2 cores), unless one
-        waits already."""
+        """Start a spare once the job serves and has finished its first batches (not beside
+        its start-up or its slow first batch: 2 cores), unless one waits already."""
         if not self.spare_wanted or self._stopped or not self.serving():
+            return
+        beat = self.heartbeat()
+        if beat is None or beat.batches < START_AFTER_BATCHES:
             return
         if self.spare is not None and self.spare.poll() is None:
             return

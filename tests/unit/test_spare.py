@@ -32,9 +32,14 @@ if go is not None and not wait_for_go(Path(go)):
     sys.exit(3)
 with open(marks, "a") as out:
     out.write(f"{os.getpid()} query started\\n")
+# Batches done: a line each in the batches file when the test keeps one, else one per beat.
+batches_file = marks.with_name("batches.txt")
+beats = 0
 while True:
+    beats += 1
+    batches = len(batches_file.read_text().splitlines()) if batches_file.exists() else beats
     beat = {"pid": os.getpid(), "ts_ms": int(time.time() * 1000), "query_active": True,
-            "last_batch": 0, "batches": 1, "input_rows": 0, "pgid": os.getpgid(0)}
+            "last_batch": 0, "batches": batches, "input_rows": 0, "pgid": os.getpgid(0)}
     tmp = heartbeat.with_suffix(".tmp")
     tmp.write_text(json.dumps(beat))
     tmp.replace(heartbeat)
@@ -100,6 +105,30 @@ def test_the_spare_takes_the_job_at_a_kill_and_a_new_spare_waits(
     finally:
         sup.stop(timeout_s=5)
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+
+
+def test_no_spare_starts_beside_the_jobs_first_batches(
+    tmp_path: Path, fake_job: tuple[Path, Path]
+) -> None:
+    """The first batch after a (re)start is the slow one: a spare's start-up beside it on two
+    cores would slow it down. The spare starts once START_AFTER_BATCHES are done."""
+    from recovery_lib.runtime.spare import START_AFTER_BATCHES
+
+    batches = fake_job[1].with_name("batches.txt")
+    batches.write_text("done\n" * (START_AFTER_BATCHES - 1))
+    sup = _supervisor(tmp_path, fake_job, spare=True)
+    try:
+        sup.start()
+        _tick_until(sup, sup.serving)
+        until = time.monotonic() + 1.0
+        while time.monotonic() < until:
+            sup.tick()
+            time.sleep(0.05)
+        assert sup.spare is None
+        batches.write_text("done\n" * START_AFTER_BATCHES)
+        _tick_until(sup, lambda: sup.spare is not None)
+    finally:
+        sup.stop(timeout_s=5)
 
 
 def test_without_the_setting_a_kill_starts_a_new_process(
