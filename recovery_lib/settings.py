@@ -163,6 +163,11 @@ class Settings(BaseSettings):
     # waiting: a restart starts the query in it from the checkpoint, without the process
     # start, JVM and build (runtime/spare.py). Costs a second idle driver per job.
     supervisor_spare: bool = False
+    # A spare rehearses the job's own query (one batch, its sink held) on a copy of the job's
+    # checkpoint this often while it waits (job/spare_warmth.py): the plan's code generation,
+    # the source's and the sink's Python daemons and workers are then warm at its go. Under
+    # Spark's 60 s idle-worker timeout; 0: no rehearsal.
+    supervisor_spare_rehearse_every_s: float = Field(default=40.0, ge=0)
     # Python workers fork from a daemon that imported the library and PySpark's worker
     # modules once (spark/python_daemon.py): a restarted job's fresh workers skip them.
     spark_python_preimport: bool = True

@@ -25,6 +25,7 @@ from recovery_lib.io.sinks.table_target import TableTarget
 from recovery_lib.job.frames import OUTPUT, write_output
 from recovery_lib.job.options import JobOptions
 from recovery_lib.job.poison import find_and_park
+from recovery_lib.job.spare_warmth import SpareWarmth, spare_rehearsal, stop_rehearsals
 from recovery_lib.job.spec import JobSpec, StartsItsQuery
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.outage import OUTAGE_FILE_ENV
@@ -192,12 +193,25 @@ def start_built(built: Any, opts: JobOptions, own_log: bool, events: Any = None)
     return write_output(built, opts)
 
 
-def spare_warm_up(spark: Any, opts: JobOptions, spec: JobSpec, scratch: str) -> Any:
-    """What a spare runs while it waits: the Python workers up, and a held write through the
-    job's sink (none for a job that writes its output itself)."""
+def spare_warm_up(spark: Any, opts: JobOptions, spec: JobSpec, scratch: str) -> SpareWarmth:
+    """What a spare runs while it waits: the Python workers up, a held write through the
+    job's sink (none for a job that writes its output itself), and now and then a rehearsal
+    of the job's query on a copy of its checkpoint (job/spare_warmth.py)."""
     from recovery_lib.ha.standby.rehearsal import warm_workers
 
-    return lambda: warm_workers(spark, opts, scratch, None if spec.own_sink else OUTPUT)
+    output = None if spec.own_sink else OUTPUT
+    every_s = get_settings().supervisor_spare_rehearse_every_s
+    rehearsal = (
+        spare_rehearsal(spark, spec.build, opts, Path(scratch), output)
+        if every_s > 0 and not spec.own_sink
+        else None
+    )
+    return SpareWarmth(
+        lambda: warm_workers(spark, opts, scratch, output),
+        rehearsal,
+        lambda: stop_rehearsals(spark),
+        every_s,
+    )
 
 
 def run(spec: JobSpec, argv: list[str] | None = None) -> None:
@@ -302,11 +316,11 @@ def run(spec: JobSpec, argv: list[str] | None = None) -> None:
     phases["query_built_ms"] = now_ms()
     if spare_go is not None:
         with tempfile.TemporaryDirectory(prefix="spare-warm-") as scratch:
+            warmth = spare_warm_up(spark, opts, spec, scratch)
             went = wait_for_go(
-                Path(spare_go),
-                warm=spare_warm_up(spark, opts, spec, scratch),
-                warm_every_s=get_settings().standby_warm_every_s,
+                Path(spare_go), warm=warmth, warm_every_s=get_settings().standby_warm_every_s
             )
+            warmth.stop()  # a rehearsal still running gives way to the job's query
         if not went:
             log.warning("spare: its supervisor is gone; exiting without starting the query")
             stop_session(spark)
