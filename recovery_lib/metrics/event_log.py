@@ -22,6 +22,7 @@ from typing import Any
 
 from recovery_lib.errors import ConfigurationError
 from recovery_lib.io.worker_timing import WORKERS_FILE
+from recovery_lib.metrics.side_queries import is_side_query
 
 __all__ = ["FirstBatch", "Span", "TaskSpan", "draw_waterfall", "first_batch", "read_applications"]
 
@@ -179,26 +180,33 @@ def _workers(where: Path) -> list[dict[str, Any]]:
     return list(_events(path)) if path.exists() else []
 
 
-def _query_start(events: list[dict[str, Any]]) -> int | None:
-    return next(
-        (_iso_ms(e["timestamp"]) for e in events if e["Event"] == f"{_STREAMING}QueryStartedEvent"),
-        None,
-    )
+def _query_starts(events: list[dict[str, Any]]) -> Iterator[tuple[int, str | None]]:
+    """(start ms, run id) of each of the application's job queries: not a standby's or a
+    spare's rehearsal, not a poison probe (metrics/listener.py ``is_side_query``)."""
+    for e in events:
+        if e["Event"] == f"{_STREAMING}QueryStartedEvent" and not is_side_query(e.get("name")):
+            yield _iso_ms(e["timestamp"]), e.get("runId")
 
 
-def _choose_app(apps: dict[str, list[dict[str, Any]]], after_ms: int | None) -> str:
-    """The application whose query started first at or after ``after_ms`` (a restart's: a
-    process started after the kill, or a spare started before it)."""
-    started = {app: _query_start(ev) for app, ev in apps.items()}
+def _choose_query(
+    apps: dict[str, list[dict[str, Any]]], after_ms: int | None
+) -> tuple[str, int, str | None]:
+    """(application, start ms, run id) of the job query started first at or after
+    ``after_ms`` (a restart's: in a process started after the kill, or in a spare started
+    before it)."""
     candidates = sorted(
-        (ms, app) for app, ms in started.items() if ms is not None and ms >= (after_ms or 0)
+        (ms, app, run_id)
+        for app, events in apps.items()
+        for ms, run_id in _query_starts(events)
+        if ms >= (after_ms or 0)
     )
     if not candidates:
         raise ConfigurationError(
             f"no query in the event log started after {after_ms}: was the job restarted "
             "with RECOVERY_SPARK_EVENT_LOG_DIR set?"
         )
-    return candidates[0][1]
+    ms, app, run_id = candidates[0]
+    return app, ms, run_id
 
 
 def first_batch(where: Path, after_ms: int | None = None, nth: int = 0) -> FirstBatch:
@@ -218,11 +226,17 @@ def first_batch(where: Path, after_ms: int | None = None, nth: int = 0) -> First
         ConfigurationError: No event log there, or no application or batch to take apart.
     """
     apps = read_applications(where)
-    app = _choose_app(apps, after_ms)
+    app, started, run_id = _choose_query(apps, after_ms)
     events = apps[app]
     app_start = _app_start(events) or 0
-    started = _query_start(events)
-    batches = [e["progress"] for e in events if e["Event"] == f"{_STREAMING}QueryProgressEvent"]
+    # That query's batches only: a spare's rehearsal before it ran batches with the same ids.
+    batches = [
+        e["progress"]
+        for e in events
+        if e["Event"] == f"{_STREAMING}QueryProgressEvent"
+        and e["progress"].get("runId", run_id) == run_id
+        and _iso_ms(e["progress"]["timestamp"]) >= started
+    ]
     if len(batches) <= nth:
         raise ConfigurationError(
             f"application {app} has {len(batches)} finished micro-batches in its log, not {nth + 1}"
@@ -252,9 +266,9 @@ def first_batch(where: Path, after_ms: int | None = None, nth: int = 0) -> First
         if phase == "addBatch":
             add_batch = span
         at += ms
-    out.tasks = list(_batch_tasks(events, batch_id))
+    out.tasks = list(_batch_tasks(events, batch_id, started))
     if add_batch is not None:
-        jobs = list(_batch_jobs(events, batch_id))
+        jobs = list(_batch_jobs(events, batch_id, started))
         if jobs:
             first_job = min(j[0] for j in jobs)
             last_end = max(j[1] for j in jobs)
@@ -278,19 +292,28 @@ def first_batch(where: Path, after_ms: int | None = None, nth: int = 0) -> First
     return out
 
 
-def _job_starts(events: Iterable[dict[str, Any]], batch_id: int) -> Iterator[dict[str, Any]]:
-    """The batch's jobs' start events (Spark tags a batch's jobs with its id)."""
+def _job_starts(
+    events: Iterable[dict[str, Any]], batch_id: int, since_ms: int
+) -> Iterator[dict[str, Any]]:
+    """The batch's jobs' start events (Spark tags a batch's jobs with its id), from the
+    query's start on (a rehearsal before it ran a batch of the same id)."""
     for e in events:
         props = e.get("Properties") or {}
-        if e["Event"] == "SparkListenerJobStart" and props.get("streaming.sql.batchId") == str(
-            batch_id
+        if (
+            e["Event"] == "SparkListenerJobStart"
+            and props.get("streaming.sql.batchId") == str(batch_id)
+            and int(e.get("Submission Time", since_ms)) >= since_ms
         ):
             yield e
 
 
-def _batch_jobs(events: list[dict[str, Any]], batch_id: int) -> Iterator[tuple[int, int]]:
+def _batch_jobs(
+    events: list[dict[str, Any]], batch_id: int, since_ms: int
+) -> Iterator[tuple[int, int]]:
     """(submission, completion) ms of the batch's jobs."""
-    submitted = {e["Job ID"]: int(e["Submission Time"]) for e in _job_starts(events, batch_id)}
+    submitted = {
+        e["Job ID"]: int(e["Submission Time"]) for e in _job_starts(events, batch_id, since_ms)
+    }
     for e in events:
         if e["Event"] == "SparkListenerJobEnd" and e["Job ID"] in submitted:
             yield submitted[e["Job ID"]], int(e["Completion Time"])
@@ -310,10 +333,10 @@ def _stage_label(stage: dict[str, Any]) -> str:
     return " + ".join(kinds) if kinds else stage.get("Stage Name", "").split(" at ")[0]
 
 
-def _batch_tasks(events: list[dict[str, Any]], batch_id: int) -> Iterator[TaskSpan]:
+def _batch_tasks(events: list[dict[str, Any]], batch_id: int, since_ms: int) -> Iterator[TaskSpan]:
     stages = {
         int(s["Stage ID"]): _stage_label(s)
-        for e in _job_starts(events, batch_id)
+        for e in _job_starts(events, batch_id, since_ms)
         for s in e.get("Stage Infos", [])
     }
     for e in events:

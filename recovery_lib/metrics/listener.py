@@ -10,6 +10,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from recovery_lib.metrics.side_queries import is_side_query
 from recovery_lib.metrics.store import MetricsStore, now_ms
 
 DEAD_LETTER_METRIC = "dead_letters"
@@ -43,15 +44,6 @@ class TerminationAwareListener(StreamingQueryListener):
         with self._terminated_changed:
             self._terminated.add(str(query_id))
             self._terminated_changed.notify_all()
-
-
-# Queries a job runs beside its own, whose progress is not the job's: a standby's rehearsal
-# (ha/standby/rehearsal.py) and the probes of a poison search (job/poison.py).
-SIDE_QUERY_PREFIXES = ("rehearsal_", "poison_probe_")
-
-
-def is_side_query(name: str | None) -> bool:
-    return (name or "").startswith(SIDE_QUERY_PREFIXES)
 
 
 class OneQuery(StreamingQueryListener):

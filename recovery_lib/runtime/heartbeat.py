@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from recovery_lib.files import write_atomic
 from recovery_lib.kafka.outage import read_outage
-from recovery_lib.metrics.listener import is_side_query
+from recovery_lib.metrics.side_queries import is_side_query
 from recovery_lib.runtime.logs import WarnOnChange
 
 log = logging.getLogger(__name__)

@@ -28,17 +28,30 @@ def _iso(ms: int) -> str:
 def _app(where: Path, app: str, start: int, query_start: int, batch: int = 0) -> None:
     """One application: starts at ``start``, its query at ``query_start``, then one batch of
     two tasks (a source read and a state task) in one job."""
-    b = query_start + 1_000
     events = [
         {"Event": "SparkListenerApplicationStart", "Timestamp": start},
-        {"Event": f"{S}QueryStartedEvent", "timestamp": _iso(query_start)},
+        *_query(query_start, batch),
+    ]
+    d = where / f"eventlog_v2_{app}"
+    d.mkdir(parents=True)
+    (d / f"events_1_{app}").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+
+
+def _query(
+    query_start: int, batch: int, name: str = "q", tasks: tuple[int, int] = (7, 8), job: int = 0
+) -> list[dict]:
+    """A query's start and its batch: one job of two stages, a task each, 1,400 rows."""
+    b = query_start + 1_000
+    return [
+        {"Event": f"{S}QueryStartedEvent", "timestamp": _iso(query_start), "name": name,
+         "runId": f"run-{name}"},
         {
             "Event": "SparkListenerJobStart",
-            "Job ID": 0,
+            "Job ID": job,
             "Submission Time": b + 1_500,
             "Properties": {"streaming.sql.batchId": str(batch)},
             "Stage Infos": [
-                {"Stage ID": i, "Stage Name": "start at x", "RDD Info": [{"Name": rdd}]}
+                {"Stage ID": 2 * job + i, "Stage Name": "start at x", "RDD Info": [{"Name": rdd}]}
                 for i, rdd in enumerate(("DataSourceRDD", "StateStoreRDD"))
             ],
         },
@@ -55,15 +68,16 @@ def _app(where: Path, app: str, start: int, query_start: int, batch: int = 0) ->
                 },
             }
             for stage, tid, launch, finish in (
-                (0, 7, b + 1_600, b + 4_600),
-                (1, 8, b + 4_700, b + 5_000),
+                (2 * job, tasks[0], b + 1_600, b + 4_600),
+                (2 * job + 1, tasks[1], b + 4_700, b + 5_000),
             )
         ],
-        {"Event": "SparkListenerJobEnd", "Job ID": 0, "Completion Time": b + 5_100},
+        {"Event": "SparkListenerJobEnd", "Job ID": job, "Completion Time": b + 5_100},
         {
             "Event": f"{S}QueryProgressEvent",
             "progress": {
                 "batchId": batch,
+                "runId": f"run-{name}",
                 "timestamp": _iso(b),
                 "durationMs": {"latestOffset": 100, "walCommit": 100, "queryPlanning": 300,
                                "addBatch": 5_000, "commitOffsets": 100, "triggerExecution": 5_600},
@@ -71,9 +85,26 @@ def _app(where: Path, app: str, start: int, query_start: int, batch: int = 0) ->
             },
         },
     ]  # fmt: skip
-    d = where / f"eventlog_v2_{app}"
-    d.mkdir(parents=True)
-    (d / f"events_1_{app}").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+
+
+def test_a_spares_rehearsal_is_not_the_restart(tmp_path: Path) -> None:
+    """A spare rehearses the job's query (rehearsal_*) before its go, with the same batch ids:
+    the restart is the job's own query, its batch and its tasks only."""
+    kill = 1_000_000
+    _app(tmp_path, "local-1", start=kill - 60_000, query_start=kill - 50_000)  # the killed one
+    events = [
+        {"Event": "SparkListenerApplicationStart", "Timestamp": kill - 30_000},
+        *_query(kill + 100, 5, name="rehearsal_q", tasks=(3, 4), job=1),
+        *_query(kill + 8_000, 5, name="q", tasks=(9, 10), job=2),
+    ]
+    d = tmp_path / "eventlog_v2_local-2"
+    d.mkdir()
+    (d / "events_1_local-2").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    fb = first_batch(tmp_path, kill)
+    assert fb.app_id == "local-2" and fb.query_started_ms == kill + 8_000
+    assert fb.batch_start_ms == kill + 9_000
+    assert sorted(t.task_id for t in fb.tasks) == [9, 10]
+    assert fb.summary()["addBatch: jobs"] == 3.6
 
 
 def test_the_restart_is_the_first_query_started_after_the_kill(tmp_path: Path) -> None:

@@ -151,7 +151,7 @@ def test_a_probe_that_fails_on_no_input_stops_the_search_before_it_blames_a_reco
 
 def test_poison_probes_are_side_queries_not_the_jobs_progress() -> None:
     from recovery_lib.job.poison import PROBE_QUERY_PREFIX
-    from recovery_lib.metrics.listener import is_side_query
+    from recovery_lib.metrics.side_queries import is_side_query
 
     assert is_side_query(f"{PROBE_QUERY_PREFIX}3") and is_side_query("rehearsal_q3")
     assert not is_side_query("q3") and not is_side_query(None)
