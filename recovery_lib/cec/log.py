@@ -49,10 +49,7 @@ class OutputLog:
 
     def bounds(self, partitions: list[int]) -> dict[int, tuple[int, int]]:
         """(low, end) of each partition: where the log starts (after retention or GC) and ends."""
-        settings = get_settings()
-        probe = TailProbe(
-            dict(self.config), settings.kafka_request_timeout_s, settings.source_end_probe_cap_s
-        )
+        probe = TailProbe.from_settings(dict(self.config))
         try:
             ends = probe.ends((self.topic, p) for p in partitions)
             return {

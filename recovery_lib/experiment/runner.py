@@ -535,12 +535,7 @@ class Experiment:
         self.params: dict[str, str] = dict(cfg.params or {})
         self.events = 0
         settings = self.settings
-        self._probe = TailProbe(
-            client_config(settings=settings),
-            settings.kafka_request_timeout_s,
-            settings.source_end_probe_cap_s,
-            settings=settings,
-        )
+        self._probe = TailProbe.from_settings(client_config(settings=settings), settings)
 
     # -- the whole experiment --------------------------------------------------------------
 

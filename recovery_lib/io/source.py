@@ -128,15 +128,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._probe is None:
             from recovery_lib.kafka.admin import TopicAdmin
             from recovery_lib.kafka.tail_probe import TailProbe
-            from recovery_lib.settings import get_settings
 
-            settings = get_settings()
             self._admin = TopicAdmin(self.options.kafka)
-            self._probe = TailProbe(
-                self.options.kafka,
-                settings.kafka_request_timeout_s,
-                settings.source_end_probe_cap_s,
-            )
+            self._probe = TailProbe.from_settings(self.options.kafka)
         return self._admin, self._probe
 
     def _ends(self, exact: bool = True) -> Offsets:

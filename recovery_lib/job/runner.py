@@ -201,10 +201,9 @@ def spare_warm_up(spark: Any, opts: JobOptions, spec: JobSpec, scratch: str) -> 
 
     output = None if spec.own_sink else OUTPUT
     every_s = get_settings().supervisor_spare_rehearse_every_s
+    # A job that writes its output itself has no held sink to rehearse through.
     rehearsal = (
-        spare_rehearsal(spark, spec.build, opts, Path(scratch), output)
-        if every_s > 0 and not spec.own_sink
-        else None
+        None if spec.own_sink else spare_rehearsal(spark, spec.build, opts, Path(scratch), output)
     )
     return SpareWarmth(
         lambda: warm_workers(spark, opts, scratch, output),

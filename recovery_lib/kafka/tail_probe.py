@@ -54,6 +54,20 @@ class TailProbe:
         self._exact_wait_s = max(cap_s, request_timeout_s) if exact_wait_s is None else exact_wait_s
         self._cache: dict[tuple[str, int], tuple[int, int]] = {}  # (topic, part) -> (high, end)
 
+    @classmethod
+    def from_settings(
+        cls, config: Mapping[str, str], settings: Settings | None = None
+    ) -> TailProbe:
+        """A probe with the settings' request timeout and end-probe cap (the environment's
+        settings if None): what the source, the readers and the supervisors ask with."""
+        settings = settings or get_settings()
+        return cls(
+            config,
+            settings.kafka_request_timeout_s,
+            settings.source_end_probe_cap_s,
+            settings=settings,
+        )
+
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         return self._consumer.get_watermark_offsets(
             TopicPartition(topic, partition), timeout=self._timeout_s, cached=False

@@ -173,9 +173,7 @@ def run_daemon(name: str) -> int:
     # Where Prometheus looks: /metrics on 127.0.0.1, on the port the status names.
     metrics = JobMetrics(job.name, mode.name)
     status.metrics_port = metrics.serve(settings.daemon_metrics_port)
-    probe = TailProbe(
-        client_config(), settings.kafka_request_timeout_s, settings.source_end_probe_cap_s
-    )
+    probe = TailProbe.from_settings(client_config(), settings)
     # The job's output from now on (a window of it): output gap and recovery time after a
     # failure. Not stored: the metrics store keeps an experiment's samples, not a daemon's.
     target = job.table_target

@@ -19,8 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def tail_probe(config: dict[str, str]) -> Any:
-    settings = get_settings()
-    return TailProbe(config, settings.kafka_request_timeout_s, settings.source_end_probe_cap_s)
+    return TailProbe.from_settings(config)
 
 
 def _consumer(config: dict[str, str]) -> Any:

@@ -131,12 +131,7 @@ def topic_bounds(
     """The topic's partitions and, per partition, the first offset to read and the end."""
     settings = settings or get_settings()
     partitions = TopicAdmin(config, settings).partitions(topic)
-    probe = TailProbe(
-        config,
-        settings.kafka_request_timeout_s,
-        settings.source_end_probe_cap_s,
-        settings=settings,
-    )
+    probe = TailProbe.from_settings(config, settings)
     try:
         ends = probe.ends((topic, p) for p in partitions)
         lows = {p: probe.first_offset(topic, p) for p in partitions}
