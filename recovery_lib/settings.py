@@ -178,6 +178,18 @@ class Settings(BaseSettings):
     # Write Spark's event log (uncompressed JSON lines, one file per application) here: what
     # metrics/event_log.py takes a restart's first micro-batch apart with. Off by default.
     spark_event_log_dir: Path | None = None
+    # Spark's checkpoint files (offset and commit logs, state-store files) through Hadoop's
+    # FileSystem API ("filesystem") or its FileContext API ("filecontext", Spark's default).
+    # Without Hadoop's native library FileContext starts a `readlink` or `chmod` process per
+    # file it renames or creates: ~60 per micro-batch of a 4-partition stateful query, a third
+    # of its driver's CPU (docs/replication.md). A rename is atomic either way on a local or
+    # HDFS disk; pick "filecontext" for a store where only FileContext's is.
+    spark_checkpoint_file_api: Literal["filesystem", "filecontext"] = "filesystem"
+    # The JVMs' JIT compiler: "quick" compiles with C1 only, "tiered" adds C2 (the JVM's
+    # default). Every micro-batch runs Spark's planner, a large body of code that runs a few
+    # times per batch, so C2 keeps compiling for minutes: a fifth of a small stateful query's
+    # driver CPU, measured (docs/replication.md). C2's faster code pays off on large batches.
+    spark_jit: Literal["quick", "tiered"] = "quick"
 
     # Causal logging.
     causal_keep_batches: int = Field(

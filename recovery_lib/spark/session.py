@@ -13,6 +13,15 @@ from recovery_lib.settings import STATE_STORES, Settings, get_settings
 from recovery_lib.spark.class_archive import DUMP_JAVA_OPTION, driver_java_options
 from recovery_lib.spark.python_daemon import DAEMON_MODULE
 
+# spark_checkpoint_file_api -> Spark's CheckpointFileManager class (None: Spark's choice).
+_CHECKPOINTING = "org.apache.spark.sql.execution.streaming.checkpointing"
+CHECKPOINT_FILE_MANAGERS = {
+    "filesystem": f"{_CHECKPOINTING}.FileSystemBasedCheckpointFileManager",
+    "filecontext": None,
+}
+# spark_jit -> the JVM options that choose it.
+JIT_JAVA_OPTIONS = {"quick": "-XX:TieredStopAtLevel=1", "tiered": ""}
+
 
 def spark_env() -> None:
     """Environment Spark reads at JVM start: loopback, and workers on this interpreter."""
@@ -85,14 +94,42 @@ def build_session(
     for key, value in (conf or {}).items():
         if key != "spark.jars":
             builder = builder.config(key, value)
-    java_options = (conf or {}).get("spark.driver.extraJavaOptions", "")
-    archive = None if DUMP_JAVA_OPTION in java_options else driver_java_options(settings)
-    if archive is not None:  # the driver JVM maps Spark's classes (class_archive.py)
-        builder = builder.config("spark.driver.extraJavaOptions", f"{java_options} {archive}")
+    for key, value in jvm_and_checkpoint_conf(settings, conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     register_data_sources(spark)
     return spark
+
+
+def jvm_and_checkpoint_conf(settings: Settings, conf: Mapping[str, str]) -> dict[str, str]:
+    """The Spark conf a session adds for its JVMs and its checkpoint files: the driver maps
+    Spark's classes (class_archive.py), driver and executors run the chosen JIT, and
+    checkpoints go through the chosen Hadoop file API. Options the caller gave come first.
+
+    Args:
+        settings: Whose ``spark_class_archive``, ``spark_jit`` and
+            ``spark_checkpoint_file_api`` to follow.
+        conf: The caller's own Spark conf for the session.
+
+    Returns:
+        The entries to set, by Spark conf key.
+    """
+    out: dict[str, str] = {}
+    manager = CHECKPOINT_FILE_MANAGERS[settings.spark_checkpoint_file_api]
+    if manager is not None and "spark.sql.streaming.checkpointFileManagerClass" not in conf:
+        out["spark.sql.streaming.checkpointFileManagerClass"] = manager
+    jit = JIT_JAVA_OPTIONS[settings.spark_jit]
+    given = conf.get("spark.driver.extraJavaOptions", "")
+    archive = None if DUMP_JAVA_OPTION in given else driver_java_options(settings)
+    driver = " ".join(o for o in (given, archive, jit) if o)
+    if driver:
+        out["spark.driver.extraJavaOptions"] = driver
+    given = conf.get("spark.executor.extraJavaOptions", "")
+    executor = " ".join(o for o in (given, jit) if o)
+    if executor:  # a standalone cluster's executors
+        out["spark.executor.extraJavaOptions"] = executor
+    return out
 
 
 def kafka_connector_jars(settings: Settings | None = None) -> list[str]:
