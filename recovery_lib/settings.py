@@ -310,6 +310,13 @@ class Settings(BaseSettings):
         description="LiveRobin: how often the heartbeat generator writes a heartbeat into every "
         "input partition; a batch ends at a heartbeat, so this is the batch interval.",
     )
+    replication_heartbeats_ahead: int = Field(
+        default=2,
+        ge=1,
+        description="LiveRobin: the generator writes the next heartbeat only while the slowest "
+        "replica in step has fewer indexed heartbeats than this still to run: replicas slower "
+        "than the period then run larger batches instead of falling further behind.",
+    )
     replication_replace_after_s: float = Field(
         default=30.0,
         description="Start the replacement of a dead replica this long after its death: on one "

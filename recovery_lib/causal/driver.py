@@ -12,10 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQueryListener
-
 from recovery_lib.causal.log import CausalConfig, open_log
 from recovery_lib.kafka.admin import TopicAdmin
+from recovery_lib.metrics.json_events import JsonEventsListener
 from recovery_lib.runtime.checkpoint import batch_ids
 
 
@@ -42,7 +41,7 @@ def truncate(config: CausalConfig, committed_batch: int) -> int:
     return open_log(config).truncate(committed_batch)
 
 
-class TruncatingListener(StreamingQueryListener):
+class TruncatingListener(JsonEventsListener):
     """Every ``every`` batches, truncate all but the newest ``keep`` committed batches."""
 
     def __init__(self, config: CausalConfig, keep: int, every: int) -> None:

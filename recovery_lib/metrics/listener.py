@@ -10,6 +10,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from recovery_lib.metrics.json_events import JsonEventsListener
 from recovery_lib.metrics.side_queries import is_side_query
 from recovery_lib.metrics.store import MetricsStore, now_ms
 
@@ -25,7 +26,7 @@ def _ts_ms(timestamp: str | None) -> int:
         return now_ms()
 
 
-class TerminationAwareListener(StreamingQueryListener):
+class TerminationAwareListener(JsonEventsListener):
     """A listener one can wait on. Spark delivers listener events asynchronously and in order,
     so a query's last progress events may still be on their way after ``awaitTermination`` or
     ``stop`` returns; ``wait_terminated`` returns once they have arrived."""
@@ -46,7 +47,7 @@ class TerminationAwareListener(StreamingQueryListener):
             self._terminated_changed.notify_all()
 
 
-class OneQuery(StreamingQueryListener):
+class OneQuery(JsonEventsListener):
     """Hands ``inner`` the events of the query named ``name`` only. Spark gives every listener
     of a session the events of all its queries; a session hosting a pipeline's stages
     (pipeline/host.py) keeps each stage's heartbeat and metrics to its own query. Idle and

@@ -16,10 +16,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pyspark.sql.streaming import StreamingQueryListener
-
 from recovery_lib.files import write_atomic
 from recovery_lib.kafka.outage import read_outage
+from recovery_lib.metrics.json_events import JsonEventsListener
 from recovery_lib.metrics.side_queries import is_side_query
 from recovery_lib.runtime.logs import WarnOnChange
 
@@ -54,7 +53,7 @@ def read_heartbeat(path: str | os.PathLike[str]) -> Heartbeat | None:
         return None
 
 
-class HeartbeatWriter(StreamingQueryListener):
+class HeartbeatWriter(JsonEventsListener):
     """Also a StreamingQueryListener, to report query start and progress."""
 
     def __init__(

@@ -165,37 +165,47 @@ def test_a_dead_leaders_lease_expires_though_its_replacement_beats_in_the_same_f
     assert lease_expired(tmp_path, "b/100", "b/200", timeout_s=3)  # my own former self
 
 
-def test_the_generator_holds_after_its_first_heartbeat_while_the_replicas_are_cold(
-    monkeypatch, settings_env
-):
-    """One heartbeat lets the replicas cut their (slow) first batch; no more until they
-    committed it, or each heartbeat written meanwhile becomes a batch to work off."""
+def test_a_replica_passed_a_heartbeat_once_its_committed_batch_ends_after_it_everywhere():
+    from recovery_lib.ha.replication.heartbeats import HeartbeatEntry, passed
+
+    entry = HeartbeatEntry(7, {"a": {"0": 10, "1": 4}, "b": {"0": 2}})
+    assert passed(entry, {"a": {"0": 11, "1": 5}, "b": {"0": 3}})
+    assert not passed(entry, {"a": {"0": 11, "1": 4}, "b": {"0": 3}})  # ends at it, not after
+    assert not passed(entry, {"a": {"0": 11, "1": 5}})  # a source it has not read
+    assert not passed(entry, None)  # committed nothing yet
+
+
+def test_the_generator_waits_for_the_slowest_replica_in_step(monkeypatch, settings_env):
+    """A heartbeat is written only while the slowest replica has fewer than ``ahead`` indexed
+    heartbeats still to run: from cold, two (the first batch and the next), then one each
+    time it finishes a batch; quick replicas get one per period."""
     import threading
     import time
 
     from recovery_lib.ha.replication import heartbeats
-    from recovery_lib.ha.replication.heartbeats import HeartbeatGenerator
+    from recovery_lib.ha.replication.heartbeats import HeartbeatEntry, HeartbeatGenerator
 
     # No broker is reached (writes are stubbed), but the clients want an address: without
     # one this test depended on an earlier test having started the session's broker.
-    settings_env(KAFKA_BOOTSTRAP="127.0.0.1:9")
+    settings_env(KAFKA_BOOTSTRAP="127.0.0.1:9", RECOVERY_REPLICATION_HEARTBEATS_AHEAD="2")
 
     gen = HeartbeatGenerator(["t"], "t.hb", period_s=0.02)
     monkeypatch.setattr(gen.index, "create", lambda: None)
-    stamps: list[float] = []
+    monkeypatch.setattr(gen, "idle", lambda: False)
+    monkeypatch.setattr(heartbeats, "HELD_POLL_S", 0.01)
+    written: list[HeartbeatEntry] = []
 
-    def beat() -> None:
-        stamps.append(time.monotonic())
-        gen.beats += 1
+    def beat() -> None:  # heartbeat n at offset 10 n of the input's one partition
+        written.append(HeartbeatEntry(len(written) + 1, {"t": {"0": 10 * (len(written) + 1)}}))
+        gen.indexed(written[-1])
 
     monkeypatch.setattr(gen, "beat", beat)
-    monkeypatch.setattr(heartbeats, "COLD_POLL_S", 0.01)
-    warm = threading.Event()
-    looks: list[bool] = []  # each time the generator asked whether the replicas are cold
+    ran = {"a": 0, "b": 0}  # heartbeats each replica's committed batches ran past
+    looks: list[int] = []
 
-    def cold() -> bool:
-        looks.append(not warm.is_set())
-        return looks[-1]
+    def committed() -> list[dict | None]:
+        looks.append(len(written))
+        return [{"t": {"0": 10 * n + 1}} if n else None for n in ran.values()]
 
     def until(done, what: str) -> None:  # noqa: ANN001
         deadline = time.monotonic() + 30
@@ -203,16 +213,22 @@ def test_the_generator_holds_after_its_first_heartbeat_while_the_replicas_are_co
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.01)
 
+    def held_at(count: int) -> None:  # ten looks without a heartbeat past ``count``
+        until(lambda: looks.count(count) >= 10 or len(written) > count, f"ten looks at {count}")
+        assert len(written) == count, f"it wrote heartbeat {len(written)} while held"
+
     stop = threading.Event()
-    thread = threading.Thread(target=gen.run, args=(stop, None, cold))
+    thread = threading.Thread(target=gen.run, args=(stop, None, committed))
     thread.start()
     try:
-        # Held through five looks at cold replicas (a generator that did not hold would have
-        # beaten again long before: its period is 0.02 s, a look 0.01 s).
-        until(lambda: len(looks) >= 5 or len(stamps) > 1, "five looks at the replicas")
-        assert len(stamps) == 1, "it beat while the replicas were cold"
-        warm.set()
-        until(lambda: len(stamps) >= 6, "five heartbeats once the replicas were warm")
+        held_at(2)  # cold replicas: the first batch's heartbeat and the next
+        ran["a"] = 1
+        held_at(2)  # b, the slowest, still runs its first batch
+        ran["b"] = 1
+        until(lambda: len(written) == 3, "the heartbeat b's first commit let through")
+        held_at(3)
+        ran.update(a=3, b=3)  # quick replicas: one heartbeat per period again
+        until(lambda: len(written) >= 4, "a heartbeat once both were level")
     finally:
         stop.set()
         thread.join(10)

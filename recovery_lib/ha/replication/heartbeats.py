@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ from recovery_lib.kafka.headers import CONTROL_HEADER, HEARTBEAT_HEADER
 from recovery_lib.kafka.tail_probe import TailProbe
 from recovery_lib.settings import Settings, get_settings
 
-COLD_POLL_S = 0.2  # how often a generator holding after its first heartbeat looks again
+HELD_POLL_S = 0.05  # how often a generator holding a heartbeat looks at the replicas again
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,18 @@ class HeartbeatEntry:
         raw = json.loads(value)
         at = {t: {str(p): int(o) for p, o in parts.items()} for t, parts in raw["at"].items()}
         return cls(int(raw["hb"]), at)
+
+
+def passed(entry: HeartbeatEntry, ends: Offsets | None) -> bool:
+    """Whether a replica whose committed batch ended at ``ends`` ran past heartbeat
+    ``entry``: a batch ends right after its heartbeat, in every partition."""
+    if ends is None:
+        return False
+    return all(
+        ends.get(topic, {}).get(part, -1) > offset
+        for topic, parts in entry.at.items()
+        for part, offset in parts.items()
+    )
 
 
 @dataclass
@@ -91,6 +104,10 @@ class HeartbeatGenerator:
         self.beats = 0
         self.skipped = 0  # heartbeats not written: no input since the last one
         self.last: HeartbeatEntry | None = None
+        # Indexed heartbeats the slowest replica may have to go before the next is written.
+        self.ahead = settings.replication_heartbeats_ahead
+        # The heartbeats indexed last, oldest first: enough to count the unfinished ones.
+        self._recent: deque[HeartbeatEntry] = deque(maxlen=self.ahead + 1)
         self._producer: Any = None
         self._probe: Any = None  # a TailProbe, made on the first idle check
         self._partitions: dict[str, list[int]] | None = None
@@ -143,9 +160,14 @@ class HeartbeatGenerator:
             )
         entry = HeartbeatEntry(self.seq, at)
         self.index.append(entry.encode())
+        self.indexed(entry)
+        return entry
+
+    def indexed(self, entry: HeartbeatEntry) -> None:
+        """Count ``entry`` as the newest heartbeat in the index."""
         self.beats += 1
         self.last = entry
-        return entry
+        self._recent.append(entry)
 
     def idle(self) -> bool:
         """Nothing was written to any input partition since the last heartbeat: the next one
@@ -170,20 +192,41 @@ class HeartbeatGenerator:
             return False
         return True
 
+    def unfinished(self, committed: Sequence[Offsets | None]) -> int:
+        """How many of the heartbeats this generator indexed the slowest of ``committed``
+        (each replica's committed end offsets; None: it committed nothing) has not passed.
+        A batch ends right after its heartbeat, so a replica passed heartbeat h once its
+        committed offsets lie past h's in every partition."""
+        if not committed:
+            return 0
+        return max(
+            sum(1 for entry in self._recent if not passed(entry, ends)) for ends in committed
+        )
+
     def run(
         self,
         stop: threading.Event,
         on_error: Callable[[Exception], None] | None = None,
-        cold: Callable[[], bool] | None = None,
+        committed: Callable[[], Sequence[Offsets | None]] | None = None,
     ) -> None:
         """Beat every period until ``stop`` is set (a failed beat is reported and skipped).
-        While ``cold()`` says the replicas have not finished their first batch, only the
-        first heartbeat is written: a fresh Spark query's first batch takes tens of seconds,
-        and every heartbeat written meanwhile would become a batch of its own to work off
-        one period at a time (the replicas of q3 never caught up from a 67 s first batch)."""
+
+        With ``committed`` (the committed end offsets of the replicas that should keep up),
+        a heartbeat waits until the slowest of them has at most ``ahead - 1`` indexed
+        heartbeats to go: every indexed heartbeat ends a batch on both replicas, and a
+        micro-batch costs seconds whatever it holds, so replicas whose batch takes longer
+        than the period would fall a batch further behind every period and never catch up
+        (a fresh query's first batch takes tens of seconds: the replicas of q3 never caught
+        up from a 67 s one). Held, the next batch covers the whole wait: batches grow to
+        what the replicas can run, and shrink back to one period when they are quick."""
         self.index.create()
         next_at = time.monotonic()
         while not stop.is_set():
+            if committed is not None:
+                while self.unfinished(committed()) >= self.ahead and not stop.wait(HELD_POLL_S):
+                    pass
+                if stop.is_set():
+                    break
             try:
                 if self.idle():
                     self.skipped += 1
@@ -192,11 +235,7 @@ class HeartbeatGenerator:
             except Exception as exc:  # noqa: BLE001 - the next heartbeat may succeed
                 if on_error is not None:
                     on_error(exc)
-            if cold is not None and self.beats == 1:
-                while cold() and not stop.wait(COLD_POLL_S):
-                    pass
-                next_at = time.monotonic()
-            next_at += self.period_s
+            next_at = max(next_at + self.period_s, time.monotonic())
             stop.wait(max(0.0, next_at - time.monotonic()))
 
     def close(self) -> None:

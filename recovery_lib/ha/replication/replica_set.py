@@ -433,6 +433,15 @@ class ReplicaSet:
     def live(self) -> list[str]:
         return [r for r, rep in self.replicas.items() if not rep.dead]
 
+    def in_step(self) -> list[str]:
+        """The live replicas but a replacement still catching up: LiveRobin's heartbeats
+        wait for the slowest of these (a replacement catches up on the survivor's cuts)."""
+        return [
+            r
+            for r, rep in self.replicas.items()
+            if not rep.dead and (rep.replacement is None or not rep.replacement.pending)
+        ]
+
     def tick(self) -> list[str]:
         """One supervision step: a replica that died is stopped for good and recorded; its
         replacement starts ``replace_after_s`` later and joins once it caught up; KaZoo's

@@ -17,7 +17,8 @@ from recovery_lib.errors import ConfigurationError
 from recovery_lib.ha.replication.heartbeats import HeartbeatGenerator
 from recovery_lib.ha.replication.kazoo import KAZOO_GUARD, KAZOO_POLICY, role_path
 from recovery_lib.ha.replication.liverobin import LIVEROBIN_POLICY
-from recovery_lib.runtime.checkpoint import last_committed
+from recovery_lib.io.offsets import Offsets
+from recovery_lib.runtime.checkpoint import committed_offsets, last_committed
 from recovery_lib.settings import Settings
 
 REPLICAS = ("a", "b")
@@ -46,6 +47,8 @@ class ReplicaView(Protocol):
     def checkpoint(self, replica: str) -> Path: ...
 
     def live(self) -> list[str]: ...
+
+    def in_step(self) -> list[str]: ...
 
     def event(self, kind: str, detail: dict[str, Any], ts_ms: int | None = None) -> None: ...
 
@@ -217,10 +220,10 @@ class Leaderless:
         def failed(exc: Exception) -> None:
             view.generator_errors.append(str(exc))
 
-        def cold() -> bool:  # a replica that never committed a batch: its first is slow
-            return any(last_committed(view.checkpoint(r)) is None for r in view.live())
+        def committed() -> list[Offsets | None]:  # of the replicas that must keep up
+            return [committed_offsets(view.checkpoint(r)) or None for r in view.in_step()]
 
-        view.thread(self.generator.run, "heartbeats", failed, cold)
+        view.thread(self.generator.run, "heartbeats", failed, committed)
 
     def tick(self, view: ReplicaView) -> None:
         return None
