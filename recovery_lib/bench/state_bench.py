@@ -80,6 +80,8 @@ RESTART_CUTS: dict[str, dict[str, str]] = {
         "RECOVERY_STANDBY_REHEARSE_SINK": "false",
         "RECOVERY_SPARK_PYTHON_PREIMPORT": "false",
         "RECOVERY_SPARK_WORKER_BYTECODE": "false",
+        "RECOVERY_SPARK_CHECKPOINT_FILE_API": "filecontext",
+        "RECOVERY_SPARK_JIT": "tiered",
     },
     "on": {},
     # Not a default (a second idle driver per job): a spare process, started and built,

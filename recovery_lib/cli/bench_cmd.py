@@ -681,3 +681,48 @@ def bench_realtime(
             return
     console.print_json(json.dumps(report["summary"]))
     console.print(f"report: {out}.json, chart: {out}.png")
+
+
+@bench_app.command("batch-cost")
+def bench_batch_cost(
+    variant: list[str] = typer.Option(
+        None, help="spark | filesystem | quick-jit | both (repeatable; default all)."
+    ),
+    warmup: float = typer.Option(40.0, help="Seconds each query runs before the window."),
+    window: float = typer.Option(60.0, help="Seconds measured per variant."),
+    out: str = typer.Option("reports/bench_batch_cost", help="Report prefix (.json, .png)."),
+) -> None:
+    """The driver's CPU per micro-batch of a small stateful query under Spark's defaults and
+    under the session's cuts (checkpoint files through Hadoop's FileSystem API, C1 only), each
+    in a JVM of its own, one after another."""
+    from recovery_lib.bench.batch_cost_bench import VARIANTS, run_batch_cost_bench
+    from recovery_lib.errors import RecoveryError
+    from recovery_lib.runtime.progress import progress_display
+
+    names = list(variant or VARIANTS)
+    unknown = sorted(set(names) - set(VARIANTS))
+    if unknown or warmup < 0 or window <= 0:
+        abort(ValueError(f"variants are {', '.join(VARIANTS)}; window > 0, warmup >= 0"))
+        return
+    console.print(
+        f"{len(names)} variants, about {len(names) * (warmup + window + 20) / 60:.0f} min"
+    )
+    with progress_display(console, transient=True) as progress:
+        task = progress.add_task("batch cost", total=len(names))
+
+        def step(done: int, name: str) -> None:
+            progress.update(task, description=f"{name} ({done + 1}/{len(names)})", completed=done)
+
+        try:
+            report = run_batch_cost_bench(out, names, warmup, window, progress=step)
+        except RecoveryError as exc:
+            abort(exc)
+            return
+        progress.update(task, completed=len(names))
+    for row in report["results"]:
+        console.print(
+            f"{row['variant']:>10}: {row['driver_cpu_s_per_batch']:.3f} CPU s per batch "
+            f"({row['cpu_vs_spark']}x Spark's defaults), "
+            f"median batch {row['median_batch_ms']:.0f} ms"
+        )
+    console.print(f"report: {out}.json, chart: {out}.png")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -40,6 +41,7 @@ class Heartbeat:
     epoch: int = 0
     info: dict | None = None
     idle: bool = False  # the query ran out of input (caught up): Spark reported it idle
+    host: str = ""  # where pid runs: a reader on the same host can see whether it still does
 
     def belongs_to(self, leader_pid: int) -> bool:
         """True if written by the job whose process-group leader is ``leader_pid``."""
@@ -104,6 +106,7 @@ class HeartbeatWriter(JsonEventsListener):
             self.epoch,
             info,
             self.idle,
+            socket.gethostname(),
         )
         with self._lock:  # the timer thread, the listener and a takeover all beat
             write_atomic(self.path, json.dumps(asdict(beat)))

@@ -165,6 +165,42 @@ def test_a_dead_leaders_lease_expires_though_its_replacement_beats_in_the_same_f
     assert lease_expired(tmp_path, "b/100", "b/200", timeout_s=3)  # my own former self
 
 
+def test_a_killed_holder_on_this_host_loses_its_lease_at_once_a_frozen_one_at_the_timeout(
+    tmp_path,
+):
+    """Its heartbeat names this host and its driver: gone (SIGKILL, even before it is reaped)
+    ends the lease now; stopped (SIGSTOP, a zombie leader to be) only after the timeout."""
+    import json
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from recovery_lib.ha.replication.leases import lease_expired, lease_path
+
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        path = lease_path(tmp_path, "b")
+        path.parent.mkdir(parents=True)
+        fields = {"pid": holder.pid, "ts_ms": int(time.time() * 1000), "query_active": True}
+        path.write_text(json.dumps({**fields, "last_batch": 1, "batches": 2, "input_rows": 9,
+                                    "pgid": 77, "host": socket.gethostname()}))  # fmt: skip
+        assert not lease_expired(tmp_path, "b/77", "a/300", timeout_s=30)  # alive, beating
+        os.kill(holder.pid, signal.SIGSTOP)
+        assert not lease_expired(tmp_path, "b/77", "a/300", timeout_s=30)  # frozen: wait
+        os.kill(holder.pid, signal.SIGKILL)
+        time.sleep(0.2)  # dead, not reaped yet: a zombie
+        assert lease_expired(tmp_path, "b/77", "a/300", timeout_s=30)
+    finally:
+        holder.kill()
+        holder.wait()
+    beat = json.loads(path.read_text())
+    path.write_text(json.dumps({**beat, "host": "another-host"}))  # its pid says nothing here
+    assert not lease_expired(tmp_path, "b/77", "a/300", timeout_s=30)
+
+
 def test_a_replica_passed_a_heartbeat_once_its_committed_batch_ends_after_it_everywhere():
     from recovery_lib.ha.replication.heartbeats import HeartbeatEntry, passed
 

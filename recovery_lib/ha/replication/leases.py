@@ -8,9 +8,11 @@ storage across hosts).
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
+from recovery_lib.kafka.broker import pid_alive
 from recovery_lib.runtime.faults import DRIVER_PGID_ENV
 from recovery_lib.runtime.heartbeat import read_heartbeat
 
@@ -36,13 +38,17 @@ def lease_expired(
     """Whether ``holder`` (an incarnation) has lost its lease, seen from incarnation ``me``: a
     former incarnation of my own replica has (it was killed and replaced); another replica's
     has when its heartbeat, or ``since_ms`` (when it took the claim) if later, is older than
-    ``timeout_s``. Only the holder's own heartbeats count: the replacement of a dead holder
-    writes the same file, and its beats must not keep the dead one's lease alive."""
+    ``timeout_s``, or at once when its heartbeat names this host and a driver process that is
+    gone (a killed driver's lease need not run out; a frozen one's still must). Only the
+    holder's own heartbeats count: the replacement of a dead holder writes the same file, and
+    its beats must not keep the dead one's lease alive."""
     replica, _, group = holder.partition("/")
     if replica == me.partition("/")[0]:
         return holder != me
     beat = read_heartbeat(lease_path(lease_dir, replica))
     if beat is not None and str(beat.pgid) != group:
         beat = None  # a later incarnation's heartbeat: it says nothing of the holder
+    if beat is not None and beat.host == socket.gethostname() and not pid_alive(beat.pid):
+        return True
     last_ms = max(beat.ts_ms if beat is not None else 0, since_ms)
     return time.time() * 1000 - last_ms > timeout_s * 1000
