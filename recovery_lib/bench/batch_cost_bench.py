@@ -74,7 +74,8 @@ def measure(variant: str, warmup_s: float, window_s: float) -> BatchCost:
     from recovery_lib.spark.session import build_session, stop_session
 
     spark = build_session(f"batch-cost-{variant}")
-    checkpoint = tempfile.mkdtemp(prefix="batch-cost-")
+    workdir = tempfile.TemporaryDirectory(prefix="batch-cost-")
+    checkpoint = workdir.name
     try:
         pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
         rows = spark.readStream.format("rate").option("rowsPerSecond", ROWS_PER_S).load()
@@ -98,6 +99,7 @@ def measure(variant: str, warmup_s: float, window_s: float) -> BatchCost:
         query.stop()
     finally:
         stop_session(spark)
+        workdir.cleanup()
     batches = max(1, last - first)
     return BatchCost(
         variant,
@@ -116,15 +118,16 @@ def run_variant(variant: str, warmup_s: float, window_s: float) -> BatchCost:
         "RECOVERY_SPARK_CHECKPOINT_FILE_API": api,
         "RECOVERY_SPARK_JIT": jit,
     }
-    cmd = [sys.executable, "-m", __name__, variant, str(warmup_s), str(window_s)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        raise JobFailed(
-            f"batch-cost variant {variant} failed (exit {done.returncode}): "
-            f"{done.stderr.strip()[-400:]}"
-        )
-    return BatchCost(**json.loads(lines[-1]))
+    with tempfile.TemporaryDirectory(prefix="batch-cost-result-") as where:
+        result = Path(where) / "result.json"
+        cmd = [sys.executable, "-m", __name__, variant, str(warmup_s), str(window_s), str(result)]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not result.exists():
+            raise JobFailed(
+                f"batch-cost variant {variant} failed (exit {done.returncode}): "
+                f"{done.stderr.strip()[-400:]}"
+            )
+        return BatchCost(**json.loads(result.read_text()))
 
 
 def run_batch_cost_bench(
@@ -186,5 +189,5 @@ def run_batch_cost_bench(
 
 
 if __name__ == "__main__":  # one variant, in the process run_variant started
-    result = measure(sys.argv[1], float(sys.argv[2]), float(sys.argv[3]))
-    print(json.dumps(asdict(result)), flush=True)
+    measured = measure(sys.argv[1], float(sys.argv[2]), float(sys.argv[3]))
+    Path(sys.argv[4]).write_text(json.dumps(asdict(measured)))

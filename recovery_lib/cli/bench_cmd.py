@@ -720,9 +720,10 @@ def bench_batch_cost(
             return
         progress.update(task, completed=len(names))
     for row in report["results"]:
+        versus = "-" if row["cpu_vs_spark"] is None else f"{row['cpu_vs_spark']}x"
         console.print(
             f"{row['variant']:>10}: {row['driver_cpu_s_per_batch']:.3f} CPU s per batch "
-            f"({row['cpu_vs_spark']}x Spark's defaults), "
+            f"({versus} Spark's defaults), "
             f"median batch {row['median_batch_ms']:.0f} ms"
         )
     console.print(f"report: {out}.json, chart: {out}.png")

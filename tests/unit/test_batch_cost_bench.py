@@ -20,8 +20,8 @@ def test_each_variant_runs_in_its_own_process_with_its_settings(monkeypatch) -> 
 
     def fake_run(cmd, env, **kwargs):  # noqa: ANN001, ANN003
         seen.append(env)
-        line = json.dumps(BatchCost(cmd[-3], 10, 0.3, 0.3, 200.0).__dict__)
-        return subprocess.CompletedProcess(cmd, 0, stdout=f"spark says hi\n{line}\n", stderr="")
+        Path(cmd[-1]).write_text(json.dumps(BatchCost(cmd[-4], 10, 0.3, 0.3, 200.0).__dict__))
+        return subprocess.CompletedProcess(cmd, 0, stdout="spark says hi\n", stderr="")
 
     monkeypatch.setattr(batch_cost_bench.subprocess, "run", fake_run)
     assert run_variant("spark", 1, 2) == BatchCost("spark", 10, 0.3, 0.3, 200.0)
