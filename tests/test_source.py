@@ -33,21 +33,26 @@ def run_available_now(spark, tmp_path, name, **options):
     return rows, query.recentProgress
 
 
-def test_source_reads_every_record_across_topics_and_partitions(spark, admin, tmp_path):
-    admin.create("src-a", 3)
-    admin.create("src-b", 2)
-    sent = set(produce("src-a", 3000, 3, prefix="a", headers=True)) | set(
-        produce("src-b", 1000, 2, prefix="b")
-    )
+@pytest.mark.parametrize("read_path", ["executors", "driver"])
+def test_source_reads_every_record_across_topics_and_partitions(spark, admin, tmp_path, read_path):
+    a, b = f"src-a-{read_path}", f"src-b-{read_path}"
+    admin.create(a, 3)
+    admin.create(b, 2)
+    sent = set(produce(a, 3000, 3, prefix="a", headers=True)) | set(produce(b, 1000, 2, prefix="b"))
     rows, progress = run_available_now(
-        spark, tmp_path, "all", subscribe="src-a,src-b", maxOffsetsPerTrigger="700"
+        spark,
+        tmp_path,
+        "all",
+        subscribe=f"{a},{b}",
+        maxOffsetsPerTrigger="700",
+        readPath=read_path,
     )
     values = [r.value for r in rows]
     assert len(values) == len(sent) and set(values) == sent
     assert all(p["numInputRows"] <= 700 for p in progress)
     assert len([p for p in progress if p["numInputRows"]]) >= 4000 // 700
     first = next(r for r in rows if r.value == b"a0")
-    assert (first.topic, first.partition, first.offset) == ("src-a", 0, 0)
+    assert (first.topic, first.partition, first.offset) == (a, 0, 0)
     assert (
         first.key == b"k0" and first.headers[0]["key"] == "h" and first.headers[0]["value"] == b"0"
     )
@@ -58,6 +63,44 @@ def test_source_reads_every_record_across_topics_and_partitions(spark, admin, tm
         by_part.setdefault((r.topic, r.partition), []).append(r.offset)
     for offsets in by_part.values():
         assert sorted(offsets) == list(range(len(offsets)))
+
+
+def test_a_driver_read_batch_is_replayed_by_a_task_after_a_restart(spark, admin, tmp_path):
+    """readPath=driver: a batch planned and read in the source's driver process but not
+    committed (the query died) is read again after the restart, by a task this time (the
+    driver's cache died with the query): the replay has the first attempt's rows."""
+    admin.create("src-drv", 2)
+    produce("src-drv", 500, 2, prefix="d")
+    options = {"subscribe": "src-drv", "readPath": "driver", "maxOffsetsPerTrigger": "200"}
+
+    def batches() -> dict[int, set]:
+        seen: dict[int, set] = {}
+        df = spark.readStream.format(SOURCE_NAME).options(**options).load()
+        query = (
+            df.writeStream.foreachBatch(
+                lambda batch, batch_id: seen.setdefault(batch_id, set()).update(
+                    (r.partition, r.offset, r.value) for r in batch.collect()
+                )
+            )
+            .trigger(availableNow=True)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .start()
+        )
+        try:
+            assert query.awaitTermination(240), "the available-now query did not finish"
+        finally:
+            query.stop()
+        assert query.exception() is None, query.exception()
+        return seen
+
+    first = batches()
+    assert sum(len(rows) for rows in first.values()) == 500 and len(first) >= 3
+    last = max(first)
+    for name in (str(last), f".{last}.crc"):  # the query "died" before committing it
+        (tmp_path / "ck" / "commits" / name).unlink(missing_ok=True)
+    replayed = batches()
+    assert set(replayed) == {last}
+    assert replayed[last] == first[last]
 
 
 def test_starting_offsets_latest_and_explicit_json(spark, admin, tmp_path):

@@ -11,7 +11,9 @@ Beside the project's source, Spark's own Kafka source (``format("kafka")``, the 
 would pick) on the same topic in the same run: events/s into noop (all columns, and key +
 value), CPU seconds per million records (Spark's JVM and its Python workers, the broker left
 out), and NexMark q1's end-to-end p50/p99 at two input rates with each source, both writing
-through the project's Kafka sink, so only the way in differs.
+through the project's Kafka sink, so only the way in differs. The project's source runs both
+of its read paths: ``executors`` (the default, a Python read task per partition) and
+``driver`` (the source's driver process reads each batch while planning it: io/driver_read.py).
 """
 
 from __future__ import annotations
@@ -89,8 +91,9 @@ def _consume(topic: str, count: int, tuned: bool = False) -> float:
 
 
 # The sources compared: the project's (io/source.py) and Spark's own Kafka connector.
-OURS, SPARKS = "ours", "spark"
-SOURCES = (OURS, SPARKS)
+# The project's source (its default read path), the same with readPath=driver, Spark's source.
+OURS, DRIVER, SPARKS = "ours", "ours_driver", "spark"
+SOURCES = (OURS, DRIVER, SPARKS)
 LATENCY_RATES = (1_000.0, 4_000.0)  # q1's input, events/s: the low and the busy case here
 LATENCY_WARMUP_RECORDS = 100  # through the query before the measured input (its workers up)
 LATENCY_WARMUP_TIMEOUT_S = 120.0
@@ -106,6 +109,8 @@ def _read(spark: Any, source: str, topic: str) -> Any:
         )
     else:
         reader = spark.readStream.format(SOURCE_NAME).option("startingOffsets", "earliest")
+        if source == DRIVER:
+            reader = reader.option("readPath", "driver")
     return reader.option("subscribe", topic).option("maxOffsetsPerTrigger", "200000").load()
 
 
@@ -311,6 +316,8 @@ def run_io_bench(
             admin.create(warm, PARTITIONS)
             _produce(warm, 20_000)
             paths = [(OURS, k) for k in ("noop", "noop_kv", "count", "kafka_sink")]
+            # The driver path's bulk rate: every record through one Python process (its price).
+            paths += [(DRIVER, "noop_kv")]
             paths += [(SPARKS, k) for k in ("noop", "noop_kv")]
             for source, kind in paths:
                 out_topic = None
@@ -329,9 +336,9 @@ def run_io_bench(
                 )
             report["latency_by_source"] = []
             for rate in LATENCY_RATES:
-                # Two rounds in opposite orders (ours, Spark's, Spark's, ours): the run that
-                # comes first in a session is slower (its JVM less warm), so each source is
-                # first once and last once, and its figures are the two rounds' mean.
+                # Two rounds in opposite orders (ours, driver, Spark's; Spark's, driver, ours):
+                # the run that comes first in a session is slower (its JVM less warm), so each
+                # source's figures are the mean of an early and a late run.
                 for rnd, order in enumerate((SOURCES, SOURCES[::-1])):
                     for source in order:
                         status.update(
@@ -394,7 +401,8 @@ def path_name(source: str, kind: str) -> str:
 
 def against_sparks_source(report: dict[str, Any]) -> dict[str, Any]:
     """The project's source over Spark's, each figure in the same run: throughput (goal
-    >= 0.8x), CPU per million records, and q1's p50/p99 at each rate (goal: p50 <= 1.2x)."""
+    >= 0.8x), CPU per million records, and q1's p50/p99 at each rate (goal: p50 <= 1.2x), for
+    the default read path and (where the report has it) for readPath=driver."""
     out: dict[str, Any] = {}
     for kind, label in (("noop", "all_columns"), ("noop_kv", "key_value")):
         ours, theirs = report[path_name(OURS, kind)], report[path_name(SPARKS, kind)]
@@ -407,11 +415,24 @@ def against_sparks_source(report: dict[str, Any]) -> dict[str, Any]:
             "ours_cpu_s_per_million": ours.get("cpu_s_per_million"),
             "spark_cpu_s_per_million": theirs.get("cpu_s_per_million"),
         }
+    if path_name(DRIVER, "noop_kv") in report:
+        driver = report[path_name(DRIVER, "noop_kv")]
+        theirs = report[path_name(SPARKS, "noop_kv")]
+        out["key_value_driver_read"] = {
+            "driver_eps": round(driver["events_per_s"]),
+            "driver_over_spark": round(driver["events_per_s"] / theirs["events_per_s"], 3),
+            "driver_cpu_s_per_million": driver.get("cpu_s_per_million"),
+        }
     latency: dict[str, Any] = {}
     for rate in sorted({r["rate_eps"] for r in report.get("latency_by_source", [])}):
         runs = [r for r in report["latency_by_source"] if r["rate_eps"] == rate]
-        ours, theirs = (_rounds_mean([r for r in runs if r["source"] == s]) for s in SOURCES)
+        ours, driver, theirs = (
+            _rounds_mean([r for r in runs if r["source"] == s]) for s in SOURCES
+        )
         p50_ratio = ours["p50_ms"] / theirs["p50_ms"] if theirs["p50_ms"] else None
+        driver_ratio = (
+            driver["p50_ms"] / theirs["p50_ms"] if driver["p50_ms"] and theirs["p50_ms"] else None
+        )
         latency[f"{rate:g}"] = {
             "ours_p50_ms": ours["p50_ms"],
             "spark_p50_ms": theirs["p50_ms"],
@@ -420,12 +441,27 @@ def against_sparks_source(report: dict[str, Any]) -> dict[str, Any]:
             "p50_ours_over_spark": round(p50_ratio, 3) if p50_ratio is not None else None,
             "rounds_p50_ms": {OURS: ours["rounds_p50_ms"], SPARKS: theirs["rounds_p50_ms"]},
             "within_goal": p50_ratio is not None and p50_ratio <= GOAL_P50_RATIO,
+            # readPath=driver (None in a report from before it).
+            "driver_p50_ms": driver["p50_ms"],
+            "driver_p99_ms": driver["p99_ms"],
+            "p50_driver_over_spark": round(driver_ratio, 3) if driver_ratio is not None else None,
+            "driver_within_goal": driver_ratio is not None and driver_ratio <= GOAL_P50_RATIO,
             # Where a batch's time goes with each source (the difference is the why).
             "batch_phase_p50_ms": {
-                phase: {OURS: ours.get("phase_p50_ms", {}).get(phase), SPARKS: ms}
+                phase: {
+                    OURS: ours.get("phase_p50_ms", {}).get(phase),
+                    **(
+                        {DRIVER: driver["phase_p50_ms"].get(phase)}
+                        if driver["rounds_p50_ms"]
+                        else {}
+                    ),
+                    SPARKS: ms,
+                }
                 for phase, ms in theirs.get("phase_p50_ms", {}).items()
             },
         }
+        if driver["rounds_p50_ms"]:
+            latency[f"{rate:g}"]["rounds_p50_ms"][DRIVER] = driver["rounds_p50_ms"]
     out["q1_latency_by_rate"] = latency
     return out
 
@@ -473,6 +509,11 @@ def _chart(report: dict, path: Path) -> None:
         s["against_sparks_source"]["key_value"]["spark_eps"],
     ]
     colors = ["#999"] * 3 + ["#1f77b4"] * 4 + ["#ff7f0e"] * 2
+    driver_read = s["against_sparks_source"].get("key_value_driver_read")
+    if driver_read:
+        names.append("source(k,v)\nreadPath=\ndriver\n->noop")
+        values.append(driver_read["driver_eps"])
+        colors.append("#2ca02c")
     bars = ax1.bar(names, [v / 1000 for v in values], color=colors)
     ax1.bar_label(bars, fmt="%.0fk")
     ax1.set_ylabel("thousand events / s")
@@ -497,17 +538,19 @@ def _chart(report: dict, path: Path) -> None:
     ax2.set_title(f"stateless query at {report['latency']['rate_eps']:g} ev/s")
     by_rate = s["against_sparks_source"]["q1_latency_by_rate"]
     rates = list(by_rate)
-    width = 0.2
-    for i, (field, label, color) in enumerate(
-        (
-            ("ours_p50_ms", "ours p50", "#1f77b4"),
-            ("spark_p50_ms", "Spark's p50", "#ff7f0e"),
-            ("ours_p99_ms", "ours p99", "#aec7e8"),
-            ("spark_p99_ms", "Spark's p99", "#ffbb78"),
-        )
-    ):
-        xs = [j + (i - 1.5) * width for j in range(len(rates))]
-        ax3.bar(xs, [by_rate[r][field] or 0 for r in rates], width, label=label, color=color)
+    series = [
+        ("ours_p50_ms", "ours p50", "#1f77b4"),
+        ("driver_p50_ms", "ours, readPath=driver, p50", "#2ca02c"),
+        ("spark_p50_ms", "Spark's p50", "#ff7f0e"),
+        ("ours_p99_ms", "ours p99", "#aec7e8"),
+        ("driver_p99_ms", "ours, readPath=driver, p99", "#98df8a"),
+        ("spark_p99_ms", "Spark's p99", "#ffbb78"),
+    ]
+    series = [f for f in series if any(by_rate[r].get(f[0]) for r in rates)]
+    width = 0.8 / max(len(series), 1)
+    for i, (field, label, color) in enumerate(series):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(rates))]
+        ax3.bar(xs, [by_rate[r].get(field) or 0 for r in rates], width, label=label, color=color)
     ax3.set_xticks(range(len(rates)), [f"{float(r):,.0f} ev/s" for r in rates])
     ax3.set_ylabel("end-to-end latency (ms)")
     ax3.set_title("NexMark q1: the project's source vs Spark's")

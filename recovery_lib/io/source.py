@@ -17,6 +17,9 @@ Options (as in Spark's own Kafka connector where one exists):
   deadLetterTopic        where bad records go (default recovery.deadletter)
   auditPath              directory: one JSON line per read range
                          (batch, topic, partition, start, end)
+  readPath               executors (default): a Python read task per partition | driver: the
+                         source's driver process reads each batch while planning it, no read
+                         task (low-rate, latency-bound queries; io/driver_read.py)
   kafka.<property>       passed to librdkafka (kafka.bootstrap.servers, SASL/TLS settings)
 """
 
@@ -29,7 +32,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.errors import PySparkNotImplementedError
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -85,7 +89,18 @@ class KafkaDataSource(DataSource):
         return source_schema(fmt if fmt in VALUE_FORMATS else "binary")
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(SourceOptions.parse(self.options), schema)
+        options = SourceOptions.parse(self.options)
+        if options.read_path == "driver":
+            # PySpark then asks simpleStreamReader (pyspark.sql.datasource_internal).
+            raise PySparkNotImplementedError(
+                errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "readPath=driver"}
+            )
+        return KafkaStreamReader(options, schema)
+
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+        from recovery_lib.io.driver_read import KafkaDriverStreamReader
+
+        return KafkaDriverStreamReader(KafkaStreamReader(SourceOptions.parse(self.options), schema))
 
     # The sink and the executor's range reader are imported where they are used: Spark starts
     # a Python process per planning step (the source's runner, the read planner, the write

@@ -15,6 +15,9 @@ from recovery_lib.io.offsets import Offsets, parse_ending_offsets, parse_startin
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 VALUE_FORMATS = {"binary": "binary", "string": "string"}
 DEFAULT_DEAD_LETTER_TOPIC = "recovery.deadletter"
+# Where a batch's records are read (readPath): by a task's Python worker per partition, or by the
+# source's driver process while it plans the batch (io/driver_read.py).
+READ_PATHS = frozenset({"executors", "driver"})
 
 
 def source_schema(value_format: str = "binary") -> str:
@@ -37,6 +40,7 @@ class SourceOptions:
     audit_path: str | None = None
     parked: str | None = None  # the file of parked records (io/parked.py): never delivered
     ending: Offsets | None = None
+    read_path: str = "executors"
     raw: dict[str, str] = field(default_factory=dict, repr=False)  # kafka.* options too
 
     @classmethod
@@ -72,6 +76,11 @@ class SourceOptions:
         on_bad = opts.get("onbadrecord", "deadletter").lower()
         if on_bad not in ("deadletter", "fail"):
             raise InvalidSourceOption(f"onBadRecord must be 'deadletter' or 'fail', got {on_bad!r}")
+        read_path = opts.get("readpath", "executors").lower()
+        if read_path not in READ_PATHS:
+            raise InvalidSourceOption(
+                f"readPath must be one of {sorted(READ_PATHS)}, got {read_path!r}"
+            )
         return cls(
             topics=topics,
             kafka=kafka,
@@ -84,6 +93,7 @@ class SourceOptions:
             audit_path=opts.get("auditpath"),
             parked=opts.get("parkedrecords"),
             ending=parse_ending_offsets(opts.get("endingoffsets"), topics),
+            read_path=read_path,
             raw=opts,
         )
 

@@ -3,7 +3,7 @@ figures of one run (the bench itself runs in `make bench-io`)."""
 
 from __future__ import annotations
 
-from recovery_lib.bench.io_bench import OURS, SPARKS, against_sparks_source, path_name
+from recovery_lib.bench.io_bench import DRIVER, OURS, SPARKS, against_sparks_source, path_name
 
 
 def run(ours_eps: float, spark_eps: float, ours_p50: float, spark_p50: float) -> dict:
@@ -65,3 +65,31 @@ def test_two_rounds_in_opposite_orders_are_averaged_per_source():
     assert at["rounds_p50_ms"] == {OURS: [400.0, 240.0], SPARKS: [250.0, 270.0]}
     assert at["p50_ours_over_spark"] == round(320 / 260, 3)
     assert at["batch_phase_p50_ms"]["addBatch"] == {OURS: 130.0, SPARKS: 120.0}
+
+
+def test_the_driver_read_path_is_judged_against_sparks_source_too():
+    report = run(100_000, 100_000, 300.0, 200.0)
+    report[path_name(DRIVER, "noop_kv")] = {"events_per_s": 20_000, "cpu_s_per_million": 30.0}
+    report["latency_by_source"].append(
+        {
+            "source": DRIVER,
+            "rate_eps": 1000.0,
+            "p50_ms": 210.0,
+            "p99_ms": 650.0,
+            "phase_p50_ms": {"addBatch": 118.0},
+        }
+    )
+    out = against_sparks_source(report)
+    assert out["key_value_driver_read"]["driver_over_spark"] == 0.2
+    at = out["q1_latency_by_rate"]["1000"]
+    assert at["p50_driver_over_spark"] == 1.05 and at["driver_within_goal"]
+    assert not at["within_goal"]  # the default path (300 ms) misses it in the same run
+    assert at["batch_phase_p50_ms"]["addBatch"] == {OURS: 150.0, DRIVER: 118.0, SPARKS: 120.0}
+    assert at["rounds_p50_ms"][DRIVER] == [210.0]
+
+
+def test_a_report_from_before_the_driver_path_has_no_driver_figures():
+    out = against_sparks_source(run(100_000, 100_000, 240.0, 200.0))
+    assert "key_value_driver_read" not in out
+    at = out["q1_latency_by_rate"]["1000"]
+    assert at["driver_p50_ms"] is None and not at["driver_within_goal"]

@@ -1,5 +1,6 @@
 import pytest
 
+from recovery_lib.io.cut_policies import CutPolicy
 from recovery_lib.io.exceptions import InvalidSinkOption, InvalidSourceOption
 from recovery_lib.io.offsets import parse_starting_offsets
 from recovery_lib.io.sinks.ids import output_id, parse_output_id
@@ -38,6 +39,49 @@ def test_source_options_require_subscribe_and_positive_limit():
         SourceOptions.parse({**base, "subscribe": "t", "valueFormat": "avro"})
     opts = SourceOptions.parse({**base, "subscribe": "a, b", "maxOffsetsPerTrigger": "10"})
     assert opts.topics == ["a", "b"] and opts.max_records == 10
+
+
+def test_read_path_is_executors_by_default_and_driver_on_request():
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}
+    assert SourceOptions.parse(base).read_path == "executors"
+    assert SourceOptions.parse({**base, "readPath": "Driver"}).read_path == "driver"
+    with pytest.raises(InvalidSourceOption, match="readPath must be one of"):
+        SourceOptions.parse({**base, "readPath": "jvm"})
+
+
+class HalfCuts(CutPolicy):
+    """A mechanism's policy stand-in (any policy but the free one)."""
+
+    def cut(self, start, available, max_rows):
+        return available
+
+
+def test_driver_reads_refuse_what_needs_a_task_per_range():
+    from pyspark.errors import PySparkNotImplementedError
+
+    from recovery_lib.io.driver_read import KafkaDriverStreamReader
+    from recovery_lib.io.source import KafkaDataSource, KafkaStreamReader, source_schema
+
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "readPath": "driver"}
+    with pytest.raises(InvalidSourceOption, match="free policy only"):
+        KafkaDriverStreamReader(
+            KafkaStreamReader(
+                SourceOptions.parse({**base, "cutPolicy": f"{__name__}:HalfCuts"}), None
+            )
+        )
+    with pytest.raises(InvalidSourceOption, match="drop auditPath"):
+        KafkaDriverStreamReader(
+            KafkaStreamReader(SourceOptions.parse({**base, "auditPath": "/tmp/a"}), None)
+        )
+    # PySpark falls back to simpleStreamReader when streamReader is not implemented.
+    source = KafkaDataSource(base)
+    with pytest.raises(PySparkNotImplementedError):
+        source.streamReader(source_schema())
+    assert isinstance(source.simpleStreamReader(source_schema()), KafkaDriverStreamReader)
+    assert not isinstance(
+        KafkaDataSource({**base, "readPath": "executors"}).streamReader(source_schema()),
+        KafkaDriverStreamReader,
+    )
 
 
 def test_output_ids_round_trip_and_exclude_the_epoch():
