@@ -47,8 +47,9 @@ class KafkaDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvail
         options: SourceOptions = planner.options  # type: ignore[attr-defined]
         if options.cut_policy != "free":
             raise InvalidSourceOption(
-                f"readPath=driver cuts batches with the free policy only, not "
-                f"{options.cut_policy!r}: use readPath=executors (the default) with cutPolicy"
+                f"readPath=driver cuts batches with the free policy only, and this query's "
+                f"cutPolicy is {options.cut_policy!r} (a mechanism's: a standby follows its "
+                "primary's log, replicas cut at heartbeats): drop readPath=driver for it"
             )
         if options.audit_path:
             raise InvalidSourceOption(
