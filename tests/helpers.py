@@ -109,6 +109,13 @@ class JobProcess:
             return ""
 
 
+def uncommit(checkpoint: Path, batch: int) -> None:
+    """Forget that ``batch`` committed: a restart re-executes it (offset log entry kept), as
+    after a query that died between planning and committing it."""
+    for name in (str(batch), f".{batch}.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+
+
 def committed_batches(checkpoint: Path) -> list[int]:
     commits = checkpoint / "commits"
     if not commits.exists():

@@ -42,7 +42,7 @@ from recovery_lib import causal
 from recovery_lib.causal.driver import enable
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.kafka.clients import client_config
-from tests.helpers import produce
+from tests.helpers import produce, uncommit
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -287,12 +287,6 @@ def run_query(spark: Any, topic: str, case: Case, build, run: str, fail: bool) -
     finally:
         query.stop()
     assert query.exception() is None, query.exception()
-
-
-def uncommit(checkpoint: Path, batch: int) -> None:
-    """Forget that ``batch`` committed: a restart re-executes it (offset log entry kept)."""
-    for name in (str(batch), f".{batch}.crc"):
-        (checkpoint / "commits" / name).unlink(missing_ok=True)
 
 
 def execute_twice(spark: Any, topic: str, case: Case, build, kind: str) -> None:  # noqa: ANN001

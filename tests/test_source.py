@@ -11,16 +11,24 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from recovery_lib.io.source import SOURCE_NAME
 from recovery_lib.kafka.clients import client_config
 from recovery_lib.kafka.tail_probe import TailProbe
-from tests.helpers import produce, wait_for
+from tests.helpers import produce, uncommit, wait_for
 
 pytestmark = pytest.mark.spark
 
 
-def run_available_now(spark, tmp_path, name, **options):
+def run_available_now(spark, tmp_path, name, on_batch=None, **options):
+    """The rows an available-now query reads (and each batch's to ``on_batch(id, rows)``)."""
     df = spark.readStream.format(SOURCE_NAME).options(**options).load()
     rows = []
+
+    def collect(batch, batch_id):
+        got = batch.collect()
+        rows.extend(got)
+        if on_batch is not None:
+            on_batch(batch_id, got)
+
     query = (
-        df.writeStream.foreachBatch(lambda batch, _id: rows.extend(batch.collect()))
+        df.writeStream.foreachBatch(collect)
         .trigger(availableNow=True)
         .option("checkpointLocation", str(tmp_path / f"ck-{name}"))
         .start()
@@ -75,29 +83,21 @@ def test_a_driver_read_batch_is_replayed_by_a_task_after_a_restart(spark, admin,
 
     def batches() -> dict[int, set]:
         seen: dict[int, set] = {}
-        df = spark.readStream.format(SOURCE_NAME).options(**options).load()
-        query = (
-            df.writeStream.foreachBatch(
-                lambda batch, batch_id: seen.setdefault(batch_id, set()).update(
-                    (r.partition, r.offset, r.value) for r in batch.collect()
-                )
-            )
-            .trigger(availableNow=True)
-            .option("checkpointLocation", str(tmp_path / "ck"))
-            .start()
+        run_available_now(
+            spark,
+            tmp_path,
+            "driver",
+            on_batch=lambda i, rows: seen.setdefault(i, set()).update(
+                (r.partition, r.offset, r.value) for r in rows
+            ),
+            **options,
         )
-        try:
-            assert query.awaitTermination(240), "the available-now query did not finish"
-        finally:
-            query.stop()
-        assert query.exception() is None, query.exception()
         return seen
 
     first = batches()
     assert sum(len(rows) for rows in first.values()) == 500 and len(first) >= 3
     last = max(first)
-    for name in (str(last), f".{last}.crc"):  # the query "died" before committing it
-        (tmp_path / "ck" / "commits" / name).unlink(missing_ok=True)
+    uncommit(tmp_path / "ck-driver", last)  # the query "died" before committing it
     replayed = batches()
     assert set(replayed) == {last}
     assert replayed[last] == first[last]
