@@ -12,8 +12,9 @@ import time
 import pytest
 
 from recovery_lib.kafka.admin import TopicAdmin
-from recovery_lib.kafka.broker import EmbeddedBroker, pid_alive, running_state, stop_recorded
+from recovery_lib.kafka.broker import EmbeddedBroker, running_state, stop_recorded
 from recovery_lib.kafka.exceptions import BrokerAlreadyRunning, BrokerUnreachable, TopicMissing
+from recovery_lib.processes import pid_alive
 from recovery_lib.settings import Settings, get_settings
 from tests.helpers import wait_for
 
@@ -88,7 +89,8 @@ def test_an_owner_with_its_own_sigterm_handler_cleans_up_before_the_broker_stops
     script = textwrap.dedent(
         f"""
         import signal, sys, time
-        from recovery_lib.kafka.broker import EmbeddedBroker, port_answers
+        from recovery_lib.kafka.broker import EmbeddedBroker
+        from recovery_lib.processes import port_answers
         from recovery_lib.settings import Settings
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         b = EmbeddedBroker(Settings(home={str(tmp_path / "h")!r}))
@@ -116,7 +118,7 @@ def test_an_owner_with_its_own_sigterm_handler_cleans_up_before_the_broker_stops
 
 
 def test_unreachable_broker_is_reported_with_the_fix_within_bounded_time(tmp_path):
-    from recovery_lib.kafka.broker import free_port
+    from recovery_lib.processes import free_port
 
     started = time.monotonic()
     with pytest.raises(BrokerUnreachable, match="KAFKA_BOOTSTRAP"):

@@ -12,9 +12,10 @@ import pytest
 
 from recovery_lib.errors import JobFailed
 from recovery_lib.io.sinks.dedup_reader import read_topic
-from recovery_lib.kafka.broker import EmbeddedBroker, free_port
+from recovery_lib.kafka.broker import EmbeddedBroker
 from recovery_lib.nexmark.config import GeneratorConfig
 from recovery_lib.nexmark.producer import ensure_topics, produce_events
+from recovery_lib.processes import free_port
 from recovery_lib.runtime.checkpoint import last_committed
 from recovery_lib.runtime.launch import JobLaunch
 from recovery_lib.runtime.supervisor import ProcessSpec, Supervisor

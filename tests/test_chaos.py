@@ -183,7 +183,7 @@ def test_the_experiments_network_faults_say_whether_and_when_they_fired(tmp_path
 
 def test_a_killed_partition_leader_is_replaced_by_election_and_started_again(tmp_path) -> None:
     from recovery_lib.chaos.cluster import FaultyCluster
-    from recovery_lib.kafka.broker import pid_alive
+    from recovery_lib.processes import pid_alive
 
     with FaultyCluster(tmp_path / "cluster") as cluster:
         bootstrap = cluster.bootstrap

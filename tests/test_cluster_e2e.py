@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from recovery_lib.experiment.runner import Experiment, ExperimentConfig
-from recovery_lib.kafka.broker import pid_alive
+from recovery_lib.processes import pid_alive
 from recovery_lib.runtime.cluster import (
     ClusterError,
     cluster_state,

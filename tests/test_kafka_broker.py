@@ -15,9 +15,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from recovery_lib.kafka import apache
-from recovery_lib.kafka.broker import EmbeddedBroker, free_port, pid_alive, running_state
+from recovery_lib.kafka.broker import EmbeddedBroker, running_state
 from recovery_lib.kafka.capabilities import hides_aborted_records
 from recovery_lib.kafka.exceptions import BrokerBinaryNotFound, BrokerStartError
+from recovery_lib.processes import free_port, pid_alive
 from recovery_lib.settings import Settings
 
 pytestmark = pytest.mark.broker

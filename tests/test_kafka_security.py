@@ -27,7 +27,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from recovery_lib.kafka import apache
 from recovery_lib.kafka.admin import TopicAdmin
 from recovery_lib.kafka.apache import SecuredListener
-from recovery_lib.kafka.broker import BrokerState, EmbeddedBroker, free_port
+from recovery_lib.kafka.broker import BrokerState, EmbeddedBroker
 from recovery_lib.kafka.clients import check_reachable, client_config
 from recovery_lib.kafka.exceptions import (
     BrokerAuthenticationFailed,
@@ -35,6 +35,7 @@ from recovery_lib.kafka.exceptions import (
     BrokerTlsFailed,
     BrokerUnreachable,
 )
+from recovery_lib.processes import free_port
 from recovery_lib.settings import Settings
 
 pytestmark = pytest.mark.broker

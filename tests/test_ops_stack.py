@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from recovery_lib.kafka.broker import pid_alive
 from recovery_lib.metrics.store import read_frame
 from recovery_lib.ops.stack import COMPONENTS, OpsStack, _start_ticks, group_members, stop_group
+from recovery_lib.processes import pid_alive
 from recovery_lib.settings import Settings
 from tests.helpers import wait_for
 

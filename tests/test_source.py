@@ -235,7 +235,7 @@ def test_missing_topic_and_malformed_offsets_fail_at_start_with_the_fix(spark, t
 
 
 def test_unreachable_broker_fails_the_query_with_the_fix(spark, tmp_path):
-    from recovery_lib.kafka.broker import free_port
+    from recovery_lib.processes import free_port
 
     df = (
         spark.readStream.format(SOURCE_NAME)

@@ -24,7 +24,8 @@ from pathlib import Path
 from recovery_lib.chaos.cluster import ClusterNotStarted
 from recovery_lib.chaos.private import PrivateKafka
 from recovery_lib.chaos.proxy import FaultProxy, now_ms
-from recovery_lib.kafka.broker import EmbeddedBroker, free_port, pid_alive
+from recovery_lib.kafka.broker import EmbeddedBroker
+from recovery_lib.processes import free_port, pid_alive
 from recovery_lib.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)

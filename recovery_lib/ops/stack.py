@@ -43,6 +43,7 @@ from recovery_lib.ops.airflow_env import (
     airflow_env,
     ensure_credentials,
 )
+from recovery_lib.processes import free_port, pid_alive
 from recovery_lib.settings import Settings, get_settings
 
 AIRFLOW_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -100,7 +101,7 @@ def _port_free(port: int) -> bool:
 def _choose_port(configured: int) -> int:
     if configured and _port_free(configured):
         return configured
-    return broker_mod.free_port()
+    return free_port()
 
 
 def _http_ok(url: str, timeout_s: float = 3.0) -> bool:
@@ -169,7 +170,7 @@ class OpsStack:
     def running_pid(self, name: str) -> int | None:
         """The PID of the component this stack started, if that very process still runs."""
         pid = self._recorded_pid(name)
-        if pid is None or not broker_mod.pid_alive(pid):
+        if pid is None or not pid_alive(pid):
             return None
         recorded = self._state().get("start_ticks", {}).get(name)
         if recorded is None or _start_ticks(pid) != recorded:
@@ -496,12 +497,12 @@ def stop_group(pid: int, timeout_s: float, process: subprocess.Popen[bytes] | No
         leads_group = False
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    wait(lambda: not broker_mod.pid_alive(pid), timeout_s)
+    wait(lambda: not pid_alive(pid), timeout_s)
     if not leads_group:
-        if broker_mod.pid_alive(pid):
+        if pid_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            wait(lambda: not broker_mod.pid_alive(pid), 5.0)
+            wait(lambda: not pid_alive(pid), 5.0)
         return
     for sig, seconds in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         if not group_members(pid):

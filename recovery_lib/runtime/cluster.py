@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from recovery_lib.errors import RecoveryError
-from recovery_lib.kafka.broker import free_port, pid_alive, port_answers, stop_pid
+from recovery_lib.processes import free_port, pid_alive, port_answers, stop_pid
 from recovery_lib.settings import Settings, get_settings
 
 

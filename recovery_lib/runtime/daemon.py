@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery_lib.errors import JobFailed, NotStarted
-from recovery_lib.kafka.broker import pid_alive as _alive
+from recovery_lib.processes import pid_alive as _alive
 
 ACTIVE = ("starting", "running", "restarting")
 

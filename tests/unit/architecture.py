@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2] / "recovery_lib"
 # The floors, lowest first: a module imports only from lower floors (or its own package).
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the root exception imports nothing; every floor may raise it
-    ("settings", "files", "charts"),
+    ("settings", "files", "charts", "processes"),
     ("kafka",),
     ("io", "chaos"),
     ("spark", "metrics"),

@@ -12,7 +12,7 @@ import socket
 import time
 from pathlib import Path
 
-from recovery_lib.kafka.broker import pid_alive
+from recovery_lib.processes import pid_alive
 from recovery_lib.runtime.faults import DRIVER_PGID_ENV
 from recovery_lib.runtime.heartbeat import read_heartbeat
 
