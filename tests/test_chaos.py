@@ -157,6 +157,10 @@ def test_the_experiments_network_faults_say_whether_and_when_they_fired(tmp_path
             assert producer.flush(30) == 0
             reset.settle(0, rearm=True)
             assert reset.status is FailureStatus.FIRED and reset.fired_ms and faults.over()
+            armed = injected("net-reset")
+            assert not faults.over()
+            faults.disarm()  # a run's end: no produce may come any more
+            assert faults.over() and armed.status is FailureStatus.ARMED
 
             hole = injected("net-blackhole")
             assert not faults.over()

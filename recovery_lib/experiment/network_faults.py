@@ -119,6 +119,13 @@ class NetworkFaults:
             and self.proxy.pending_resets == 0
         )
 
+    def disarm(self) -> None:
+        """Drop a connection reset still waiting for its request: once a run's input has
+        stopped, that request may never come, and ``over`` would wait for it forever. Its
+        failure stays armed, never fired."""
+        if self.cluster is None:
+            self.proxy.reset_next(None, 0)
+
     def inject(self, kind: str, failure: InjectedFailure) -> None:
         """Inject ``kind`` now; ``failure`` says whether it fired (or is armed)."""
         seconds = self.options.seconds

@@ -65,6 +65,7 @@ class ChaosTarget:
         self.driver_pid = driver_pid
         self.disk = UnwritableTree()
         self.events: list[ChaosEvent] = []
+        self._armed: list[tuple[ChaosEvent, InjectedFailure]] = []  # resets not fired yet
         self._lock = threading.Lock()
 
     def busy(self) -> str | None:
@@ -74,6 +75,20 @@ class ChaosTarget:
         if self.disk.frozen():
             return "the checkpoint still refuses writes"
         return None
+
+    def settle(self) -> None:
+        """Mark the armed resets that fired since (a run's summary counts only faults that
+        fired: one still armed when the input stopped never hurt the job)."""
+        with self._lock:
+            waiting = []
+            for event, failure in self._armed:
+                fired_ms = failure.probe() if failure.probe is not None else None
+                if fired_ms is None:
+                    waiting.append((event, failure))
+                else:
+                    event.fired = True
+                    event.detail = {**event.detail, "fired_ms": fired_ms}
+            self._armed = waiting
 
     def inject(self, kind: str) -> ChaosEvent:
         if kind not in CHAOS_KINDS:
@@ -100,10 +115,14 @@ class ChaosTarget:
             else:
                 failure = InjectedFailure(kind, 0.0, FailureStatus.FIRED, event.asked_ms)
                 self.faults.inject(kind, failure)
-                event.fired = True  # a reset is armed: it fires on the next request
+                # A reset is armed: it fires on its next request, if one comes (settle()).
+                event.fired = failure.status is not FailureStatus.ARMED
+                if not event.fired:
+                    self._armed.append((event, failure))
                 event.detail = {**(failure.detail or {}), "seconds": failure.pause_s}
             self.events.append(event)
-        log.info("chaos: %s %s %s", kind, "fired" if event.fired else "skipped", event.detail)
+        said = "fired" if event.fired else "skipped" if "skipped" in event.detail else "armed"
+        log.info("chaos: %s %s %s", kind, said, event.detail)
         return event
 
 
