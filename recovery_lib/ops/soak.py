@@ -275,7 +275,7 @@ def _soak(
         stop_input.set()
         feeder.join(timeout=60)
         progress("input stopped; waiting for the last fault to end and the job to drain ...")
-        _wait(lambda: _disarmed(faults).over(), 120, "the last fault to end")
+        _wait(lambda: _faults_over_after_input(faults), 120, "the last fault to end")
         _wait(lambda: _drained(job, gen.partitions), 900, "the job to consume all input")
         progress("the consistency_report DAG judges the whole output ...")
         run_id = api.trigger("consistency_report")
@@ -312,11 +312,12 @@ def _job_pid(name: str) -> int | None:
     return status.job_pid if status is not None and status.alive else None
 
 
-def _disarmed(faults: NetworkFaults) -> NetworkFaults:
-    """``faults`` with a reset still armed dropped: the input has stopped, so the request it
-    waits for may never come (a late chaos task may still arm one: dropped at the next poll)."""
+def _faults_over_after_input(faults: NetworkFaults) -> bool:
+    """The last fault is over, a reset still armed dropped first: the input has stopped, so
+    the request it waits for may never come (a late chaos task may still arm one: dropped at
+    the next poll)."""
     faults.disarm()
-    return faults
+    return faults.over()
 
 
 def _wait(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
