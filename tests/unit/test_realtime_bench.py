@@ -56,6 +56,15 @@ def test_the_stages_in_one_application_are_judged_by_the_same_goal():
     assert out["1000"]["pipeline_one_app_over_q1_realtime"] == 1.5
 
 
+def test_each_added_stage_is_what_the_pipeline_adds_to_q1_over_the_stages_after_the_first():
+    """The 2x goal holds only when each stage after the first adds under half of q1's p50."""
+    one, pipe = row("realtime", 1, 1000.0, 2.0), row("realtime", STAGES, 1000.0, 8.0)
+    out = summarize([one, pipe], None)["1000"]
+    assert out["added_stage_ms_realtime"] == (8.0 - 2.0) / (STAGES - 1)
+    assert out["pipeline_over_q1_realtime"] == 4.0 and not out["within_goal"]
+    assert out["added_stage_ms_one_app"] is None  # that layout did not run
+
+
 def test_the_output_gap_and_its_end_come_from_one_pause():
     """Stage 3 emits what it had for a moment after the kill, then pauses: the gap is that
     pause measured from the last output before the kill's side, and output resumes at its end."""
