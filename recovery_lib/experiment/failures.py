@@ -50,6 +50,11 @@ class InjectedFailure:
             return None
         return self.status is FailureStatus.FIRED
 
+    def probe_fired_ms(self) -> int | None:
+        """When an armed probe fault (a reset waiting for its request) fired, or None while it
+        has not: a check to repeat, unlike ``settle``, which decides once."""
+        return self.probe() if self.probe is not None else None
+
     def settle(self, t0_ms: int, rearm: bool) -> None:
         """An armed hook's outcome: fired (when, from its marker) or not. With ``rearm`` (a
         next failure follows) the fired hook is disarmed, so it fires again only when armed
@@ -57,7 +62,7 @@ class InjectedFailure:
         if self.status is not FailureStatus.ARMED:
             return  # a signal, or already settled
         if self.probe is not None:
-            fired_ms = self.probe()
+            fired_ms = self.probe_fired_ms()
             if fired_ms is None:
                 self.status = FailureStatus.NOT_FIRED
             else:

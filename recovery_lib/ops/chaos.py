@@ -82,7 +82,7 @@ class ChaosTarget:
         with self._lock:
             waiting = []
             for event, failure in self._armed:
-                fired_ms = failure.probe() if failure.probe is not None else None
+                fired_ms = failure.probe_fired_ms()
                 if fired_ms is None:
                     waiting.append((event, failure))
                 else:

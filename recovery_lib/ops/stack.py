@@ -43,7 +43,7 @@ from recovery_lib.ops.airflow_env import (
     airflow_env,
     ensure_credentials,
 )
-from recovery_lib.processes import free_port, pid_alive
+from recovery_lib.processes import free_port, pid_alive, stop_pid
 from recovery_lib.settings import Settings, get_settings
 
 AIRFLOW_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -495,15 +495,12 @@ def stop_group(pid: int, timeout_s: float, process: subprocess.Popen[bytes] | No
         leads_group = os.getpgid(pid) == pid
     except ProcessLookupError:
         leads_group = False
+    if not leads_group:  # a process alone: SIGTERM, then SIGKILL
+        stop_pid(pid, timeout_s, process)
+        return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     wait(lambda: not pid_alive(pid), timeout_s)
-    if not leads_group:
-        if pid_alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            wait(lambda: not pid_alive(pid), 5.0)
-        return
     for sig, seconds in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         if not group_members(pid):
             break
