@@ -537,9 +537,10 @@ def _ratio(a: dict | None, b: dict | None) -> float | None:
 def _chart(report: dict, path: Path) -> None:
     fig, (ax1, ax2) = new_figure(1, 2, figsize=(13, 4.8))
     rows = report["latency"]
+    short = {"realtime": "RT", "microbatch": "MB"}
     labels = [
-        f"{r['trigger']}\n{r['stages']} stage(s){' 1 app' if r.get('one_app') else ''}"
-        f"\n{r['rate_eps']:g}/s"
+        f"{short.get(r['trigger'], r['trigger'])} {r['stages']}"
+        f"{' (1 app)' if r.get('one_app') else ''}\n{r['rate_eps']:g}/s"
         for r in rows
     ]
     xs = range(len(rows))
@@ -548,7 +549,7 @@ def _chart(report: dict, path: Path) -> None:
     ax1.set_xticks(list(xs), labels, fontsize=7)
     ax1.set_yscale("log")
     ax1.set_ylabel("end-to-end latency (ms, log)")
-    ax1.set_title("q1 and a 3-stage pipeline: real-time vs micro-batch")
+    ax1.set_title("q1 (1) and a 3-stage pipeline (3): real-time (RT) vs micro-batch (MB)")
     ax1.legend()
     kill = report["stage_kill"]
     names = ["restart (s)", "output gap (s)"]
